@@ -1,0 +1,70 @@
+// Shared helpers of the PyTorch integration: runtime access, current device
+// and stream, launching kernels, CPU aliases of device memory.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+#include <c10/core/Allocator.h>
+#include <ATen/core/Generator.h>
+
+#include <functional>
+
+#include "runtime/runtime.h"
+
+namespace torchneuron {
+
+namespace rt = torchneuron::runtime;
+
+constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
+
+// The runtime; runtime errors become PyTorch errors (see translate_errors).
+rt::Runtime& device_runtime();
+
+// Runs `fn`, turning runtime exceptions into PyTorch's error types:
+// OutOfMemoryError -> c10::OutOfMemoryError (torch.OutOfMemoryError),
+// others -> c10::Error (RuntimeError).
+void translate_errors(const std::function<void()>& fn);
+
+c10::DeviceIndex device_count() noexcept;
+// Throws IndexError-like c10::Error naming the index and the count.
+void check_device_index(c10::DeviceIndex index);
+// The calling thread's current device (as cudaGetDevice), default 0.
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);
+// -1 resolves to the current device.
+c10::DeviceIndex resolve_device(c10::DeviceIndex index);
+
+// The calling thread's current stream on `device` (default stream 0).
+rt::StreamId current_stream_id(c10::DeviceIndex device);
+void set_current_stream(const c10::Stream& stream);
+c10::Stream make_stream(c10::DeviceIndex device, rt::StreamId id);
+
+// Enqueue `fn` on the current stream of `device`.
+void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn);
+// Wait for the current stream of `device`; rethrows asynchronous kernel errors.
+void sync_current_stream(c10::DeviceIndex device);
+
+// A CPU tensor viewing the same bytes as neuron tensor `t` (same sizes,
+// strides, dtype). Valid only inside a kernel or with_device_access, while
+// `t` is alive. Undefined in, undefined out.
+at::Tensor cpu_alias(const at::Tensor& t);
+
+// A neuron tensor of the given geometry on `device` (current stream's allocator).
+at::Tensor empty_strided_neuron(c10::IntArrayRef size, c10::IntArrayRef stride,
+                                c10::ScalarType dtype, c10::DeviceIndex device);
+
+// Device memory as a DataPtr on `device`; throws torch.OutOfMemoryError.
+c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+
+// The per-core default generator; its state lives in a CPU generator that
+// kernels (which reuse ATen's CPU random kernels) draw from.
+const at::Generator& default_generator(c10::DeviceIndex device);
+// The CPU generator behind a neuron generator (for kernels).
+at::Generator cpu_generator_of(const at::Generator& neuron_gen);
+
+// 64-bit policy and fallback statistics, exposed to Python.
+bool narrow_64bit_enabled();
+void set_narrow_64bit(bool on);
+
+}  // namespace torchneuron

@@ -1,0 +1,121 @@
+// PrivateUse1 hooks for `neuron` (availability, device count, generators,
+// current device) and the per-core random generator.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/GeneratorImpl.h>
+#include <c10/core/CPUAllocator.h>
+#include <ATen/Context.h>
+#include <cstring>
+
+#include <deque>
+#include <mutex>
+
+#include "aten/context.h"
+
+namespace torchneuron {
+namespace {
+
+// A neuron generator: Philox/MT state kept in a CPU generator, so that ATen's
+// CPU random kernels produce the same streams as on the CPU for one seed.
+struct NeuronGeneratorImpl final : public c10::GeneratorImpl {
+  explicit NeuronGeneratorImpl(c10::DeviceIndex device)
+      : c10::GeneratorImpl(c10::Device(kNeuron, device),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        cpu_(at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val)) {}
+
+  void set_current_seed(uint64_t seed) override { cpu_.set_current_seed(seed); }
+  void set_offset(uint64_t offset) override { cpu_.set_offset(offset); }
+  uint64_t get_offset() const override { return cpu_.get_offset(); }
+  uint64_t current_seed() const override { return cpu_.current_seed(); }
+  uint64_t seed() override { return cpu_.seed(); }
+  void set_state(const c10::TensorImpl& new_state) override {
+    cpu_.unsafeGetGeneratorImpl()->set_state(new_state);
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    return cpu_.unsafeGetGeneratorImpl()->get_state();
+  }
+  NeuronGeneratorImpl* clone_impl() const override {
+    auto* g = new NeuronGeneratorImpl(device_.index());
+    g->cpu_ = cpu_.clone();
+    return g;
+  }
+  at::Generator cpu_;
+};
+
+struct NeuronHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex index) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  void setCurrentDevice(c10::DeviceIndex d) const override { set_current_device(d); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    auto old = current_device();
+    set_current_device(d);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_generator(index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return at::make_generator<NeuronGeneratorImpl>(resolve_device(index));
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    int d = device_runtime().device_of(data);
+    TORCH_CHECK(d >= 0, "pointer ", data, " is not neuron device memory");
+    return c10::Device(kNeuron, d);
+  }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Allocator* getPinnedMemoryAllocator() const override {
+    return at::getCPUAllocator();  // host memory needs no pinning on the emulator
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
+};
+
+}  // namespace
+
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  static std::once_flag once;
+  static std::deque<at::Generator> gens;
+  std::call_once(once, [] {
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d)
+      gens.push_back(at::make_generator<NeuronGeneratorImpl>(d));
+  });
+  device = resolve_device(device);
+  return gens[device];
+}
+
+at::Generator cpu_generator_of(const at::Generator& gen) {
+  auto* impl = dynamic_cast<NeuronGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
+  TORCH_CHECK(impl, "expected a neuron generator, got one for ", gen.device());
+  return impl->cpu_;
+}
+
+void NeuronHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
+  auto device = storage.device().index();
+  auto old_size = storage.nbytes();
+  c10::DataPtr fresh = allocate_on(device, newsize);
+  const void* src = storage.data();
+  void* dst = fresh.get();
+  size_t n = std::min(old_size, newsize);
+  if (n > 0) {
+    // keep the old buffer alive until the copy ran
+    auto old = storage.unsafeGetStorageImpl()->set_data_ptr(std::move(fresh));
+    auto holder = std::make_shared<c10::DataPtr>(std::move(old));
+    launch(device, "resize_storage", [holder, dst, src, n] { std::memcpy(dst, src, n); });
+  } else {
+    storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
+  }
+  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+}
+
+static bool register_hooks = [] {
+  at::RegisterPrivateUse1HooksInterface(new NeuronHooks());
+  return true;
+}();
+
+}  // namespace torchneuron

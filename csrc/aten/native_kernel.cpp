@@ -1,0 +1,414 @@
+// The generic native kernel: every operator in native_ops.h runs here.
+// 1. check devices; 2. infer result geometry on the Meta device (so shape
+// errors are raised at once and inputs stay intact); 3. allocate results on
+// the device; 4. enqueue ATen's CPU kernel over the device memory on the
+// current stream. 64-bit inputs are narrowed to 32 bits (TorchNeuron's
+// policy) unless TORCHNEURON_NARROW_64BIT=0.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "aten/context.h"
+#include "aten/native_ops.h"
+#include "aten/stats.h"
+
+namespace torchneuron {
+namespace {
+
+using c10::IValue;
+using torch::jit::Stack;
+
+std::atomic<bool> g_narrow{[] {
+  const char* v = std::getenv("TORCHNEURON_NARROW_64BIT");
+  return !(v && std::string(v) == "0");
+}()};
+
+// What we learn once per operator from its schema.
+struct Plan {
+  std::string name;            // "aten::add.Tensor"
+  size_t num_args = 0;
+  std::vector<bool> is_index;  // per argument: exempt from narrowing
+  std::vector<int> ret_alias;  // per return: aliased (written) argument or -1
+  bool returns_tensors_only = true;
+  bool writes_args = false;    // in-place or out=
+  std::optional<c10::OperatorHandle> out_op;      // functional -> its out= overload
+  std::optional<c10::OperatorHandle> compute_op;  // kComputeAliases
+  bool sync = false;           // kSyncNativeOps, or no usable meta kernel
+};
+
+bool same_alias(const c10::AliasInfo* a, const c10::AliasInfo* b) {
+  return a && b && a->beforeSets() == b->beforeSets();
+}
+
+// The out= overload of a functional op: same arguments, then one written
+// keyword-only tensor per return.
+std::optional<c10::OperatorHandle> find_out_variant(const c10::FunctionSchema& s) {
+  if (s.returns().empty()) return std::nullopt;
+  for (const char* suffix : {"out", "_out"}) {
+    std::string overload = s.overload_name().empty() ? std::string(suffix) == "out" ? "out" : ""
+                                                     : s.overload_name() + suffix;
+    if (overload.empty()) continue;
+    auto h = c10::Dispatcher::singleton().findOp({s.name(), overload});
+    if (!h) continue;
+    const auto& o = h->schema();
+    if (o.arguments().size() != s.arguments().size() + s.returns().size()) continue;
+    bool ok = true;
+    for (size_t i = 0; i < s.arguments().size() && ok; ++i)
+      ok = o.arguments()[i].name() == s.arguments()[i].name() &&
+           o.arguments()[i].type()->str() == s.arguments()[i].type()->str();
+    for (size_t i = s.arguments().size(); i < o.arguments().size() && ok; ++i)
+      ok = o.arguments()[i].alias_info() && o.arguments()[i].alias_info()->isWrite();
+    if (ok && h->hasKernelForDispatchKey(c10::DispatchKey::CPU)) return h;
+  }
+  return std::nullopt;
+}
+
+const Plan& plan_for(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static std::unordered_map<const void*, std::unique_ptr<Plan>> plans;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = plans[&op.schema()];
+  if (slot) return *slot;
+  auto p = std::make_unique<Plan>();
+  const auto& s = op.schema();
+  p->name = s.name() + (s.overload_name().empty() ? "" : "." + s.overload_name());
+  p->num_args = s.arguments().size();
+  for (const auto& a : s.arguments()) {
+    bool idx = false;
+    for (const char* n : kIndexArgNames) idx = idx || a.name() == n;
+    p->is_index.push_back(idx);
+    if (a.alias_info() && a.alias_info()->isWrite()) p->writes_args = true;
+  }
+  for (const auto& r : s.returns()) {
+    int alias = -1;
+    for (size_t i = 0; i < s.arguments().size(); ++i)
+      if (same_alias(r.alias_info(), s.arguments()[i].alias_info())) alias = int(i);
+    p->ret_alias.push_back(alias);
+    if (r.type()->kind() != c10::TypeKind::TensorType) p->returns_tensors_only = false;
+  }
+  std::string base = s.name().substr(6);  // strip "aten::"
+  for (const auto& ca : kComputeAliases)
+    if (base == ca.op) p->compute_op = c10::Dispatcher::singleton().findOp({std::string("aten::") + ca.computed_as, ""});
+  for (const char* n : kSyncNativeOps)
+    if (p->name == std::string("aten::") + n) p->sync = true;
+  if (!p->returns_tensors_only) p->sync = true;
+  if (!p->writes_args && !p->compute_op) p->out_op = find_out_variant(s);
+  slot = std::move(p);
+  return *slot;
+}
+
+std::string device_str(const at::Tensor& t) { return t.device().str(); }
+
+// All tensors of one op on one neuron device; CPU 0-dim tensors allowed.
+c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, Stack& args_view,
+                               size_t base) {
+  c10::DeviceIndex device = -1;
+  std::string first;
+  auto visit = [&](const at::Tensor& t, const std::string& arg) {
+    if (!t.defined()) return;
+    if (t.device().type() == kNeuron) {
+      if (device == -1) {
+        device = t.device().index();
+        first = arg;
+      } else {
+        TORCH_CHECK(t.device().index() == device,
+                    "Expected all tensors to be on the same device, but found at least two "
+                    "devices, neuron:", int(device), " and ", device_str(t),
+                    "! (when checking argument ", arg, " in ", plan.name, ")");
+      }
+      return;
+    }
+    if (t.device().is_cpu() && t.dim() == 0) return;  // a scalar, as CUDA allows
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                       "devices, neuron and ", device_str(t), "! (when checking argument ", arg,
+                " in ", plan.name, ")");
+  };
+  for (size_t i = 0; i < plan.num_args; ++i) {
+    const IValue& v = args_view[base + i];
+    const auto& name = s.arguments()[i].name();
+    if (v.isTensor()) {
+      visit(v.toTensor(), name);
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) visit(t, name);
+    } else if (v.isList()) {
+      for (const IValue& e : v.toListRef())
+        if (e.isTensor()) visit(e.toTensor(), name);
+    }
+  }
+  return device == -1 ? current_device() : device;
+}
+
+// Map every tensor (incl. inside lists) of the argument range through f.
+template <class F>
+IValue map_tensors(const IValue& v, F&& f) {
+  if (v.isTensor()) return f(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
+    return out;
+  }
+  if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const IValue& e : v.toListRef())
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);
+    return out;
+  }
+  return v;
+}
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != kNeuron) return t;
+  auto m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  return m;
+}
+
+bool is_narrowable(c10::ScalarType st) {
+  return st == c10::kDouble || st == c10::kLong;
+}
+
+at::Tensor narrowed(const at::Tensor& t) {
+  return t.to(t.scalar_type() == c10::kDouble ? c10::kFloat : c10::kInt);
+}
+
+struct NarrowLog {
+  std::mutex mu;
+  std::set<std::string> warned;
+};
+NarrowLog& narrow_log() {
+  static NarrowLog* l = new NarrowLog();
+  return *l;
+}
+
+// Does this call narrow any 64-bit input? (decided on the host, counted once)
+bool wants_narrowing(const Plan& plan, const c10::FunctionSchema& s, const Stack& st, size_t base) {
+  if (!g_narrow.load(std::memory_order_relaxed)) return false;
+  for (size_t i = 0; i < plan.num_args; ++i) {
+    if (plan.is_index[i]) continue;
+    const auto* ai = s.arguments()[i].alias_info();
+    if (ai && ai->isWrite() && s.arguments()[i].kwarg_only()) continue;  // out= results
+    const IValue& v = st[base + i];
+    bool hit = false;
+    auto check = [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == kNeuron && is_narrowable(t.scalar_type()))
+        hit = true;
+      return t;
+    };
+    map_tensors(v, check);
+    if (hit) return true;
+  }
+  return false;
+}
+
+void note_narrowing(const std::string& name) {
+  record_narrowing(name);
+  auto& log = narrow_log();
+  std::lock_guard<std::mutex> lock(log.mu);
+  if (log.warned.insert(name).second)
+    TORCH_WARN("neuron: ", name, " computes float64/int64 inputs as float32/int32 and restores "
+               "the result dtype (TorchNeuron's 64-bit policy; TORCHNEURON_NARROW_64BIT=0 "
+               "computes in full width). Warned once per operator.");
+}
+
+// Build the CPU argument list over device memory. Runs where memory is
+// accessible (a stream worker, or with_device_access).
+struct CpuArgs {
+  Stack stack;
+  std::vector<std::pair<at::Tensor, at::Tensor>> writeback;  // (alias, narrowed copy)
+};
+
+CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vector<IValue>& args,
+                 bool narrow, c10::DeviceIndex device) {
+  CpuArgs out;
+  out.stack.reserve(args.size() + 4);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& arg = s.arguments()[i];
+    if (arg.type()->kind() == c10::TypeKind::OptionalType &&
+        arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
+      const auto& gen = args[i].isNone() ? default_generator(device) : args[i].toGenerator();
+      out.stack.emplace_back(cpu_generator_of(gen));
+      continue;
+    }
+    const auto* ai = arg.alias_info();
+    bool is_out = ai && ai->isWrite() && arg.kwarg_only();
+    bool writes = ai && ai->isWrite();
+    bool narrow_this = narrow && !plan.is_index[i] && !is_out;
+    out.stack.push_back(map_tensors(args[i], [&](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined() || t.device().type() != kNeuron) return t;
+      at::Tensor a = cpu_alias(t);
+      if (narrow_this && is_narrowable(t.scalar_type())) {
+        at::Tensor n = narrowed(a);
+        if (writes) out.writeback.emplace_back(a, n);
+        return n;
+      }
+      return a;
+    }));
+  }
+  return out;
+}
+
+void redispatch_cpu(const c10::OperatorHandle& op, Stack* stack) {
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
+
+// Synchronous path: the result's size depends on the data.
+void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
+              c10::DeviceIndex device, bool narrow) {
+  const auto& s = op.schema();
+  std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
+  torch::jit::drop(*stack, plan.num_args);
+  sync_current_stream(device);
+  // Which widths to restore on results (no meta kernel tells us here).
+  bool had_double = false, had_long = false;
+  for (const auto& v : args)
+    map_tensors(v, [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == kNeuron) {
+        had_double = had_double || t.scalar_type() == c10::kDouble;
+        had_long = had_long || t.scalar_type() == c10::kLong;
+      }
+      return t;
+    });
+  std::vector<IValue> results;
+  translate_errors([&] {
+    device_runtime().with_device_access([&] {
+      CpuArgs ca = cpu_args(plan, s, args, narrow, device);
+      const auto& compute = plan.compute_op ? *plan.compute_op : op;
+      redispatch_cpu(compute, &ca.stack);
+      for (auto& [alias, n] : ca.writeback) alias.copy_(n);
+      for (size_t r = 0; r < ca.stack.size(); ++r) {
+        IValue& v = ca.stack[r];
+        if (r < plan.ret_alias.size() && plan.ret_alias[r] >= 0) {
+          results.push_back(args[plan.ret_alias[r]]);
+        } else if (v.isTensor() && v.toTensor().defined()) {
+          const at::Tensor& t = v.toTensor();
+          auto dt = t.scalar_type();
+          if (narrow && dt == c10::kFloat && had_double) dt = c10::kDouble;
+          if (narrow && dt == c10::kInt && had_long) dt = c10::kLong;
+          at::Tensor d = empty_strided_neuron(t.sizes(), t.strides(), dt, device);
+          cpu_alias(d).copy_(t);
+          results.emplace_back(d);
+        } else {
+          results.push_back(std::move(v));
+        }
+      }
+    });
+  });
+  for (auto& v : results) stack->push_back(std::move(v));
+}
+
+void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
+  const Plan& plan = plan_for(op);
+  const auto& s = op.schema();
+  const size_t base = stack->size() - plan.num_args;
+  c10::DeviceIndex device = check_devices(plan, s, *stack, base);
+  const bool narrow = wants_narrowing(plan, s, *stack, base);
+  if (narrow) note_narrowing(plan.name);
+
+  if (plan.sync) return run_sync(op, plan, stack, device, narrow);
+
+  // Shape inference on Meta: errors surface here, before anything runs.
+  Stack meta;
+  meta.reserve(plan.num_args);
+  for (size_t i = 0; i < plan.num_args; ++i) {
+    const auto& arg = s.arguments()[i];
+    if (arg.type()->kind() == c10::TypeKind::OptionalType &&
+        arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
+      meta.emplace_back();  // meta kernels draw nothing
+      continue;
+    }
+    meta.push_back(map_tensors((*stack)[base + i], to_meta));
+  }
+  const auto& shape_op = plan.compute_op ? *plan.compute_op : op;
+  try {
+    shape_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const c10::NotImplementedError&) {
+    const_cast<Plan&>(plan).sync = true;  // no meta kernel: size from the data
+    return run_sync(op, plan, stack, device, narrow);
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    if (msg.find("meta") != std::string::npos || msg.find("Meta") != std::string::npos ||
+        msg.find("data-dependent") != std::string::npos ||
+        msg.find("data dependent") != std::string::npos)
+      return run_sync(op, plan, stack, device, narrow);
+    throw;
+  }
+
+  std::vector<IValue> args(stack->begin() + base, stack->end());
+  torch::jit::drop(*stack, plan.num_args);
+
+  // Results: written arguments come back as themselves (resized as the
+  // meta kernel resized them, for out= of the wrong size); others are new.
+  std::vector<at::Tensor> results;
+  for (size_t r = 0; r < meta.size(); ++r) {
+    const at::Tensor& m = meta[r].toTensor();
+    int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
+    if (alias >= 0) {
+      at::Tensor t = args[alias].toTensor();
+      if (t.sizes() != m.sizes()) t.resize_(m.sizes());
+      results.push_back(t);
+    } else if (!m.defined()) {
+      results.emplace_back();
+    } else {
+      results.push_back(empty_strided_neuron(m.sizes(), m.strides(), m.scalar_type(), device));
+    }
+  }
+
+  const auto* out_op = plan.out_op && !narrow ? &*plan.out_op : nullptr;
+  const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
+  const bool fresh_results = !plan.writes_args;
+  launch(device, plan.name.c_str(),
+         [compute, out_op, &plan, args = std::move(args), results, narrow, device,
+          fresh_results]() mutable {
+           CpuArgs ca = cpu_args(plan, compute.schema(), args, narrow, device);
+           if (out_op) {
+             for (const auto& r : results) ca.stack.emplace_back(cpu_alias(r));
+             redispatch_cpu(*out_op, &ca.stack);
+             return;
+           }
+           redispatch_cpu(compute, &ca.stack);
+           for (auto& [alias, n] : ca.writeback) alias.copy_(n);
+           if (!fresh_results && !narrow) return;  // in-place: written through the aliases
+           for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r) {
+             if (!results[r].defined() || !ca.stack[r].isTensor()) continue;
+             const at::Tensor& got = ca.stack[r].toTensor();
+             at::Tensor dst = cpu_alias(results[r]);
+             if (got.data_ptr() != dst.data_ptr()) dst.copy_(got);
+           }
+         });
+  for (auto& t : results) stack->emplace_back(std::move(t));
+}
+
+}  // namespace
+
+bool narrow_64bit_enabled() { return g_narrow.load(); }
+void set_narrow_64bit(bool on) { g_narrow.store(on); }
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  auto& d = c10::Dispatcher::singleton();
+  auto reg = [&](const char* name) {
+    std::string full(name);
+    auto dot = full.find('.');
+    std::string base = "aten::" + full.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+    auto h = d.findOp({base, overload});
+    if (!h) return;
+    if (!h->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+        !h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      bool alias = false;
+      for (const auto& ca : kComputeAliases) alias = alias || full == ca.op;
+      if (!alias) return;
+    }
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&native_kernel>());
+  };
+  for (const char* n : kNativeOps) reg(n);
+  for (const char* n : kSyncNativeOps) reg(n);
+}
+
+}  // namespace torchneuron

@@ -1,0 +1,93 @@
+// torchneuron._C: the Python bindings the front layer (torchneuron/) uses.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/extension.h>
+
+#include "aten/context.h"
+#include "aten/stats.h"
+
+namespace torchneuron {
+namespace {
+
+namespace py = pybind11;
+
+template <class F>
+auto released(F&& f) {
+  py::gil_scoped_release no_gil;
+  return f();
+}
+
+py::dict core_properties(int device) {
+  check_device_index(device);
+  const auto& c = device_runtime().core(device);
+  py::dict d;
+  d["name"] = c.name;
+  d["total_memory"] = c.hbm_bytes;
+  d["logical_id"] = c.logical_id;
+  d["logical_nc_config"] = c.logical_nc_config;
+  return d;
+}
+
+py::dict runtime_info() {
+  py::dict d;
+  const auto& c = device_runtime().config();
+  d["name"] = device_runtime().name();
+  d["version"] = device_runtime().version();
+  d["logical_nc_config"] = c.logical_nc_config;
+  d["logical_cores_total"] = c.logical_cores_total;
+  d["visible"] = c.visible;
+  d["hbm_bytes_per_core"] = c.hbm_bytes_per_core;
+  d["launch_blocking"] = c.launch_blocking;
+  d["protect_memory"] = c.protect_memory;
+  return d;
+}
+
+}  // namespace
+}  // namespace torchneuron
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torchneuron;
+  namespace py = pybind11;
+  m.doc() = "torchneuron native module: the `neuron` PrivateUse1 backend";
+  m.def("_device_count", [] { return int(device_count()); });
+  m.def("_runtime_info", &runtime_info);
+  m.def("_get_device", [] { return int(current_device()); });
+  m.def("_set_device", [](int d) { set_current_device(d); });
+  m.def("_core_properties", &core_properties);
+  m.def("_synchronize", [](int d) {
+    auto idx = resolve_device(d);
+    released([&] { translate_errors([&] { device_runtime().synchronize_device(idx); }); return 0; });
+  });
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(resolve_device(d))));
+  });
+  m.def("_fallback_stats", [] {
+    py::dict out;
+    for (const auto& [op, s] : fallback_stats()) {
+      py::dict e;
+      e["calls"] = s.calls;
+      e["seconds"] = s.seconds;
+      out[py::str(op)] = e;
+    }
+    return out;
+  });
+  m.def("_reset_fallback_stats", &reset_fallback_stats);
+  m.def("_fallback_mode", &fallback_mode);
+  m.def("_set_fallback_mode", &set_fallback_mode);
+  m.def("_narrowing_stats", [] {
+    py::dict out;
+    for (const auto& [op, n] : narrowing_stats()) out[py::str(op)] = n;
+    return out;
+  });
+  m.def("_reset_narrowing_stats", &reset_narrowing_stats);
+  m.def("_narrow_64bit", &narrow_64bit_enabled);
+  m.def("_set_narrow_64bit", &set_narrow_64bit);
+  m.def("_counters", [](int d) {
+    auto c = device_runtime().counters(resolve_device(d));
+    py::dict out;
+    out["kernels_launched"] = c.kernels_launched;
+    out["kernels_failed"] = c.kernels_failed;
+    return out;
+  });
+}

@@ -1,0 +1,29 @@
+// Counters of the PyTorch integration: CPU fallbacks (calls, seconds) and
+// 64-bit narrowing events, per operator name. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace torchneuron {
+
+struct FallbackStat {
+  int64_t calls = 0;
+  double seconds = 0;  // wall time of the fallback incl. both copies
+};
+
+void record_fallback(const std::string& op, double seconds);
+std::map<std::string, FallbackStat> fallback_stats();
+void reset_fallback_stats();
+
+void record_narrowing(const std::string& op);
+std::map<std::string, int64_t> narrowing_stats();
+void reset_narrowing_stats();
+
+// "warn" (default: CPU fallback, warned once per op) or "error"
+// (TORCHNEURON_FALLBACK=error: NotImplementedError naming the op).
+std::string fallback_mode();
+void set_fallback_mode(const std::string& mode);
+
+}  // namespace torchneuron

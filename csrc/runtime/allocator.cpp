@@ -1,0 +1,278 @@
+#include "allocator.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "device_memory.h"
+
+namespace torchneuron::runtime {
+namespace {
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+std::string hex(const void* p) {
+  std::ostringstream s;
+  s << p;
+  return s.str();
+}
+
+void increase(Stat& s, int64_t n) {
+  s.current += n;
+  if (s.current > s.peak) s.peak = s.current;
+  s.allocated += n;
+}
+
+void decrease(Stat& s, int64_t n) {
+  s.current -= n;
+  s.freed += n;
+}
+
+template <typename F>
+void for_each_stat(MemoryStats& m, F f) {
+  for (StatArray* a : {&m.allocation, &m.segment, &m.active, &m.inactive_split, &m.allocated_bytes,
+                       &m.reserved_bytes, &m.active_bytes, &m.inactive_split_bytes, &m.requested_bytes})
+    for (Stat& s : *a) f(s);
+}
+
+}  // namespace
+
+std::string format_bytes(size_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+CachingAllocator::CachingAllocator(int device, size_t capacity, bool protect, SegmentTable& table)
+    : device_(device), capacity_(capacity), protect_(protect), table_(table) {}
+
+CachingAllocator::~CachingAllocator() {
+  for (auto& [base, bytes] : segments_) {
+    table_.erase(base);
+    unmap_segment(base, bytes, protect_);
+  }
+  for (FreeBlocks* p : {&small_free_, &large_free_})
+    for (Block* b : *p) delete b;
+  for (auto& [ptr, b] : allocated_) delete b;
+}
+
+// A stat of the aggregate and of the block's pool move together.
+void CachingAllocator::update(StatArray& stat, bool small, int64_t delta) {
+  for (int t : {int(kAggregate), small ? int(kSmallPool) : int(kLargePool)}) {
+    if (delta >= 0)
+      increase(stat[t], delta);
+    else
+      decrease(stat[t], -delta);
+  }
+}
+
+void* CachingAllocator::allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Requests past the capacity can never fit; checking first also keeps the
+  // rounding below from overflowing.
+  const bool fits_at_all = bytes <= capacity_;
+  const size_t size = fits_at_all ? round_up(bytes, kMinBlock) : 0;
+  const bool small = fits_at_all && size <= kSmallRequest;
+
+  if (fits_at_all)
+    if (Block* b = take_cached(small, size)) return hand_out(b, size, bytes);
+
+  std::string why;
+  const size_t segment = small ? kSmallSegment : round_up(size, kLargeSegmentRound);
+  Block* b = fits_at_all ? map_new_segment(small, segment, &why) : nullptr;
+  if (!b) {
+    // As cudaMalloc failing in PyTorch: give back the cache and retry once.
+    release_cached_segments();
+    ++stats_.num_alloc_retries;
+    b = fits_at_all ? map_new_segment(small, segment, &why) : nullptr;
+  }
+  if (!b) out_of_memory(bytes, why);
+  return hand_out(b, size, bytes);
+}
+
+// Best fit: the smallest cached block of the pool that holds `size`.
+CachingAllocator::Block* CachingAllocator::take_cached(bool small, size_t size) {
+  FreeBlocks& free = pool(small);
+  Block key{nullptr, size, small};
+  auto it = free.lower_bound(&key);
+  if (it == free.end()) return nullptr;
+  Block* b = *it;
+  free.erase(it);
+  return b;
+}
+
+// A new segment as one free block (not in the pool), or nullptr with `why`
+// set when the host refuses; nullptr with `why` empty when over capacity.
+CachingAllocator::Block* CachingAllocator::map_new_segment(bool small, size_t segment_bytes, std::string* why) {
+  const size_t reserved = size_t(stats_.reserved_bytes[kAggregate].current);
+  if (segment_bytes > capacity_ - reserved) return nullptr;
+  void* base = map_segment(segment_bytes, protect_);
+  if (!base) {
+    *why = std::string("host mmap failed: ") + std::strerror(errno);
+    return nullptr;
+  }
+  segments_.emplace(static_cast<char*>(base), segment_bytes);
+  table_.insert(base, segment_bytes, device_);
+  ++stats_.num_device_alloc;
+  update(stats_.segment, small, 1);
+  update(stats_.reserved_bytes, small, int64_t(segment_bytes));
+  return new Block{static_cast<char*>(base), segment_bytes, small};
+}
+
+// Marks `b` allocated for `requested` bytes (rounded: `size`), splitting off
+// the tail as a cached block when it is worth keeping separately.
+void* CachingAllocator::hand_out(Block* b, size_t size, size_t requested) {
+  const bool small = b->small;
+  const bool was_split = b->is_split();
+  const size_t rest = b->size - size;
+  const bool split = small ? rest >= kMinBlock : rest > kSmallRequest;
+  if (split) {
+    Block* tail = new Block{b->ptr + size, rest, small};
+    tail->prev = b;
+    tail->next = b->next;
+    if (b->next) b->next->prev = tail;
+    b->next = tail;
+    b->size = size;
+    pool(small).insert(tail);
+    if (was_split) {
+      // An inactive split block shrank by `size` and stays inactive.
+      update(stats_.inactive_split_bytes, small, -int64_t(size));
+    } else {
+      update(stats_.inactive_split, small, 1);
+      update(stats_.inactive_split_bytes, small, int64_t(rest));
+    }
+  } else if (was_split) {
+    // An inactive split block becomes active whole.
+    update(stats_.inactive_split, small, -1);
+    update(stats_.inactive_split_bytes, small, -int64_t(b->size));
+  }
+  b->allocated = true;
+  b->requested = requested;
+  allocated_.emplace(b->ptr, b);
+  update(stats_.allocation, small, 1);
+  update(stats_.allocated_bytes, small, int64_t(b->size));
+  update(stats_.active, small, 1);
+  update(stats_.active_bytes, small, int64_t(b->size));
+  update(stats_.requested_bytes, small, int64_t(requested));
+  return b->ptr;
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocated_.find(ptr);
+  if (it == allocated_.end())
+    throw Error("free of " + hex(ptr) + " on NeuronCore " + std::to_string(device_) +
+                ": not the start of an allocated block (double free?)");
+  Block* b = it->second;
+  allocated_.erase(it);
+  const bool small = b->small;
+  const size_t size = b->size, requested = b->requested;
+  update(stats_.allocation, small, -1);
+  update(stats_.allocated_bytes, small, -int64_t(size));
+  update(stats_.active, small, -1);
+  update(stats_.active_bytes, small, -int64_t(size));
+  update(stats_.requested_bytes, small, -int64_t(requested));
+
+  // Merge with free neighbours; each absorbed one was an inactive split block.
+  FreeBlocks& free = pool(small);
+  int64_t split_blocks = 0, split_bytes = 0;
+  for (Block* n : {b->prev, b->next}) {
+    if (!n || n->allocated) continue;
+    free.erase(n);
+    if (n == b->prev) {
+      b->ptr = n->ptr;
+      b->prev = n->prev;
+      if (b->prev) b->prev->next = b;
+    } else {
+      b->next = n->next;
+      if (b->next) b->next->prev = b;
+    }
+    b->size += n->size;
+    split_blocks -= 1;
+    split_bytes -= int64_t(n->size);
+    delete n;
+  }
+  b->allocated = false;
+  b->requested = 0;
+  free.insert(b);
+  if (b->is_split()) {
+    split_blocks += 1;
+    split_bytes += int64_t(b->size);
+  }
+  if (split_blocks) update(stats_.inactive_split, small, split_blocks);
+  if (split_bytes) update(stats_.inactive_split_bytes, small, split_bytes);
+}
+
+// Unmaps every cached block that is a whole segment.
+void CachingAllocator::release_cached_segments() {
+  for (bool small : {true, false}) {
+    FreeBlocks& free = pool(small);
+    for (auto it = free.begin(); it != free.end();) {
+      Block* b = *it;
+      if (b->is_split()) {
+        ++it;
+        continue;
+      }
+      it = free.erase(it);
+      segments_.erase(b->ptr);
+      table_.erase(b->ptr);
+      unmap_segment(b->ptr, b->size, protect_);
+      ++stats_.num_device_free;
+      update(stats_.segment, small, -1);
+      update(stats_.reserved_bytes, small, -int64_t(b->size));
+      delete b;
+    }
+  }
+}
+
+void CachingAllocator::out_of_memory(size_t requested, const std::string& why) {
+  ++stats_.num_ooms;
+  const size_t allocated = size_t(stats_.allocated_bytes[kAggregate].current);
+  const size_t reserved = size_t(stats_.reserved_bytes[kAggregate].current);
+  std::string msg = "NeuronCore " + std::to_string(device_) + " out of memory: tried to allocate " +
+                    format_bytes(requested) + "; " + format_bytes(allocated) + " allocated, " +
+                    format_bytes(reserved) + " reserved, capacity " + format_bytes(capacity_) +
+                    " (TORCHNEURON_HBM_GIB / NEURON_LOGICAL_NC_CONFIG)";
+  if (!why.empty()) msg += " [" + why + "]";
+  throw OutOfMemoryError(msg, device_, requested, allocated, reserved, capacity_);
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cached_segments();
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+size_t CachingAllocator::reserved() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return size_t(stats_.reserved_bytes[kAggregate].current);
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for_each_stat(stats_, [](Stat& s) { s.peak = s.current; });
+}
+
+void CachingAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for_each_stat(stats_, [](Stat& s) { s.allocated = s.freed = 0; });
+  stats_.num_alloc_retries = stats_.num_ooms = 0;
+  stats_.num_device_alloc = stats_.num_device_free = 0;
+}
+
+}  // namespace torchneuron::runtime

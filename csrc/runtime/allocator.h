@@ -1,0 +1,88 @@
+// The caching HBM allocator of one logical NeuronCore. Same concepts as
+// PyTorch's CUDA caching allocator: segments are mapped from the device,
+// carved into blocks, and freed blocks stay cached for reuse; statistics have
+// the meanings of c10's DeviceStats.
+//   small pool: requests <= 1 MiB, 512 B granularity, 2 MiB segments
+//   large pool: larger requests, 512 B granularity, segments rounded to 2 MiB;
+//               a cached block is split when more than 1 MiB would be left
+// Reserved bytes never exceed the capacity: a segment that would is retried
+// once after all unused cached segments are released, then OutOfMemoryError.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "runtime.h"
+#include "segment_table.h"
+
+namespace torchneuron::runtime {
+
+class CachingAllocator {
+ public:
+  static constexpr size_t kMinBlock = 512;
+  static constexpr size_t kSmallRequest = size_t(1) << 20;  // largest small-pool block
+  static constexpr size_t kSmallSegment = size_t(2) << 20;
+  static constexpr size_t kLargeSegmentRound = size_t(2) << 20;
+
+  // Segments are registered in `table` (which must outlive the allocator)
+  // under `device`; with `protect` they are PROT_NONE outside access scopes.
+  CachingAllocator(int device, size_t capacity, bool protect, SegmentTable& table);
+  ~CachingAllocator();  // unmaps every segment, in use or not
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  void* allocate(size_t bytes);  // nullptr for 0; OutOfMemoryError past capacity
+  void free(void* ptr);          // Error unless ptr is an allocated block's start
+  MemoryStats stats() const;
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+  void empty_cache();  // unmaps segments whose memory is all free
+  size_t capacity() const { return capacity_; }
+  size_t reserved() const;
+
+ private:
+  struct Block {
+    char* ptr;
+    size_t size;
+    bool small;             // pool
+    bool allocated = false;
+    size_t requested = 0;   // bytes asked for, while allocated
+    Block* prev = nullptr;  // neighbours in the same segment
+    Block* next = nullptr;
+    bool is_split() const { return prev || next; }
+  };
+  struct BySizeThenAddress {
+    bool operator()(const Block* a, const Block* b) const {
+      return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+    }
+  };
+  using FreeBlocks = std::set<Block*, BySizeThenAddress>;
+
+  // All private helpers run with mu_ held.
+  FreeBlocks& pool(bool small) { return small ? small_free_ : large_free_; }
+  Block* take_cached(bool small, size_t size);
+  Block* map_new_segment(bool small, size_t segment_bytes, std::string* why);
+  void* hand_out(Block* b, size_t size, size_t requested);
+  void release_cached_segments();
+  void update(StatArray& stat, bool small, int64_t delta);
+  [[noreturn]] void out_of_memory(size_t requested, const std::string& why);
+
+  const int device_;
+  const size_t capacity_;
+  const bool protect_;
+  SegmentTable& table_;
+
+  mutable std::mutex mu_;
+  FreeBlocks small_free_, large_free_;
+  std::unordered_map<void*, Block*> allocated_;   // by block start
+  std::unordered_map<char*, size_t> segments_;    // base -> bytes
+  MemoryStats stats_;
+};
+
+// "512 bytes", "1.50 KiB", "2.00 MiB", "1.25 GiB": sizes in messages.
+std::string format_bytes(size_t bytes);
+
+}  // namespace torchneuron::runtime

@@ -1,0 +1,123 @@
+#include "stream.h"
+
+#include <pthread.h>
+
+#include <cstdio>
+
+#include "device_memory.h"
+
+namespace torchneuron::runtime {
+
+Stream::Stream(int device, StreamId id, bool protect, DeviceCounters& counters)
+    : device_(device), id_(id), protect_(protect), counters_(counters), worker_([this] { work(); }) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_one();
+  worker_.join();
+}
+
+// The hot path: one lock, one push (no allocation once the queue has grown),
+// and a notify only when the worker sleeps.
+uint64_t Stream::enqueue(const char* name, std::function<void()> fn, Kind kind, std::string* error_out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  pending_.push_back(Task{std::move(fn), name, kind, error_out});
+  const uint64_t point = ++enqueued_;
+  const bool wake = worker_idle_;
+  lock.unlock();
+  if (wake) work_cv_.notify_one();
+  return point;
+}
+
+uint64_t Stream::enqueued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enqueued_;
+}
+
+bool Stream::reached(uint64_t point) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ >= point;
+}
+
+void Stream::wait(uint64_t point) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (completed_ >= point) return;
+  if (std::this_thread::get_id() == worker_.get_id())
+    throw Error("a kernel on neuron stream " + std::to_string(id_) + " of device " + std::to_string(device_) +
+                " waited for its own stream, which would never finish");
+  ++waiters_;
+  done_cv_.wait(lock, [&] { return completed_ >= point; });
+  --waiters_;
+}
+
+std::optional<std::string> Stream::take_error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<std::string> e;
+  e.swap(error_);
+  return e;
+}
+
+void Stream::work() {
+  char thread_name[16];
+  std::snprintf(thread_name, sizeof thread_name, "neuron%d:s%lld", device_, static_cast<long long>(id_));
+  pthread_setname_np(pthread_self(), thread_name);
+
+  // Swapping the whole queue keeps both vectors' capacity: no allocation per
+  // task in steady state, and the lock is taken once per batch to dequeue.
+  std::vector<Task> batch;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    while (pending_.empty() && !stop_) {
+      worker_idle_ = true;
+      work_cv_.wait(lock);
+    }
+    worker_idle_ = false;
+    if (pending_.empty()) return;  // stopping, and everything has run
+    batch.swap(pending_);
+    lock.unlock();
+    for (Task& t : batch) {
+      std::string error = run(t);
+      lock.lock();
+      if (!error.empty()) {
+        if (t.error_out)
+          *t.error_out = std::move(error);
+        else if (!error_)
+          error_ = std::move(error);
+      }
+      ++completed_;
+      if (waiters_ > 0) done_cv_.notify_all();
+      lock.unlock();
+    }
+    batch.clear();
+    lock.lock();
+  }
+}
+
+// Runs one task and destroys its closure here, on the worker, before its
+// point is reached: closures own references whose release frees device
+// memory, and a synchronize must see that memory freed.
+std::string Stream::run(Task& t) {
+  const bool kernel = t.kind == Kind::kKernel;
+  if (kernel) counters_.launched.fetch_add(1, std::memory_order_relaxed);
+  std::string what;
+  bool failed = true;
+  try {
+    AccessScope access(protect_ && kernel);
+    t.fn();
+    failed = false;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown exception";
+  }
+  t.fn = nullptr;
+  if (!failed) return {};
+  if (kernel) counters_.failed.fetch_add(1, std::memory_order_relaxed);
+  return std::string("neuron kernel '") + (t.name ? t.name : "?") + "' failed on device " +
+         std::to_string(device_) + " stream " + std::to_string(id_) + ": " + what;
+}
+
+}  // namespace torchneuron::runtime

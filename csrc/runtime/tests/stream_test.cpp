@@ -1,0 +1,239 @@
+// Streams: order, asynchrony, error reporting, blocking mode, the pool.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+#include "test_util.h"
+
+namespace torchneuron::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Gate;
+using testing::small_emulator;
+
+// The AsyncError's message from `f`, or "" if none was thrown.
+std::string async_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const AsyncError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Stream, RunsInOrderOnAWorkerThread) {
+  auto rt = small_emulator();
+  std::vector<int> order;  // touched only by the worker until synchronize
+  std::thread::id worker;
+  for (int i = 0; i < 200; ++i)
+    rt->launch(0, 0, "append", [&, i] {
+      order.push_back(i);
+      worker = std::this_thread::get_id();
+    });
+  rt->synchronize_stream(0, 0);
+  ASSERT_EQ(order.size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_NE(worker, std::this_thread::get_id());
+  EXPECT_EQ(rt->counters(0).kernels_launched, 200);
+  EXPECT_EQ(rt->counters(1).kernels_launched, 0);
+}
+
+TEST(Stream, LaunchReturnsBeforeTheKernelFinishes) {
+  auto rt = small_emulator();
+  Gate gate;
+  std::atomic<bool> done{false};
+  rt->launch(0, 0, "slow", [&] {
+    gate.wait();
+    done = true;
+  });
+  EXPECT_FALSE(done);
+  EXPECT_FALSE(rt->query_stream(0, 0));
+  gate.open();
+  rt->synchronize_stream(0, 0);
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(rt->query_stream(0, 0));
+}
+
+TEST(Stream, UnusedStreamsAreIdle) {
+  auto rt = small_emulator();
+  EXPECT_TRUE(rt->query_stream(0, 0));
+  EXPECT_TRUE(rt->query_stream(1, kMaxStreamId));
+  rt->synchronize_stream(0, 3);
+  rt->synchronize_device(1);
+  EXPECT_EQ(rt->counters(0).kernels_launched, 0);
+}
+
+TEST(Stream, AsyncErrorIsRethrownOnceAtSynchronize) {
+  auto rt = small_emulator();
+  std::atomic<bool> later_ran{false};
+  rt->launch(0, 0, "fine", [] {});
+  rt->launch(0, 0, "bad_kernel", [] { throw std::runtime_error("boom"); });
+  rt->launch(0, 0, "later", [&] { later_ran = true; });
+  rt->launch(0, 0, "also_bad", [] { throw std::runtime_error("second"); });
+
+  std::string msg = async_error_of([&] { rt->synchronize_stream(0, 0); });
+  EXPECT_TRUE(contains(msg, "bad_kernel")) << msg;
+  EXPECT_TRUE(contains(msg, "boom")) << msg;
+  EXPECT_FALSE(contains(msg, "second")) << msg;  // the first error only
+  EXPECT_TRUE(later_ran);
+  EXPECT_EQ(async_error_of([&] { rt->synchronize_stream(0, 0); }), "");  // cleared
+  Counters c = rt->counters(0);
+  EXPECT_EQ(c.kernels_launched, 4);
+  EXPECT_EQ(c.kernels_failed, 2);
+
+  // The device stays usable.
+  std::atomic<int> x{0};
+  rt->launch(0, 0, "after", [&] { x = 7; });
+  rt->synchronize_stream(0, 0);
+  EXPECT_EQ(x, 7);
+}
+
+TEST(Stream, SynchronizeDeviceReportsEveryStream) {
+  auto rt = small_emulator();
+  StreamId s = rt->create_stream(0, 0);
+  rt->launch(0, s, "side_kernel", [] { throw std::logic_error("bad index"); });
+  rt->synchronize_stream(0, 0);  // another stream's error is not reported here
+  std::string msg = async_error_of([&] { rt->synchronize_device(0); });
+  EXPECT_TRUE(contains(msg, "side_kernel")) << msg;
+  EXPECT_TRUE(contains(msg, "bad index")) << msg;
+  EXPECT_TRUE(contains(msg, "stream " + std::to_string(s))) << msg;
+  EXPECT_EQ(async_error_of([&] { rt->synchronize_device(0); }), "");
+
+  rt->launch(0, 0, "one", [] { throw std::runtime_error("1"); });
+  rt->launch(0, s, "two", [] { throw std::runtime_error("2"); });
+  msg = async_error_of([&] { rt->synchronize_device(0); });
+  EXPECT_TRUE(contains(msg, "'one'")) << msg;
+  EXPECT_TRUE(contains(msg, "and 1 more failed stream")) << msg;
+  EXPECT_EQ(async_error_of([&] { rt->synchronize_stream(0, s); }), "");  // all cleared
+}
+
+TEST(Stream, NonStandardException) {
+  auto rt = small_emulator();
+  rt->launch(0, 0, "throws_int", [] { throw 42; });
+  std::string msg = async_error_of([&] { rt->synchronize_stream(0, 0); });
+  EXPECT_TRUE(contains(msg, "throws_int")) << msg;
+  EXPECT_TRUE(contains(msg, "unknown exception")) << msg;
+}
+
+TEST(Stream, LaunchBlocking) {
+  auto rt = small_emulator(testing::kMiB * 64, 1, /*blocking=*/true);
+  bool done = false;
+  rt->launch(0, 0, "sleepy", [&] {
+    std::this_thread::sleep_for(30ms);
+    done = true;
+  });
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(rt->query_stream(0, 0));
+
+  std::string msg = async_error_of([&] { rt->launch(0, 0, "bad_kernel", [] { throw std::runtime_error("boom"); }); });
+  EXPECT_TRUE(contains(msg, "bad_kernel")) << msg;
+  EXPECT_TRUE(contains(msg, "boom")) << msg;
+  EXPECT_EQ(async_error_of([&] { rt->synchronize_device(0); }), "");  // already reported
+  EXPECT_EQ(rt->counters(0).kernels_failed, 1);
+}
+
+TEST(Stream, PoolIdsRoundRobin) {
+  auto rt = small_emulator();
+  for (int round = 0; round < 2; ++round)
+    for (StreamId want = 1; want <= kStreamsPerPool; ++want) {
+      StreamId id = rt->create_stream(0, 0);
+      EXPECT_EQ(id, want);
+      EXPECT_EQ(stream_priority(id), 0);
+    }
+  for (StreamId want = kStreamsPerPool + 1; want <= kMaxStreamId; ++want) {
+    StreamId id = rt->create_stream(0, -1);
+    EXPECT_EQ(id, want);
+    EXPECT_EQ(stream_priority(id), -1);
+  }
+  EXPECT_EQ(rt->create_stream(0, -1), kStreamsPerPool + 1);
+  EXPECT_EQ(rt->create_stream(1, 0), 1);  // each device has its own pool
+  EXPECT_EQ(stream_priority(kDefaultStream), 0);
+}
+
+TEST(Stream, StreamsRunConcurrently) {
+  auto rt = small_emulator();
+  StreamId a = rt->create_stream(0, 0), b = rt->create_stream(0, 0);
+  ASSERT_NE(a, b);
+  Gate gate;
+  rt->launch(0, a, "blocked", [&] { gate.wait(); });
+  std::atomic<bool> b_ran{false};
+  rt->launch(0, b, "free", [&] { b_ran = true; });
+  rt->synchronize_stream(0, b);  // returns while stream a is still blocked
+  EXPECT_TRUE(b_ran);
+  EXPECT_FALSE(rt->query_stream(0, a));
+  gate.open();
+  rt->synchronize_device(0);
+  EXPECT_TRUE(rt->query_stream(0, a));
+}
+
+TEST(Stream, InvalidArguments) {
+  auto rt = small_emulator();
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of([&] { rt->launch(7, 0, "k", [] {}); }), "invalid neuron device index 7 (2 visible NeuronCores)");
+  EXPECT_EQ(error_of([&] { rt->synchronize_device(2); }), "invalid neuron device index 2 (2 visible NeuronCores)");
+  EXPECT_EQ(error_of([&] { rt->launch(0, 17, "k", [] {}); }),
+            "invalid neuron stream id 17 on device 0 (valid ids are 0-16)");
+  EXPECT_TRUE(contains(error_of([&] { rt->query_stream(0, -1); }), "invalid neuron stream id -1"));
+  EXPECT_TRUE(contains(error_of([&] { rt->launch(0, 0, "empty", nullptr); }), "'empty' without a function"));
+}
+
+TEST(Stream, ClosuresAreDestroyedOnTheWorkerBeforeSynchronizeReturns) {
+  auto rt = small_emulator();
+  struct Probe {
+    std::thread::id* destroyed_on;
+    ~Probe() { *destroyed_on = std::this_thread::get_id(); }
+  };
+  std::thread::id ran_on, destroyed_on;
+  // The closure holds the only reference to device memory, as kernels do.
+  std::shared_ptr<void> memory(rt->allocate(0, 4096), [&](void* p) { rt->free(p); });
+  std::shared_ptr<Probe> probe(new Probe{&destroyed_on});
+  Gate gate;  // keeps the kernel from finishing before our references are gone
+  rt->launch(0, 0, "holder", [&ran_on, &gate, probe, memory] {
+    gate.wait();
+    ran_on = std::this_thread::get_id();
+  });
+  probe.reset();
+  memory.reset();
+  EXPECT_EQ(rt->memory_stats(0).allocation[kAggregate].current, 1);
+  gate.open();
+  rt->synchronize_stream(0, 0);
+  EXPECT_EQ(destroyed_on, ran_on);
+  EXPECT_NE(destroyed_on, std::this_thread::get_id());
+  EXPECT_EQ(rt->memory_stats(0).allocation[kAggregate].current, 0);
+}
+
+TEST(Stream, WaitingForItsOwnStreamFailsInsteadOfHanging) {
+  auto rt = small_emulator();
+  Runtime* r = rt.get();
+  rt->launch(0, 0, "self_sync", [r] { r->synchronize_stream(0, 0); });
+  std::string msg = async_error_of([&] { rt->synchronize_stream(0, 0); });
+  EXPECT_TRUE(contains(msg, "self_sync")) << msg;
+  EXPECT_TRUE(contains(msg, "waited for its own stream")) << msg;
+}
+
+TEST(Stream, DestructionRunsQueuedWork) {
+  std::atomic<int> ran{0};
+  {
+    auto rt = small_emulator();
+    for (int i = 0; i < 50; ++i) rt->launch(i % 2, 0, "count", [&] {
+        std::this_thread::sleep_for(100us);
+        ++ran;
+      });
+  }
+  EXPECT_EQ(ran, 50);
+}
+
+}  // namespace
+}  // namespace torchneuron::runtime

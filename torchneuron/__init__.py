@@ -1,0 +1,59 @@
+"""torchneuron: a PyTorch ``neuron`` device on an emulated NeuronCore.
+
+Importing this package (done automatically by ``import torch`` through the
+``torch.backends`` entry point) loads the native extension, renames PyTorch's
+PrivateUse1 backend to ``neuron`` and registers ``torch.neuron``.
+"""
+import os as _os
+
+import torch
+
+__version__ = "0.1.0"
+
+_mode = _os.environ.get("TORCHNEURON_FALLBACK", "warn")
+if _mode not in ("warn", "error"):
+    raise ValueError(f"TORCHNEURON_FALLBACK must be 'warn' or 'error', got {_mode!r}")
+
+from . import _C  # noqa: E402  (registers kernels, guard, allocator, hooks)
+from . import device_module as _device_module  # noqa: E402
+
+
+def _register() -> None:
+    if torch._C._get_privateuse1_backend_name() == "neuron":
+        return
+    torch.utils.rename_privateuse1_backend("neuron")
+    torch._register_device_module("neuron", _device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
+    )
+
+
+_register()
+
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group: importing did the work."""
+
+
+__all__ = ["__version__"]
+
+
+def _print_from_host() -> None:
+    # Printing formats on the host: one device-to-host copy (a sync point, as
+    # on CUDA) instead of many small device ops, each of them narrowed.
+    import torch._tensor_str as ts
+
+    if getattr(ts._tensor_str, "_torchneuron", False):
+        return
+    orig = ts._tensor_str
+
+    def _tensor_str(self, indent):
+        if self.device.type == "neuron":
+            self = self.cpu()
+        return orig(self, indent)
+
+    _tensor_str._torchneuron = True
+    ts._tensor_str = _tensor_str
+
+
+_print_from_host()

@@ -1,0 +1,175 @@
+"""``torch.neuron``: the device module, with ``torch.cuda``'s meanings.
+
+Devices are the visible logical NeuronCores (``NEURON_RT_VISIBLE_CORES``,
+``NEURON_LOGICAL_NC_CONFIG``); memory figures are bytes of the core's HBM.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from . import _C
+from . import _utils  # noqa: F401  (torch.serialization looks for _utils._get_device_index)
+from ._utils import _get_device_index
+from .memory import (  # noqa: F401
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from .random import (  # noqa: F401
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
+
+
+def is_available() -> bool:
+    """True when at least one NeuronCore is visible."""
+    return _C._device_count() > 0
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _lazy_init() -> None:
+    """Nothing to do: the runtime starts on first use."""
+
+
+def device_count() -> int:
+    """Number of visible logical NeuronCores."""
+    return _C._device_count()
+
+
+def current_device() -> int:
+    """Index of the calling thread's current NeuronCore."""
+    return _C._get_device()
+
+
+def set_device(device: Any) -> None:
+    """Set the calling thread's current NeuronCore. Raises IndexError on a bad index."""
+    idx = _get_device_index(device)
+    if idx >= 0:
+        _C._set_device(idx)
+
+
+class device:
+    """Context manager that changes the current NeuronCore (as ``torch.cuda.device``)."""
+
+    def __init__(self, device: Any):
+        self.idx = _get_device_index(device, optional=True)
+        self.prev = -1
+
+    def __enter__(self):
+        self.prev = current_device()
+        if self.idx >= 0 and self.idx != self.prev:
+            _C._set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.idx >= 0 and self.prev != self.idx:
+            _C._set_device(self.prev)
+        return False
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for all work on every stream of the NeuronCore. Raises RuntimeError
+    with the failing kernel's name if asynchronous work failed."""
+    _C._synchronize(_get_device_index(device, optional=True))
+
+
+class NeuronDeviceProperties:
+    """Properties of one logical NeuronCore (``total_memory`` in bytes)."""
+
+    def __init__(self, props: dict):
+        self.name: str = props["name"]
+        self.total_memory: int = props["total_memory"]
+        self.logical_nc_config: int = props["logical_nc_config"]
+        self.logical_id: int = props["logical_id"]
+
+    def __repr__(self) -> str:
+        return (f"NeuronDeviceProperties(name='{self.name}', total_memory="
+                f"{self.total_memory // 2**20}MB, logical_nc_config={self.logical_nc_config}, "
+                f"logical_id={self.logical_id})")
+
+
+def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
+    return NeuronDeviceProperties(_C._core_properties(_get_device_index(device, optional=True)))
+
+
+def get_device_name(device: Any = None) -> str:
+    return get_device_properties(device).name
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Trainium computes bfloat16 natively."""
+    return True
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """dtypes ``torch.autocast("neuron")`` accepts."""
+    return [torch.bfloat16, torch.float16]
+
+
+def is_autocast_enabled() -> bool:
+    return torch.is_autocast_enabled("neuron")
+
+
+def get_autocast_dtype() -> torch.dtype:
+    return torch.get_autocast_dtype("neuron")
+
+
+def fallback_stats() -> dict[str, dict[str, float]]:
+    """``{op_name: {"calls": int, "seconds": float}}`` for operators that ran
+    through the CPU fallback since the last reset (seconds include copies)."""
+    return _C._fallback_stats()
+
+
+def reset_fallback_stats() -> None:
+    _C._reset_fallback_stats()
+
+
+def narrowing_stats() -> dict[str, int]:
+    """``{op_name: calls}`` of operators whose float64/int64 inputs were
+    computed as float32/int32 (the 64-bit policy)."""
+    return _C._narrowing_stats()
+
+
+def reset_narrowing_stats() -> None:
+    _C._reset_narrowing_stats()
+
+
+@contextlib.contextmanager
+def fallback_mode(mode: str):
+    """Temporarily set the fallback mode: ``"warn"`` or ``"error"``."""
+    old = _C._fallback_mode()
+    _C._set_fallback_mode(mode)
+    try:
+        yield
+    finally:
+        _C._set_fallback_mode(old)
+
+
+def runtime_info() -> dict:
+    """The device stack in use: runtime name and version, LNC, visible cores, HBM."""
+    return _C._runtime_info()
+
+
+def _is_in_bad_fork() -> bool:
+    """The emulator keeps no state that a fork invalidates."""
+    return False

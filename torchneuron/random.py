@@ -1,0 +1,61 @@
+"""Random state of ``torch.neuron``: one generator per NeuronCore, with
+``torch.cuda``'s seeding API. States are CPU ByteTensors (the generator keeps
+a CPU-compatible state, so one seed gives the CPU's numbers)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import _C
+from ._utils import _get_device_index
+
+
+def _gen(device: Any = None) -> torch.Generator:
+    return _C._default_generator(_get_device_index(device, optional=True))
+
+
+def get_rng_state(device: Any = "neuron") -> torch.Tensor:
+    idx = _get_device_index(device, optional=True)
+    _C._synchronize(idx)  # kernels in flight draw from the state
+    return _gen(idx).get_state()
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(i) for i in range(_C._device_count())]
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "neuron") -> None:
+    idx = _get_device_index(device, optional=True)
+    _C._synchronize(idx)
+    _gen(idx).set_state(new_state.clone().cpu())
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, s in enumerate(new_states):
+        set_rng_state(s, i)
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the current NeuronCore's generator."""
+    _gen().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for i in range(_C._device_count()):
+        _C._default_generator(i).manual_seed(int(seed))
+
+
+def seed() -> None:
+    """Seed the current NeuronCore's generator with a non-deterministic number."""
+    _gen().seed()
+
+
+def seed_all() -> None:
+    s = _gen().seed()
+    for i in range(_C._device_count()):
+        _C._default_generator(i).manual_seed(s)
+
+
+def initial_seed() -> int:
+    return _gen().initial_seed()
