@@ -60,12 +60,16 @@ def minilm(batch_size: int = 24, seed: int = 0, texts: list[str] | None = None):
     return MiniLMEmbedder(encoder).eval(), dict(enc)
 
 
-def gpt2_tiny(batch_size: int = 1, seed: int = 0):
-    """A 2-layer GPT-2 (transformers' GPT2 architecture), seeded random weights."""
+def gpt2_tiny(batch_size: int = 1, seed: int = 0, initializer_range: float = 0.02):
+    """A 2-layer GPT-2 (transformers' GPT2 architecture), seeded random weights
+    (normal with std ``initializer_range``; GPT-2's 0.02 makes greedy decoding
+    repeat one token, 0.1 gives varied sequences). As in GPT-2, the last token
+    of the vocabulary is both BOS and EOS."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=128)
+    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=128,
+                     bos_token_id=999, eos_token_id=999, initializer_range=initializer_range)
     model = GPT2LMHeadModel(cfg).eval()
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (batch_size, 8), generator=g)
