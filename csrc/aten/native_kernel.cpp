@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include "aten/context.h"
@@ -303,6 +304,140 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
   for (auto& v : results) stack->push_back(std::move(v));
 }
 
+// Geometry of an op's results, as the Meta device computes it.
+struct ResultGeometry {
+  bool defined = false;
+  std::vector<int64_t> sizes, strides;
+  c10::ScalarType dtype = c10::kFloat;
+};
+struct Geometry {
+  std::vector<ResultGeometry> results;
+};
+
+// Meta kernels of PyTorch 2.13 are mostly Python (torch._meta_registrations),
+// ~100 us a call; results depend only on the arguments' metadata and
+// non-tensor values, so they are cached per signature (as a graph compiler
+// caches per input shapes).
+class GeometryCache {
+ public:
+  std::shared_ptr<const Geometry> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second;
+  }
+  std::shared_ptr<const Geometry> insert(const std::string& key, Geometry g) {
+    auto p = std::make_shared<const Geometry>(std::move(g));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() >= kMaxEntries) map_.clear();  // bounded; refills as used
+    map_.emplace(key, p);
+    return p;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 1 << 16;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const Geometry>> map_;
+};
+
+GeometryCache& geometry_cache() {
+  static GeometryCache* c = new GeometryCache();
+  return *c;
+}
+
+template <class T>
+void put(std::string& k, const T& v) {
+  k.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+void put_tensor(std::string& k, const at::Tensor& t) {
+  if (!t.defined()) return k.push_back('N');
+  k.push_back(t.device().type() == kNeuron ? 'T' : 'C');
+  put(k, t.scalar_type());
+  put(k, t.unsafeGetTensorImpl()->is_wrapped_number());
+  put(k, int64_t(t.dim()));
+  for (auto s : t.sizes()) put(k, s);
+  for (auto s : t.strides()) put(k, s);
+}
+
+void put_ivalue(std::string& k, const IValue& v) {
+  if (v.isTensor()) return put_tensor(k, v.toTensor());
+  if (v.isNone()) return k.push_back('n');
+  if (v.isInt()) return k.push_back('i'), put(k, v.toInt());
+  if (v.isDouble()) return k.push_back('d'), put(k, v.toDouble());
+  if (v.isBool()) return k.push_back('b'), put(k, v.toBool());
+  if (v.isString()) return k.push_back('s'), k.append(v.toStringRef()), k.push_back('\0');
+  if (v.isGenerator()) return k.push_back('g');
+  if (v.isList()) {
+    k.push_back('[');
+    for (const IValue& e : v.toListRef()) put_ivalue(k, e);
+    return k.push_back(']');
+  }
+  if (v.isComplexDouble()) {
+    auto c = v.toComplexDouble();
+    return k.push_back('c'), put(k, c.real()), put(k, c.imag());
+  }
+  if (v.isDevice()) return k.push_back('D'), k.append(v.toDevice().str()), k.push_back('\0');
+  // Anything else: its printed form (rare argument kinds).
+  std::ostringstream os;
+  os << v;
+  k.push_back('?');
+  k.append(os.str());
+  k.push_back('\0');
+}
+
+std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t base, size_t n) {
+  std::string k;
+  k.reserve(256);
+  put(k, static_cast<const void*>(&op.schema()));
+  for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i]);
+  return k;
+}
+
+// Run the op (or its compute alias) on Meta. nullopt: no usable meta kernel
+// (or data-dependent sizes): the caller takes the synchronous path.
+std::optional<Geometry> infer_geometry(const c10::OperatorHandle& op, const Plan& plan,
+                                       const Stack& stack, size_t base) {
+  const auto& s = op.schema();
+  Stack meta;
+  meta.reserve(plan.num_args);
+  for (size_t i = 0; i < plan.num_args; ++i) {
+    const auto& arg = s.arguments()[i];
+    if (arg.type()->kind() == c10::TypeKind::OptionalType &&
+        arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
+      meta.emplace_back();  // meta kernels draw nothing
+      continue;
+    }
+    meta.push_back(map_tensors(stack[base + i], to_meta));
+  }
+  const auto& shape_op = plan.compute_op ? *plan.compute_op : op;
+  try {
+    shape_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const c10::NotImplementedError&) {
+    const_cast<Plan&>(plan).sync = true;  // no meta kernel: size from the data
+    return std::nullopt;
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    if (msg.find("meta") != std::string::npos || msg.find("Meta") != std::string::npos ||
+        msg.find("data-dependent") != std::string::npos ||
+        msg.find("data dependent") != std::string::npos)
+      return std::nullopt;
+    throw;
+  }
+  Geometry g;
+  for (const IValue& v : meta) {
+    ResultGeometry r;
+    if (v.isTensor() && v.toTensor().defined()) {
+      const at::Tensor& t = v.toTensor();
+      r.defined = true;
+      r.sizes = t.sizes().vec();
+      r.strides = t.strides().vec();
+      r.dtype = t.scalar_type();
+    }
+    g.results.push_back(std::move(r));
+  }
+  return g;
+}
+
 void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
   const Plan& plan = plan_for(op);
   const auto& s = op.schema();
@@ -313,31 +448,14 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
 
   if (plan.sync) return run_sync(op, plan, stack, device, narrow);
 
-  // Shape inference on Meta: errors surface here, before anything runs.
-  Stack meta;
-  meta.reserve(plan.num_args);
-  for (size_t i = 0; i < plan.num_args; ++i) {
-    const auto& arg = s.arguments()[i];
-    if (arg.type()->kind() == c10::TypeKind::OptionalType &&
-        arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
-      meta.emplace_back();  // meta kernels draw nothing
-      continue;
-    }
-    meta.push_back(map_tensors((*stack)[base + i], to_meta));
-  }
-  const auto& shape_op = plan.compute_op ? *plan.compute_op : op;
-  try {
-    shape_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
-  } catch (const c10::NotImplementedError&) {
-    const_cast<Plan&>(plan).sync = true;  // no meta kernel: size from the data
-    return run_sync(op, plan, stack, device, narrow);
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    if (msg.find("meta") != std::string::npos || msg.find("Meta") != std::string::npos ||
-        msg.find("data-dependent") != std::string::npos ||
-        msg.find("data dependent") != std::string::npos)
-      return run_sync(op, plan, stack, device, narrow);
-    throw;
+  // Result geometry: from the cache, or by running the op on Meta (errors
+  // surface here, before anything runs, and leave the inputs intact).
+  std::string key = geometry_key(op, *stack, base, plan.num_args);
+  std::shared_ptr<const Geometry> geo = geometry_cache().find(key);
+  if (!geo) {
+    auto g = infer_geometry(op, plan, *stack, base);
+    if (!g) return run_sync(op, plan, stack, device, narrow);
+    geo = geometry_cache().insert(key, std::move(*g));
   }
 
   std::vector<IValue> args(stack->begin() + base, stack->end());
@@ -346,17 +464,17 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   // Results: written arguments come back as themselves (resized as the
   // meta kernel resized them, for out= of the wrong size); others are new.
   std::vector<at::Tensor> results;
-  for (size_t r = 0; r < meta.size(); ++r) {
-    const at::Tensor& m = meta[r].toTensor();
+  for (size_t r = 0; r < geo->results.size(); ++r) {
+    const auto& m = geo->results[r];
     int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
     if (alias >= 0) {
       at::Tensor t = args[alias].toTensor();
-      if (t.sizes() != m.sizes()) t.resize_(m.sizes());
+      if (t.sizes() != c10::IntArrayRef(m.sizes)) t.resize_(m.sizes);
       results.push_back(t);
-    } else if (!m.defined()) {
+    } else if (!m.defined) {
       results.emplace_back();
     } else {
-      results.push_back(empty_strided_neuron(m.sizes(), m.strides(), m.scalar_type(), device));
+      results.push_back(empty_strided_neuron(m.sizes, m.strides, m.dtype, device));
     }
   }
 
