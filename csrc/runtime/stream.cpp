@@ -24,6 +24,13 @@ Stream::~Stream() {
 // and a notify only when the worker sleeps.
 uint64_t Stream::enqueue(const char* name, std::function<void()> fn, Kind kind, std::string* error_out) {
   std::unique_lock<std::mutex> lock(mu_);
+  // A full queue makes the host wait, as a device's launch queue does; this
+  // bounds the memory a host far ahead of the device can pin.
+  if (enqueued_ - completed_ >= kMaxPendingTasks && std::this_thread::get_id() != worker_.get_id()) {
+    ++waiters_;
+    done_cv_.wait(lock, [&] { return enqueued_ - completed_ < kMaxPendingTasks; });
+    --waiters_;
+  }
   pending_.push_back(Task{std::move(fn), name, kind, error_out});
   const uint64_t point = ++enqueued_;
   const bool wake = worker_idle_;

@@ -25,6 +25,10 @@ struct DeviceCounters {
 
 class Stream {
  public:
+  // Launches beyond this many unfinished tasks wait for the worker (a
+  // device's launch queue is finite too).
+  static constexpr uint64_t kMaxPendingTasks = 1024;
+
   enum class Kind : uint8_t {
     kKernel,  // user work: counted, runs with device access, errors recorded
     kMarker,  // runtime bookkeeping (event stamps, waits): none of that

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/stream.h"
 #include "test_util.h"
 
 namespace torchneuron::runtime {
@@ -57,6 +58,26 @@ TEST(Stream, LaunchReturnsBeforeTheKernelFinishes) {
   rt->synchronize_stream(0, 0);
   EXPECT_TRUE(done);
   EXPECT_TRUE(rt->query_stream(0, 0));
+}
+
+TEST(Stream, FullQueueMakesTheHostWait) {
+  auto rt = small_emulator();
+  Gate gate;
+  rt->launch(0, 0, "blocked", [&] { gate.wait(); });
+  std::atomic<int> queued{0};
+  std::thread host([&] {
+    for (uint64_t i = 0; i < Stream::kMaxPendingTasks + 8; ++i) {
+      rt->launch(0, 0, "noop", [] {});
+      queued.fetch_add(1);
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  // The blocked kernel holds one slot: the host stops at the bound.
+  EXPECT_EQ(queued.load(), int(Stream::kMaxPendingTasks) - 1);
+  gate.open();
+  host.join();
+  rt->synchronize_stream(0, 0);
+  EXPECT_EQ(queued.load(), int(Stream::kMaxPendingTasks) + 8);
 }
 
 TEST(Stream, UnusedStreamsAreIdle) {
