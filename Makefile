@@ -35,8 +35,9 @@ test-protected: build
 
 test: test-runtime test-python test-protected
 
+# The main job: the three-phase check of all-MiniLM-L6-v2 (real weights), report.html.
 demo: build
-	$(PY) examples/minilm_embeddings.py
+	$(VENV)/bin/torchneuron check minilm --html report.html --iterations 30 --max-warmup 30
 
 bench: build
 	$(PY) bench/bench_minilm.py

@@ -6,7 +6,16 @@ PrivateUse1 backend to ``neuron`` and registers ``torch.neuron``.
 """
 import os as _os
 
-import torch
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group: importing did the work.
+
+    Defined before ``import torch``: when ``import torchneuron`` comes first, torch's
+    backend autoload finds this package half-initialised and looks this name up.
+    """
+
+
+import torch  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -31,10 +40,6 @@ def _register() -> None:
 _register()
 
 
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group: importing did the work."""
-
-
 __all__ = ["__version__"]
 
 
@@ -57,3 +62,19 @@ def _print_from_host() -> None:
 
 
 _print_from_host()
+
+
+def _drain_at_exit() -> None:
+    # Let queued kernels finish before the interpreter and static objects
+    # they use are torn down (a CUDA context is synchronized at exit too).
+    # Errors of abandoned work have nobody left to report to.
+    for i in range(_C._device_count()):
+        try:
+            _C._synchronize(i)
+        except Exception:
+            pass
+
+
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_drain_at_exit)

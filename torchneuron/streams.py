@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from . import _C
 from ._utils import _get_device_index
 
 
@@ -55,6 +56,12 @@ class Event(torch.Event):
     def wait(self, stream: torch.Stream | None = None) -> None:
         super().wait(current_stream() if stream is None else stream)
 
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds from this event to ``end_event`` (both recorded and completed)."""
+        # torch.Event.elapsed_time accepts only the exact torch.Event type, not
+        # this subclass; the binding reads the c10::Event of any torch.Event.
+        return _C._event_elapsed_time(self, end_event)
+
 
 def current_stream(device: Any = None) -> Stream:
     idx = _get_device_index(device, optional=True)
@@ -76,9 +83,14 @@ def stream(s: torch.Stream | None):
     if s is None:
         yield
         return
-    prev = torch.accelerator.current_stream(s.device_index)
+    # set_stream also makes s's device current; restore both afterwards (as
+    # torch.cuda.stream does): the stream of s's device, then the caller's
+    # current stream, which brings the caller's device back.
+    src_prev = torch.accelerator.current_stream()
+    dst_prev = torch.accelerator.current_stream(s.device_index)
     torch.accelerator.set_stream(s)
     try:
         yield
     finally:
-        torch.accelerator.set_stream(prev)
+        torch.accelerator.set_stream(dst_prev)
+        torch.accelerator.set_stream(src_prev)

@@ -53,10 +53,8 @@ struct NeuronAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-      translate_errors([&] {
-        device_runtime().synchronize_device(d);
-        device_runtime().empty_cache(d);
-      });
+      sync_device(d);
+      translate_errors([&] { device_runtime().empty_cache(d); });
     }
   }
   // Kernels hold their tensors until they finish, so no extra bookkeeping.

@@ -44,11 +44,30 @@ c10::Stream make_stream(c10::DeviceIndex device, rt::StreamId id);
 void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn);
 // Wait for the current stream of `device`; rethrows asynchronous kernel errors.
 void sync_current_stream(c10::DeviceIndex device);
+// Wait for every stream of `device`; rethrows asynchronous kernel errors.
+void sync_device(c10::DeviceIndex device);
+
+// Every host wait for device work runs through blocking_wait. A worker that
+// finishes a kernel drops the kernel's references, and dropping the last C++
+// reference of a tensor or storage that has a Python object takes the GIL:
+// a wait holding the GIL would deadlock. The Python module installs a hook
+// that releases the GIL around the wait (this layer stays free of Python).
+void blocking_wait(const std::function<void()>& wait);
+using BlockingWaitHook = void (*)(const std::function<void()>& wait);
+void set_blocking_wait_hook(BlockingWaitHook hook);
 
 // A CPU tensor viewing the same bytes as neuron tensor `t` (same sizes,
-// strides, dtype). Valid only inside a kernel or with_device_access, while
-// `t` is alive. Undefined in, undefined out.
+// strides, dtype, conjugate and negative bits). Valid only inside a kernel or
+// with_device_access, while `t` is alive. Undefined in, undefined out.
 at::Tensor cpu_alias(const at::Tensor& t);
+
+// What a queued kernel captures instead of `t`: a new TensorImpl with t's
+// geometry and data pointer as of now, keeping t's storage alive. Later
+// in-place metadata changes of `t` (t_, transpose_, squeeze_, as_strided_)
+// and storage swaps (resize_ growing it) then leave the queued work as it was
+// issued, as on a device where a launch takes addresses, not objects.
+// Tensors of other devices get a shallow copy (metadata only).
+at::Tensor launch_view(const at::Tensor& t);
 
 // A neuron tensor of the given geometry on `device` (current stream's allocator).
 at::Tensor empty_strided_neuron(c10::IntArrayRef size, c10::IntArrayRef stride,

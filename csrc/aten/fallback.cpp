@@ -37,6 +37,40 @@ std::string op_name(const c10::OperatorHandle& op) {
   return s.name() + (s.overload_name().empty() ? "" : "." + s.overload_name());
 }
 
+// A random operator on the CPU would draw from the CPU's default generator
+// and reject a neuron one. Give it the CPU state behind the neuron generator
+// instead (as native random kernels use), so torch.neuron.manual_seed governs
+// it, after the work already queued on the stream has drawn from that state.
+void use_neuron_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t base = stack->size() - args.size();
+  std::vector<size_t> gens;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto type = args[i].type();
+    if (type->kind() == c10::TypeKind::OptionalType) type = type->containedType(0);
+    if (type->kind() == c10::TypeKind::GeneratorType) gens.push_back(i);
+  }
+  if (gens.empty()) return;
+  c10::DeviceIndex device = -1;  // of the first neuron tensor, device or generator
+  for (size_t i = 0; i < args.size() && device < 0; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    std::optional<c10::Device> d;
+    if (v.isTensor() && v.toTensor().defined()) d = v.toTensor().device();
+    if (v.isDevice()) d = v.toDevice();
+    if (v.isGenerator()) d = v.toGenerator().device();
+    if (d && d->type() == kNeuron) device = resolve_device(d->index());
+  }
+  if (device < 0) device = current_device();
+  for (size_t i : gens) {
+    c10::IValue& v = (*stack)[base + i];
+    if (v.isNone())
+      v = cpu_generator_of(default_generator(device));
+    else if (v.toGenerator().device().type() == kNeuron)
+      v = cpu_generator_of(v.toGenerator());
+  }
+  sync_current_stream(device);
+}
+
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = op_name(op);
   {
@@ -51,6 +85,7 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                  "copied). Warned once per operator; see torch.neuron.fallback_stats().");
   }
   auto t0 = std::chrono::steady_clock::now();
+  use_neuron_generators(op, stack);
   at::native::cpu_fallback(op, stack);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   record_fallback(name, secs);
@@ -112,6 +147,15 @@ void set_fallback_mode(const std::string& mode) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+}
+
+// Composite kernels that run on any device but refuse all but CPU/CUDA (a
+// device check, or a DispatchStub called directly): without these entries
+// torch.mode(x, out=...) raises and x.conj_physical_() fails an internal
+// assert on neuron. They take the CPU fallback like any unsupported op.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* op : {"mode.values", "conj_physical_"})
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 
 }  // namespace torchneuron

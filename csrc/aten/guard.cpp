@@ -3,6 +3,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <stdexcept>
 #include <vector>
 
 #include "aten/context.h"
@@ -78,13 +79,48 @@ c10::Stream make_stream(c10::DeviceIndex device, rt::StreamId id) {
 }
 
 void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn) {
-  translate_errors(
-      [&] { device_runtime().launch(device, current_stream_id(device), name, std::move(fn)); });
+  // The runtime reports a failed kernel by its what(); c10::Error's carries a
+  // C++ backtrace, which is noise in an asynchronous error message.
+  auto kernel = [fn = std::move(fn)] {
+    try {
+      fn();
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  };
+  auto enqueue = [&] {
+    translate_errors([&] {
+      device_runtime().launch(device, current_stream_id(device), name, std::move(kernel));
+    });
+  };
+  if (device_runtime().config().launch_blocking)
+    blocking_wait(enqueue);  // the launch waits for the kernel
+  else
+    enqueue();
 }
 
 void sync_current_stream(c10::DeviceIndex device) {
-  translate_errors([&] { device_runtime().synchronize_stream(device, current_stream_id(device)); });
+  blocking_wait([&] {
+    translate_errors([&] { device_runtime().synchronize_stream(device, current_stream_id(device)); });
+  });
 }
+
+void sync_device(c10::DeviceIndex device) {
+  blocking_wait([&] { translate_errors([&] { device_runtime().synchronize_device(device); }); });
+}
+
+namespace {
+BlockingWaitHook g_wait_hook = nullptr;
+}  // namespace
+
+void blocking_wait(const std::function<void()>& wait) {
+  if (g_wait_hook)
+    g_wait_hook(wait);
+  else
+    wait();
+}
+
+void set_blocking_wait_hook(BlockingWaitHook hook) { g_wait_hook = hook; }
 
 namespace {
 
@@ -168,15 +204,18 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return r;
   }
   void synchronizeStream(const c10::Stream& stream) const override {
-    translate_errors([&] { device_runtime().synchronize_stream(stream.device_index(), stream.id()); });
+    blocking_wait([&] {
+      translate_errors(
+          [&] { device_runtime().synchronize_stream(stream.device_index(), stream.id()); });
+    });
   }
   void synchronizeEvent(void* event) const override {
     if (!event) return;
-    translate_errors([&] { device_runtime().synchronize_event(to_event(event)); });
+    blocking_wait(
+        [&] { translate_errors([&] { device_runtime().synchronize_event(to_event(event)); }); });
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
-    auto idx = resolve_device(device_index);
-    translate_errors([&] { device_runtime().synchronize_device(idx); });
+    sync_device(resolve_device(device_index));
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start && end, "elapsed_time: both events must be recorded first");

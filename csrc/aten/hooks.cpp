@@ -79,14 +79,15 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
 }  // namespace
 
 const at::Generator& default_generator(c10::DeviceIndex device) {
-  static std::once_flag once;
-  static std::deque<at::Generator> gens;
-  std::call_once(once, [] {
+  // Leaked: kernels still draining at exit may use them.
+  static std::deque<at::Generator>* gens = [] {
+    auto* g = new std::deque<at::Generator>();
     for (c10::DeviceIndex d = 0; d < device_count(); ++d)
-      gens.push_back(at::make_generator<NeuronGeneratorImpl>(d));
-  });
+      g->push_back(at::make_generator<NeuronGeneratorImpl>(d));
+    return g;
+  }();
   device = resolve_device(device);
-  return gens[device];
+  return (*gens)[device];
 }
 
 at::Generator cpu_generator_of(const at::Generator& gen) {
@@ -96,6 +97,8 @@ at::Generator cpu_generator_of(const at::Generator& gen) {
 }
 
 void NeuronHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
+  // As resize_bytes_cpu: a storage slice or a borrowed buffer keeps its bytes.
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
   auto device = storage.device().index();
   auto old_size = storage.nbytes();
   c10::DataPtr fresh = allocate_on(device, newsize);

@@ -8,9 +8,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -41,42 +44,80 @@ struct Plan {
   bool returns_tensors_only = true;
   bool writes_args = false;    // in-place or out=
   std::optional<c10::OperatorHandle> out_op;      // functional -> its out= overload
+  std::optional<c10::OperatorHandle> functional_op;  // out= overload -> its functional one
+  size_t num_out = 0;          // out= arguments (kwarg-only, written), last in the schema
   std::optional<c10::OperatorHandle> compute_op;  // kComputeAliases
   bool sync = false;           // kSyncNativeOps, or no usable meta kernel
+  int host_indices = -1;       // kHostIndexOps: the `indices` argument
 };
 
 bool same_alias(const c10::AliasInfo* a, const c10::AliasInfo* b) {
   return a && b && a->beforeSets() == b->beforeSets();
 }
 
+// The overloads of an operator name (aten::add -> add.Tensor, add.out, ...).
+std::vector<c10::OperatorHandle> overloads_of(const std::string& name) {
+  auto& d = c10::Dispatcher::singleton();
+  std::vector<c10::OperatorHandle> out;
+  for (const auto& n : d.getAllOpNames())
+    if (n.name == name)
+      if (auto h = d.findOp(n)) out.push_back(*h);
+  return out;
+}
+
+bool same_leading_arguments(const c10::FunctionSchema& a, const c10::FunctionSchema& b,
+                            size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (a.arguments()[i].name() != b.arguments()[i].name() ||
+        a.arguments()[i].type()->str() != b.arguments()[i].type()->str())
+      return false;
+  return true;
+}
+
 // The out= overload of a functional op: same arguments, then one written
-// keyword-only tensor per return.
+// keyword-only tensor per return. Searched by signature, since the names
+// are irregular (add.Tensor -> add.out, sum.dim_IntList -> sum.IntList_out,
+// max.dim -> max.dim_max); a functional op computed without its out= form
+// pays a host allocation and a copy of every result on the device.
 std::optional<c10::OperatorHandle> find_out_variant(const c10::FunctionSchema& s) {
   if (s.returns().empty()) return std::nullopt;
-  for (const char* suffix : {"out", "_out"}) {
-    std::string overload = s.overload_name().empty() ? std::string(suffix) == "out" ? "out" : ""
-                                                     : s.overload_name() + suffix;
-    if (overload.empty()) continue;
-    auto h = c10::Dispatcher::singleton().findOp({s.name(), overload});
-    if (!h) continue;
-    const auto& o = h->schema();
-    if (o.arguments().size() != s.arguments().size() + s.returns().size()) continue;
+  const size_t n = s.arguments().size();
+  for (const auto& h : overloads_of(s.name())) {
+    const auto& o = h.schema();
+    if (o.arguments().size() != n + s.returns().size() || !same_leading_arguments(o, s, n))
+      continue;
     bool ok = true;
-    for (size_t i = 0; i < s.arguments().size() && ok; ++i)
-      ok = o.arguments()[i].name() == s.arguments()[i].name() &&
-           o.arguments()[i].type()->str() == s.arguments()[i].type()->str();
-    for (size_t i = s.arguments().size(); i < o.arguments().size() && ok; ++i)
-      ok = o.arguments()[i].alias_info() && o.arguments()[i].alias_info()->isWrite();
-    if (ok && h->hasKernelForDispatchKey(c10::DispatchKey::CPU)) return h;
+    for (size_t i = n; i < o.arguments().size() && ok; ++i)
+      ok = o.arguments()[i].kwarg_only() && o.arguments()[i].alias_info() &&
+           o.arguments()[i].alias_info()->isWrite();
+    if (ok && h.hasKernelForDispatchKey(c10::DispatchKey::CPU)) return h;
+  }
+  return std::nullopt;
+}
+
+// The functional overload of an out= overload: the same leading arguments,
+// one return per out= argument.
+std::optional<c10::OperatorHandle> find_functional_variant(const c10::FunctionSchema& s,
+                                                           size_t num_out) {
+  const size_t n = s.arguments().size() - num_out;
+  for (const auto& h : overloads_of(s.name())) {
+    const auto& f = h.schema();
+    if (f.arguments().size() != n || f.returns().size() != num_out || f.is_mutable() ||
+        !same_leading_arguments(f, s, n))
+      continue;
+    if (h.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        h.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd))
+      return h;
   }
   return std::nullopt;
 }
 
 const Plan& plan_for(const c10::OperatorHandle& op) {
-  static std::mutex mu;
-  static std::unordered_map<const void*, std::unique_ptr<Plan>> plans;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = plans[&op.schema()];
+  // Leaked: queued kernels refer to their plan until they have run.
+  static std::mutex* mu = new std::mutex();
+  static auto* plans = new std::unordered_map<const void*, std::unique_ptr<Plan>>();
+  std::lock_guard<std::mutex> lock(*mu);
+  auto& slot = (*plans)[&op.schema()];
   if (slot) return *slot;
   auto p = std::make_unique<Plan>();
   const auto& s = op.schema();
@@ -86,7 +127,10 @@ const Plan& plan_for(const c10::OperatorHandle& op) {
     bool idx = false;
     for (const char* n : kIndexArgNames) idx = idx || a.name() == n;
     p->is_index.push_back(idx);
-    if (a.alias_info() && a.alias_info()->isWrite()) p->writes_args = true;
+    if (a.alias_info() && a.alias_info()->isWrite()) {
+      p->writes_args = true;
+      if (a.kwarg_only()) p->num_out += 1;
+    }
   }
   for (const auto& r : s.returns()) {
     int alias = -1;
@@ -95,13 +139,21 @@ const Plan& plan_for(const c10::OperatorHandle& op) {
     p->ret_alias.push_back(alias);
     if (r.type()->kind() != c10::TypeKind::TensorType) p->returns_tensors_only = false;
   }
+  // Fills and draws only write self: it is their result, not an input.
+  for (const char* n : kWriteOnlySelfOps)
+    if (p->name == std::string("aten::") + n) p->is_index[0] = true;
   std::string base = s.name().substr(6);  // strip "aten::"
   for (const auto& ca : kComputeAliases)
     if (base == ca.op) p->compute_op = c10::Dispatcher::singleton().findOp({std::string("aten::") + ca.computed_as, ""});
   for (const char* n : kSyncNativeOps)
     if (p->name == std::string("aten::") + n) p->sync = true;
+  for (const char* n : kHostIndexOps)
+    if (p->name == std::string("aten::") + n)
+      for (size_t i = 0; i < s.arguments().size(); ++i)
+        if (s.arguments()[i].name() == "indices") p->host_indices = int(i);
   if (!p->returns_tensors_only) p->sync = true;
   if (!p->writes_args && !p->compute_op) p->out_op = find_out_variant(s);
+  if (p->num_out > 0) p->functional_op = find_functional_variant(s, p->num_out);
   slot = std::move(p);
   return *slot;
 }
@@ -165,6 +217,18 @@ IValue map_tensors(const IValue& v, F&& f) {
   return v;
 }
 
+// CPU index tensors of indexing ops (accepted on CUDA: x[cpu_index]) are
+// copied to the device of `self` first.
+void indices_to_device(const Plan& plan, Stack& stack, size_t base) {
+  const IValue& self = stack[base];
+  if (!self.isTensor() || self.toTensor().device().type() != kNeuron) return;
+  const c10::Device device = self.toTensor().device();
+  IValue& indices = stack[base + plan.host_indices];
+  indices = map_tensors(indices, [&](const at::Tensor& t) {
+    return t.defined() && t.device().is_cpu() ? t.to(device) : t;
+  });
+}
+
 at::Tensor to_meta(const at::Tensor& t) {
   if (!t.defined() || t.device().type() != kNeuron) return t;
   auto m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
@@ -177,6 +241,26 @@ bool is_narrowable(c10::ScalarType st) {
 
 at::Tensor narrowed(const at::Tensor& t) {
   return t.to(t.scalar_type() == c10::kDouble ? c10::kFloat : c10::kInt);
+}
+
+bool is_scalar_arg(const c10::Argument& a) {
+  auto type = a.type();
+  if (type->kind() == c10::TypeKind::OptionalType) type = type->containedType(0);
+  return type->kind() == c10::TypeKind::NumberType;
+}
+
+// A Scalar beside narrowed tensors is narrowed with them; the CPU kernel
+// would otherwise fail on a value float32/int32 cannot hold (masked_fill_
+// with torch.finfo(torch.float64).min). Floats saturate to the float32 range;
+// integers wrap as int64 tensors do, when the call narrows int64 tensors.
+IValue narrowed_scalar(const IValue& v, bool wrap_ints) {
+  if (v.isDouble()) {
+    constexpr double kMax = std::numeric_limits<float>::max();
+    double d = v.toDouble();
+    return std::isfinite(d) ? std::clamp(d, -kMax, kMax) : d;
+  }
+  if (v.isInt() && wrap_ints) return int64_t(static_cast<int32_t>(v.toInt()));
+  return v;
 }
 
 struct NarrowLog {
@@ -229,12 +313,23 @@ CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vect
                  bool narrow, c10::DeviceIndex device) {
   CpuArgs out;
   out.stack.reserve(args.size() + 4);
+  bool narrows_long = false;
+  for (size_t i = 0; i < args.size() && narrow; ++i)
+    if (!plan.is_index[i])
+      map_tensors(args[i], [&](const at::Tensor& t) {
+        narrows_long = narrows_long || (t.defined() && t.scalar_type() == c10::kLong);
+        return t;
+      });
   for (size_t i = 0; i < args.size(); ++i) {
     const auto& arg = s.arguments()[i];
     if (arg.type()->kind() == c10::TypeKind::OptionalType &&
         arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
       const auto& gen = args[i].isNone() ? default_generator(device) : args[i].toGenerator();
       out.stack.emplace_back(cpu_generator_of(gen));
+      continue;
+    }
+    if (narrow && is_scalar_arg(arg)) {
+      out.stack.push_back(narrowed_scalar(args[i], narrows_long));
       continue;
     }
     const auto* ai = arg.alias_info();
@@ -422,6 +517,14 @@ std::optional<Geometry> infer_geometry(const c10::OperatorHandle& op, const Plan
         msg.find("data dependent") != std::string::npos)
       return std::nullopt;
     throw;
+  } catch (const std::exception& e) {
+    // A meta kernel written in Python (torch._meta_registrations) reports a
+    // data-dependent shape (nonzero behind x[mask]) as a Python error.
+    std::string msg = e.what();
+    if (msg.find("data-independent") != std::string::npos ||
+        msg.find("data-dependent") != std::string::npos)
+      return std::nullopt;
+    throw;
   }
   Geometry g;
   for (const IValue& v : meta) {
@@ -442,6 +545,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   const Plan& plan = plan_for(op);
   const auto& s = op.schema();
   const size_t base = stack->size() - plan.num_args;
+  if (plan.host_indices >= 0) indices_to_device(plan, *stack, base);
   c10::DeviceIndex device = check_devices(plan, s, *stack, base);
   const bool narrow = wants_narrowing(plan, s, *stack, base);
   if (narrow) note_narrowing(plan.name);
@@ -480,10 +584,26 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
 
   const auto* out_op = plan.out_op && !narrow ? &*plan.out_op : nullptr;
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
-  const bool fresh_results = !plan.writes_args;
+  // The kernel sees the tensors as they are now (launch_view), not as the
+  // caller may change them before it runs (rot90 = flip, then transpose_).
+  for (auto& a : args) a = map_tensors(a, launch_view);
+  std::vector<at::Tensor> kresults;
+  for (const auto& r : results) kresults.push_back(launch_view(r));
   launch(device, plan.name.c_str(),
-         [compute, out_op, &plan, args = std::move(args), results, narrow, device,
-          fresh_results]() mutable {
+         [compute, out_op, &plan, args = std::move(args), results = std::move(kresults), narrow,
+          device]() mutable {
+           if (narrow && plan.functional_op) {
+             // out= with narrowed inputs: the out= kernel would insist on
+             // 32-bit outs (_softmax.out: "expected out dtype float"), so the
+             // functional op computes at 32 bits and its results are written
+             // (widened back) into the out= tensors.
+             std::vector<IValue> in(args.begin(), args.end() - plan.num_out);
+             CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device);
+             redispatch_cpu(*plan.functional_op, &ca.stack);
+             for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r)
+               cpu_alias(results[r]).copy_(ca.stack[r].toTensor());
+             return;
+           }
            CpuArgs ca = cpu_args(plan, compute.schema(), args, narrow, device);
            if (out_op) {
              for (const auto& r : results) ca.stack.emplace_back(cpu_alias(r));
@@ -492,11 +612,22 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
            }
            redispatch_cpu(compute, &ca.stack);
            for (auto& [alias, n] : ca.writeback) alias.copy_(n);
-           if (!fresh_results && !narrow) return;  // in-place: written through the aliases
+           // Written arguments were written through their aliases (or the
+           // writeback); fresh results are copied in, also for ops that do
+           // both (_native_batch_norm_legit updates running stats in place).
            for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r) {
+             if (plan.ret_alias[r] >= 0) continue;
              if (!results[r].defined() || !ca.stack[r].isTensor()) continue;
              const at::Tensor& got = ca.stack[r].toTensor();
              at::Tensor dst = cpu_alias(results[r]);
+             if (got.sizes() != dst.sizes()) {
+               // Meta (like CUDA) and CPU disagree only where the CPU returns
+               // an empty placeholder: batch norm in eval mode gives [0]-sized
+               // save_mean/save_invstd, CUDA [C] of unspecified values.
+               TORCH_CHECK(got.numel() == 0, plan.name, ": the CPU kernel returned shape ",
+                           got.sizes(), " where shape inference gave ", dst.sizes());
+               continue;
+             }
              if (got.data_ptr() != dst.data_ptr()) dst.copy_(got);
            }
          });

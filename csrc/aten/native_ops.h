@@ -46,7 +46,8 @@ inline constexpr const char* kNativeOps[] = {
     "lt.Scalar", "lt.Scalar_out", "le.Tensor", "le.Tensor_out", "le.Scalar",
     "le.Scalar_out", "gt.Tensor", "gt.Tensor_out", "gt.Scalar", "gt.Scalar_out",
     "ge.Tensor", "ge.Tensor_out", "ge.Scalar", "ge.Scalar_out", "isnan", "isinf",
-    "isposinf", "isneginf", "signbit",
+    "isposinf", "isneginf", "signbit", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out",
+    "isin.Tensor_Scalar", "isin.Scalar_Tensor",  // isin: generate()'s stopping criteria
     // activations
     "relu", "relu_", "gelu", "gelu_", "gelu.out", "silu", "silu_", "silu.out", "tanh",
     "tanh_", "tanh.out", "sigmoid", "sigmoid_", "sigmoid.out", "_softmax", "_softmax.out",
@@ -79,7 +80,8 @@ inline constexpr const char* kNativeOps[] = {
     "logsumexp.out", "cumsum", "cumsum.out", "cumsum_", "cumprod", "aminmax",
     // random (drawn from the per-core generator)
     "bernoulli_.float", "bernoulli_.Tensor", "bernoulli", "uniform_", "normal_", "random_",
-    "random_.from", "random_.to", "exponential_", "native_dropout", "multinomial",
+    "random_.from", "random_.to", "exponential_", "multinomial",
+    // (native_dropout draws without a Generator argument: see random_ops.cpp)
     // fills and ranges
     "fill_.Scalar", "fill_.Tensor", "zero_", "arange.start_out", "linspace.out",
     "masked_scatter_", "_fused_sdp_choice",
@@ -102,6 +104,20 @@ struct ComputeAlias {
 };
 inline constexpr ComputeAlias kComputeAliases[] = {
     {"convolution_overrideable", "convolution"},
+};
+
+// In-place operators that only write `self` (fills and random draws): self
+// is their result, never narrowed, so torch.full(..., 2**40) of int64 and a
+// float64 draw are exact (the CPU's values).
+inline constexpr const char* kWriteOnlySelfOps[] = {
+    "fill_.Scalar", "fill_.Tensor", "zero_", "uniform_", "normal_", "random_", "random_.from",
+    "random_.to", "exponential_", "bernoulli_.float", "bernoulli_.Tensor",
+};
+
+// Indexing operators whose `indices` may be CPU tensors, as on CUDA
+// (x[torch.tensor([0, 2])] of a device tensor): copied to the device first.
+inline constexpr const char* kHostIndexOps[] = {
+    "index.Tensor", "index_put_", "_index_put_impl_", "index_put",
 };
 
 // Argument names that carry indices, not values: never narrowed to 32 bits

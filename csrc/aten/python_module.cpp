@@ -1,4 +1,5 @@
 // torchneuron._C: the Python bindings the front layer (torchneuron/) uses.
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
@@ -28,6 +29,23 @@ py::dict core_properties(int device) {
   return d;
 }
 
+// The blocking-wait hook (context.h): waits for device work release the GIL,
+// so that a stream worker can drop Python-visible tensors and storages.
+// Not while the interpreter finalizes: a thread taking the GIL then exits.
+void release_gil_while(const std::function<void()>& wait) {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (Py_IsInitialized() && !finalizing && PyGILState_Check()) {
+    py::gil_scoped_release no_gil;
+    wait();
+  } else {
+    wait();
+  }
+}
+
 py::dict runtime_info() {
   py::dict d;
   const auto& c = device_runtime().config();
@@ -49,6 +67,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torchneuron;
   namespace py = pybind11;
   m.doc() = "torchneuron native module: the `neuron` PrivateUse1 backend";
+  set_blocking_wait_hook(&release_gil_while);
   m.def("_device_count", [] { return int(device_count()); });
   m.def("_runtime_info", &runtime_info);
   m.def("_get_device", [] { return int(current_device()); });
@@ -56,11 +75,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_core_properties", &core_properties);
   m.def("_synchronize", [](int d) {
     auto idx = resolve_device(d);
-    released([&] { translate_errors([&] { device_runtime().synchronize_device(idx); }); return 0; });
+    sync_device(idx);
   });
   m.def("_default_generator", [](int d) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(resolve_device(d))));
+  });
+  // torch.Event.elapsed_time rejects subclasses such as torch.neuron.Event.
+  m.def("_event_elapsed_time", [](py::handle start, py::handle end) {
+    TORCH_CHECK(THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()),
+                "elapsed_time: expected two torch.Event objects");
+    auto& a = reinterpret_cast<THPEvent*>(start.ptr())->event;
+    auto& b = reinterpret_cast<THPEvent*>(end.ptr())->event;
+    return released([&] { return a.elapsedTime(b); });
   });
   m.def("_fallback_stats", [] {
     py::dict out;

@@ -25,8 +25,30 @@ c10::DeviceAllocator* neuron_allocator();
 
 at::Tensor cpu_alias(const at::Tensor& t) {
   if (!t.defined()) return t;
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [](void*) {},
-                       t.options().device(c10::kCPU));
+  at::Tensor a = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [](void*) {},
+                               t.options().device(c10::kCPU));
+  // Lazy conjugate/negation views reach kernels that resolve them themselves
+  // (copies, mm & co. are fallthrough for those keys); dropping the bits
+  // would compute with the unconjugated values.
+  if (t.is_conj()) a._set_conj(true);
+  if (t.is_neg()) a._set_neg(true);
+  return a;
+}
+
+at::Tensor launch_view(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  auto* impl = t.unsafeGetTensorImpl();
+  if (t.device().type() != kNeuron)
+    return at::Tensor(impl->shallow_copy_and_detach(impl->version_counter(), true));
+  const c10::Storage& src = t.storage();
+  auto* keep = new c10::Storage(src);
+  c10::DataPtr ptr(src.mutable_data(), keep,
+                   [](void* k) { delete static_cast<c10::Storage*>(k); }, t.device());
+  c10::Storage pinned(c10::Storage::use_byte_size_t(), src.nbytes(), std::move(ptr),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+  auto view = c10::make_intrusive<c10::TensorImpl>(std::move(pinned), t.key_set(), t.dtype());
+  view->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(view));
 }
 
 at::Tensor empty_strided_neuron(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -85,22 +107,24 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
               "copy_: unsupported copy from ", src.device(), " to ", dst.device());
   if (src_dev && dst_dev && src.device() != dst.device()) {
     // Between cores: both sides settled, then a host-side copy.
+    sync_device(src.device().index());
+    sync_device(dst.device().index());
     translate_errors([&] {
-      device_runtime().synchronize_device(src.device().index());
-      device_runtime().synchronize_device(dst.device().index());
       device_runtime().with_device_access([&] { cpu_alias(dst).copy_(cpu_alias(src)); });
     });
     return dst;
   }
   const auto device = (dst_dev ? dst : src).device().index();
+  // The kernels capture launch views: geometry and addresses as of now.
+  at::Tensor s = launch_view(src), d = launch_view(dst);
   if (src_dev && dst_dev) {
-    launch(device, "copy_", [src, dst] { cpu_alias(dst).copy_(cpu_alias(src)); });
+    launch(device, "copy_", [s, d] { cpu_alias(d).copy_(cpu_alias(s)); });
     return dst;  // device-to-device copies stay asynchronous
   }
   if (dst_dev) {  // host to device
-    launch(device, "copy_h2d", [src, dst] { cpu_alias(dst).copy_(src); });
+    launch(device, "copy_h2d", [s, d] { cpu_alias(d).copy_(s); });
   } else {  // device to host
-    launch(device, "copy_d2h", [src, dst] { dst.copy_(cpu_alias(src)); });
+    launch(device, "copy_d2h", [s, d] { d.copy_(cpu_alias(s)); });
   }
   if (!non_blocking) sync_current_stream(device);
   return dst;
@@ -136,9 +160,23 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   return self;
 }
 
+// As ATen's set_storage_cpu_: the storage grows only if the new geometry
+// needs more bytes. (set_storage_meta__ requires a resizable storage for any
+// non-empty result, which rejected storage slices: storage[:n].cpu() failed.)
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offset,
                         c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
-  return at::native::set_storage_meta__symint(self, std::move(source), offset, size, stride);
+  at::native::checkSetStorage(self, std::move(source), offset, size, stride);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_offset(offset.expect_int());
+  if (stride.data())
+    impl->set_sizes_and_strides(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+  else
+    impl->set_sizes_contiguous(C10_AS_INTARRAYREF_SLOW(size));
+  size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                                   self.dtype().itemsize(), self.storage_offset());
+  if (self.numel() > 0 && needed > self.storage().nbytes())
+    at::native::resize_bytes_nocuda(self.storage(), needed);
+  return self;
 }
 
 at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
@@ -152,6 +190,19 @@ at::Tensor& set_empty(at::Tensor& self) {
 }
 
 }  // namespace
+
+// Copies resolve lazy conjugation/negation themselves (cpu_alias keeps the
+// bits). Without these fallthroughs the Conjugate/Negative fallback
+// materialises the source with clone(), which copies through _copy_from
+// again: endless recursion for any conj() view of a neuron tensor.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);

@@ -1,0 +1,65 @@
+"""Shared helpers of the tests/test_check_*.py files: in-process CLI runs and a cache of
+check results, so each expensive check (minilm) runs once per test session."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import os
+
+from torchneuron.check import CheckConfig, run
+from torchneuron.cli import main
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+MODELS = os.path.join(FIXTURES, "check_models.py")
+
+#: Lean settings for the tests: the machine is shared and small.
+FAST = ["--iterations", "20", "--max-warmup", "30"]
+FAST_KW = dict(iterations=20, max_warmup=30)
+MINILM = ["--batch-size", "4", "--iterations", "5", "--max-warmup", "5"]
+MINILM_KW = dict(batch_size=4, iterations=5, max_warmup=5)
+
+
+def fixture(name: str) -> str:
+    """``path/to/check_models.py:name``."""
+    return f"{MODELS}:{name}"
+
+
+@functools.lru_cache(maxsize=None)
+def fallback_op() -> str | None:
+    """The torch function the ``falls_back`` fixture uses (None: every candidate is native now)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_models_fixture", MODELS)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.fallback_op()
+
+
+def needs_fallback_op() -> str:
+    """The fallback op's name, or skip the test."""
+    import pytest
+
+    op = fallback_op()
+    if op is None:
+        pytest.skip("every candidate operator has a native kernel now")
+    return op
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    """Run ``torchneuron`` in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+@functools.lru_cache(maxsize=None)
+def _cached(model: str, items: tuple) -> dict:
+    return run(CheckConfig(model=model, progress=False, **dict(items)))
+
+
+def result(model: str, **kw) -> dict:
+    """A check result (library call), cached per (model, options) for the session.
+    Treat it as read-only."""
+    return _cached(model, tuple(sorted(kw.items())))

@@ -1,0 +1,230 @@
+"""torchneuron check, baselines: save, compare, planted regressions, bad baselines, and
+nothing in an existing baseline overwritten unless --save-baseline names it."""
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from check_support import FAST, cli, fixture
+
+FILES = {"baseline.json", "thresholds.json", "manifest.json", "outputs.safetensors"}
+# The round trip compares a run with its own baseline on a small shared machine: p50 can
+# move by more than the default 10 % between two runs of a 1 ms model, so the thresholds
+# there are loose; the planted slowdowns below are far larger than any noise.
+LOOSE = ["--max-latency-regression", "3", "--max-memory-regression", "0.5"]
+
+
+def _digest(folder):
+    return {f: hashlib.sha256(open(os.path.join(folder, f), "rb").read()).hexdigest()
+            for f in sorted(os.listdir(folder))}
+
+
+@pytest.fixture(scope="module")
+def mlp_baseline(tmp_path_factory):
+    d = tmp_path_factory.mktemp("base") / "mlp"
+    code, out, err = cli("check", "mlp", *FAST, "--save-baseline", d)
+    assert code == 0, out + err
+    return str(d)
+
+
+@pytest.fixture(scope="module")
+def sleepy_baseline(tmp_path_factory):
+    d = tmp_path_factory.mktemp("base") / "sleepy"
+    code, out, err = cli("check", fixture("sleepy"), *FAST, "--save-baseline", d)
+    assert code == 0, out + err
+    return str(d)
+
+
+def test_saved_baseline_contents(mlp_baseline):
+    assert set(os.listdir(mlp_baseline)) == FILES
+    meta = json.load(open(os.path.join(mlp_baseline, "baseline.json")))
+    assert meta["model"]["name"] == "mlp" and meta["settings"]["dtype"] == "float32"
+    assert meta["metrics"]["p50_s"] > 0 and meta["metrics"]["peak_allocated_bytes"] > 0
+    th = json.load(open(os.path.join(mlp_baseline, "thresholds.json")))
+    assert th["latency_p50"] == 0.10 and th["peak_memory"] == 0.10 and th["accuracy"] == "any failure"
+    man = json.load(open(os.path.join(mlp_baseline, "manifest.json")))
+    assert man["versions"]["torch"] == torch.__version__
+    t = load_file(os.path.join(mlp_baseline, "outputs.safetensors"))
+    assert set(t) == {"reference/output", "fp64/output", "device/output"}
+    assert t["fp64/output"].dtype == torch.float64 and t["reference/output"].shape == (32, 10)
+
+
+def test_round_trip_passes_and_writes_nothing(mlp_baseline, tmp_path):
+    before = _digest(mlp_baseline)
+    out_json = tmp_path / "r.json"
+    code, out, err = cli("check", "mlp", *FAST, *LOOSE, "--baseline", mlp_baseline, "--json", out_json)
+    assert code == 0, out + err
+    r = json.loads(out_json.read_text())
+    b = r["baseline"]
+    assert b["status"] == "pass" and b["regressions"] == []
+    assert b["accuracy"]["output"]["passed"] and b["accuracy"]["output"]["identical_to_baseline_device"]
+    assert b["latency"]["regressed"] is False and b["memory"]["regressed"] is False
+    assert r["thresholds"]["source"]["latency_p50"] == "command line"
+    assert _digest(mlp_baseline) == before        # --baseline never writes
+
+
+def _copy(src, tmp_path, name="b"):
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def test_planted_accuracy_regression_in_baseline_is_caught(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    path = os.path.join(b, "outputs.safetensors")
+    t = load_file(path)
+    for kind in ("reference", "fp64"):                    # the accepted reference outputs changed
+        t[f"{kind}/output"] = t[f"{kind}/output"] + 0.01
+    save_file(t, path, metadata={"format": "torchneuron.check.baseline/1", "model": "mlp"})
+    code, out, err = cli("check", "mlp", *FAST, *LOOSE, "--baseline", b)
+    assert code == 1, out + err
+    assert "regression: accuracy" in out
+
+
+def test_planted_slowdown_is_caught(sleepy_baseline, monkeypatch):
+    monkeypatch.setenv("CHECK_FIXTURE_SLEEP_MS", "30")   # the model now sleeps 30 ms on the device
+    code, out, err = cli("check", fixture("sleepy"), *FAST, *LOOSE, "--baseline", sleepy_baseline)
+    assert code == 1, out + err
+    assert "regression: latency" in out
+
+
+def test_planted_low_p50_in_baseline_is_caught_at_default_threshold(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    meta_path = os.path.join(b, "baseline.json")
+    meta = json.load(open(meta_path))
+    meta["metrics"]["p50_s"] /= 5                          # the accepted run was 5x faster
+    json.dump(meta, open(meta_path, "w"))
+    code, out, err = cli("check", "mlp", *FAST, "--max-memory-regression", "0.5", "--baseline", b)
+    assert code == 1, out + err
+    assert "regression: latency" in out and "+10%" in out
+
+
+def test_memory_regression_is_caught(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    meta_path = os.path.join(b, "baseline.json")
+    meta = json.load(open(meta_path))
+    meta["metrics"]["peak_allocated_bytes"] //= 2
+    json.dump(meta, open(meta_path, "w"))
+    # mlp's peak is under the default 1 MiB noise floor: the baseline's own threshold lowers it
+    th_path = os.path.join(b, "thresholds.json")
+    th = json.load(open(th_path))
+    th["peak_memory_min_bytes"] = 0
+    json.dump(th, open(th_path, "w"))
+    code, out, err = cli("check", "mlp", *FAST, "--max-latency-regression", "3", "--baseline", b)
+    assert code == 1, out + err
+    assert "regression: memory" in out
+
+
+def test_memory_noise_below_the_floor_is_not_a_regression(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    meta_path = os.path.join(b, "baseline.json")
+    meta = json.load(open(meta_path))
+    meta["metrics"]["peak_allocated_bytes"] -= 16 * 1024      # 16 KiB more now: under the 1 MiB floor
+    json.dump(meta, open(meta_path, "w"))
+    out_json = tmp_path / "r.json"
+    code, out, err = cli("check", "mlp", *FAST, "--max-latency-regression", "3", "--max-memory-regression", "0",
+                         "--baseline", b, "--json", out_json)
+    assert code == 0, out + err
+    mem = json.loads(out_json.read_text())["baseline"]["memory"]
+    assert mem["change"] > 0 and not mem["regressed"] and mem["min_increase_bytes"] == 1 << 20
+
+
+def test_thresholds_come_from_the_baseline(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    json.dump({"latency_p50": 3.0, "peak_memory": 0.5}, open(os.path.join(b, "thresholds.json"), "w"))
+    out_json = tmp_path / "r.json"
+    code, out, err = cli("check", "mlp", *FAST, "--baseline", b, "--json", out_json)
+    assert code == 0, out + err
+    th = json.loads(out_json.read_text())["thresholds"]
+    assert th["latency_p50"] == 3.0 and th["source"]["latency_p50"] == "baseline"
+
+
+# ------------------------------------------------------------------ bad baselines: exit code 2
+
+def test_missing_baseline_folder(tmp_path):
+    code, _, err = cli("check", "mlp", *FAST, "--baseline", tmp_path / "nope")
+    assert code == 2 and "does not exist" in err
+
+
+@pytest.mark.parametrize("missing", sorted(FILES))
+def test_partial_baseline(mlp_baseline, tmp_path, missing):
+    b = _copy(mlp_baseline, tmp_path)
+    os.remove(os.path.join(b, missing))
+    code, _, err = cli("check", "mlp", *FAST, "--baseline", b)
+    assert code == 2 and "partial" in err and missing in err
+
+
+def test_corrupt_baseline(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    open(os.path.join(b, "baseline.json"), "w").write("{not json")
+    code, _, err = cli("check", "mlp", *FAST, "--baseline", b)
+    assert code == 2 and "baseline.json is unreadable" in err
+
+
+def test_baseline_missing_an_output_tensor(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    path = os.path.join(b, "outputs.safetensors")
+    t = load_file(path)
+    del t["fp64/output"]
+    save_file(t, path)
+    code, _, err = cli("check", "mlp", *FAST, "--baseline", b)
+    assert code == 2 and "partial" in err and "fp64/output" in err
+
+
+def test_baseline_from_another_model(mlp_baseline):
+    code, _, err = cli("check", fixture("good"), *FAST, "--baseline", mlp_baseline)
+    assert code == 2 and "another model" in err and "'mlp'" in err
+
+
+def test_baseline_with_other_batch_size(mlp_baseline):
+    code, _, err = cli("check", "mlp", "--batch-size", "8", *FAST, "--baseline", mlp_baseline)
+    assert code == 2 and "other inputs" in err
+
+
+def test_baseline_with_other_dtype(mlp_baseline):
+    code, _, err = cli("check", "mlp", "--dtype", "bfloat16", *FAST, "--baseline", mlp_baseline)
+    assert code == 2 and "--dtype float32" in err
+
+
+def test_same_name_other_architecture(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    meta_path = os.path.join(b, "baseline.json")
+    meta = json.load(open(meta_path))
+    meta["model"]["fingerprint"] = "0" * 16
+    json.dump(meta, open(meta_path, "w"))
+    code, _, err = cli("check", "mlp", *FAST, "--baseline", b)
+    assert code == 2 and "fingerprint" in err
+
+
+# ------------------------------------------------------------------ nothing overwritten
+
+def test_reports_may_not_write_into_the_baseline(mlp_baseline):
+    before = _digest(mlp_baseline)
+    for opt in ("--json", "--junit", "--html"):
+        code, _, err = cli("check", "mlp", *FAST, "--baseline", mlp_baseline, opt,
+                           os.path.join(mlp_baseline, "baseline.json"))
+        assert code == 2 and "only written by --save-baseline" in err
+    assert _digest(mlp_baseline) == before
+
+
+def test_failing_run_does_not_replace_a_baseline(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    before = _digest(b)
+    code, out, _ = cli("check", fixture("perturbed"), *FAST, "--save-baseline", b)
+    assert code == 1 and "baseline not saved" in out
+    assert _digest(b) == before
+
+
+def test_save_baseline_overwrites_only_its_files(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    open(os.path.join(b, "NOTES.txt"), "w").write("keep me")
+    old = json.load(open(os.path.join(b, "baseline.json")))["created_utc"]
+    code, out, err = cli("check", "mlp", *FAST, *LOOSE, "--baseline", b, "--save-baseline", b)
+    assert code == 0, out + err
+    assert open(os.path.join(b, "NOTES.txt")).read() == "keep me"
+    assert set(os.listdir(b)) == FILES | {"NOTES.txt"}
+    assert json.load(open(os.path.join(b, "baseline.json")))["created_utc"] >= old

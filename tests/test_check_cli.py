@@ -1,0 +1,107 @@
+"""torchneuron check, command line: built-in and user models, bad input (exit code 2), the
+console script and ``python -m torchneuron``."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from check_support import FAST, FIXTURES, MODELS, cli, fixture, needs_fallback_op
+
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+def test_list_shows_builtins():
+    code, out, _ = cli("check", "--list")
+    assert code == 0
+    for name in ("minilm", "gpt2-tiny", "resnet-tiny", "mlp"):
+        assert name in out
+    assert "all-MiniLM-L6-v2" in out and "file.py:factory" in out
+
+
+def test_help_and_version():
+    code, out, _ = cli("check", "--help")
+    assert code == 0 and "exit codes" in out and "--save-baseline" in out
+    code, out, _ = cli("--version")
+    assert code == 0 and "torchneuron" in out
+
+
+def test_pass_prints_three_phases():
+    code, out, err = cli("check", "mlp", *FAST)
+    assert code == 0, err
+    for title in ("Phase 1", "Phase 2", "Phase 3", "Cost per million", "verdict: PASS"):
+        assert title in out
+    assert "only eager mode was checked" in out
+    assert "not Trainium" in out
+
+
+def test_user_factory_with_tuple_inputs():
+    code, out, err = cli("check", fixture("positional"), *FAST, "--quiet")
+    assert code == 0, out + err
+    assert "PASS" in out
+
+
+def test_user_factory_default_batch_from_first_input():
+    code, out, err = cli("check", fixture("takes_nothing"), *FAST, "--quiet")
+    assert code == 0, out + err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["check"], "MODEL is required"),
+    (["check", "no-such-model"], "unknown model 'no-such-model'"),
+    (["check", "missing.py:factory"], "file 'missing.py' not found"),
+    (["check", f"{MODELS}:nope"], "has no attribute 'nope'"),
+    (["check", f"{MODELS}:NOT_CALLABLE"], "not a callable factory"),
+    (["check", f"{MODELS}:factory_raises"], "the factory raised ValueError: no weights found"),
+    (["check", f"{MODELS}:returns_model_only"], "must return (model, example_inputs), got a Small"),
+    (["check", f"{MODELS}:returns_not_a_module"], "expected a torch.nn.Module"),
+    (["check", f"{MODELS}:returns_bad_inputs"], "'x' is a list"),
+    (["check", f"{MODELS}:takes_nothing", "--batch-size", "4"], "takes no batch_size parameter"),
+    (["check", f"{os.path.join(FIXTURES, 'check_broken_import.py')}:factory"],
+     "raised ModuleNotFoundError"),
+    (["check", "mlp", "--dtype", "float64"], "invalid choice"),
+    (["check", "mlp", "--iterations", "0"], "--iterations must be >= 1"),
+    (["check", "mlp", "--device", "cpu"], "must be a neuron device"),
+    (["check", "mlp", "--device", "neuron:99"], "NeuronCore(s) visible"),
+    (["check", "mlp", "--reference", "cuda"], "CUDA is not available"),
+    (["check", "mlp", "--bogus-option"], "unrecognized arguments"),
+])
+def test_bad_input_exits_2_with_a_clear_message(argv, message):
+    code, out, err = cli(*argv)
+    assert code == 2
+    assert message in err, err
+    assert "Traceback" not in out
+
+
+def test_factory_traceback_is_shown():
+    code, _, err = cli("check", f"{MODELS}:factory_raises")
+    assert code == 2 and "check_models.py" in err and "in factory_raises" in err
+
+
+# ------------------------------------------------------------------ real entry points
+
+def _run(args, **env):
+    e = dict(os.environ, **env)
+    return subprocess.run(args, capture_output=True, text=True, env=e, timeout=300)
+
+
+def test_console_script(tmp_path):
+    exe = os.path.join(VENV_BIN, "torchneuron")
+    if not os.path.exists(exe):
+        pytest.skip("the torchneuron console script is not installed (pip install -e .)")
+    out = tmp_path / "r.json"
+    p = _run([exe, "check", "mlp", *FAST, "--quiet", "--json", str(out)])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "PASS" in p.stdout
+    assert json.loads(out.read_text())["verdict"] == "pass"
+
+
+def test_python_m_torchneuron_strict_fallback_from_environment():
+    # TORCHNEURON_FALLBACK=error makes the CPU fallback an error: phase 1 fails
+    op = needs_fallback_op()
+    p = _run([sys.executable, "-m", "torchneuron", "check", fixture("falls_back"), *FAST],
+             TORCHNEURON_FALLBACK="error")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert f"aten::{op}" in p.stdout and "TORCHNEURON_FALLBACK=error" in p.stdout
+    assert "phase 1 failed" in p.stdout

@@ -1,0 +1,128 @@
+"""torchneuron check, phase 1: does the model run on the device."""
+import torch
+
+from check_support import FAST, FAST_KW, MINILM_KW, cli, fixture, needs_fallback_op, result
+
+
+def _assert_ran(p1):
+    assert p1["status"] == "pass", p1.get("error")
+    assert p1["error"] is None
+    assert p1["cold_latency_s"] > 0
+    assert p1["determinism"]["identical"] is True
+    m = p1["memory"]
+    assert 0 < m["weights_bytes"] <= m["peak_allocated_bytes"] <= m["peak_reserved_bytes"] <= m["capacity_bytes"]
+    assert isinstance(p1["narrowing"], dict)
+    assert p1["op_profile"] and all(r["op"].startswith("aten::") and r["self_host_s"] >= 0
+                                    for r in p1["op_profile"])
+    # no graph compiler yet: eager only, said plainly, no placeholder numbers
+    c = p1["compile"]
+    assert c["checked"] is False and c["modes"] == ["eager"]
+    assert "only eager mode was checked" in c["note"]
+    assert "compile_s" not in c
+
+
+def test_mlp_runs():
+    r = result("mlp", **FAST_KW)
+    p1 = r["phase1"]
+    _assert_ran(p1)
+    assert p1["fallback"]["ops"] == {}
+    assert p1["outputs"] == [{"name": "output", "shape": [32, 10], "dtype": "float32"}]
+
+
+def test_minilm_runs():
+    r = result("minilm", **MINILM_KW)
+    p1 = r["phase1"]
+    _assert_ran(p1)
+    assert p1["outputs"] == [{"name": "output", "shape": [4, 384], "dtype": "float32"}]
+    # the weights of all-MiniLM-L6-v2 (22.7 M float32 parameters) live in device memory
+    assert p1["memory"]["weights_bytes"] >= 22_000_000 * 4
+    # int64 attention-mask arithmetic is narrowed to int32 on the device, and counted
+    assert all(isinstance(k, str) and v > 0 for k, v in p1["narrowing"].items())
+
+
+def test_fallback_ops_are_counted_and_timed():
+    op = needs_fallback_op()
+    r = result(fixture("falls_back"), **FAST_KW)
+    p1 = r["phase1"]
+    assert p1["status"] == "pass"
+    ops = p1["fallback"]["ops"]
+    hit = [k for k in ops if k.startswith(f"aten::{op}")]
+    assert hit, ops
+    v = ops[hit[0]]
+    assert v["calls"] >= 3 and v["seconds"] > 0 and 0 < v["share"] < 1     # cold, determinism, profile runs
+    assert 0 < p1["fallback"]["share"] < 1
+    # the steady-state share is measured again in phase 3
+    assert r["phase3"]["device"]["fallback_share"] > 0
+
+
+def test_strict_fallback_fails_with_op_and_traceback():
+    op = needs_fallback_op()
+    r = result(fixture("falls_back"), fallback="error", **FAST_KW)
+    p1 = r["phase1"]
+    assert p1["status"] == "fail"
+    e = p1["error"]
+    assert e["type"] == "NotImplementedError"
+    assert e["op"].startswith(f"aten::{op}")
+    assert "Traceback" in e["traceback"] and "check_models.py" in e["traceback"]
+    for phase in ("phase2", "phase3"):
+        assert r[phase]["status"] == "skipped"
+        assert "phase 1 failed" in r[phase]["reason"] and f"aten::{op}" in r[phase]["reason"]
+    assert r["verdict"] == "fail" and r["exit_code"] == 1
+    assert r["cost"]["device"].get("usd_per_million") is None
+
+
+def test_python_error_on_device_only():
+    r = result(fixture("raises_on_device"), **FAST_KW)
+    e = r["phase1"]["error"]
+    assert e["type"] == "RuntimeError" and "refuses the neuron device" in e["message"]
+    assert e["op"] is None                       # raised in Python, not in an operator
+    assert "check_models.py" in e["raised_at"]
+    assert r["phase2"]["status"] == "skipped" and r["phase3"]["status"] == "skipped"
+    assert r["exit_code"] == 1
+
+
+def test_failing_op_found_when_the_message_does_not_name_it():
+    r = result(fixture("bad_shapes"), **FAST_KW)
+    e = r["phase1"]["error"]
+    assert e["op"] == "aten::mm.default" and e["op_source"] == "re-run under an operator recorder"
+    assert "check_models.py" in e["raised_at"] and "in forward" in e["raised_at"]
+    assert r["exit_code"] == 1
+
+
+def test_device_failure_exit_code_and_report():
+    op = needs_fallback_op()
+    code, out, err = cli("check", fixture("falls_back"), "--fallback", "error", *FAST)
+    assert code == 1, err
+    assert f"aten::{op}" in out and "Traceback" in out
+    assert "phase 1 failed" in out
+
+
+def test_fallback_mode_restored_after_check():
+    op = needs_fallback_op()
+    result(fixture("falls_back"), fallback="error", **FAST_KW)
+    from torchneuron import _C
+
+    assert _C._fallback_mode() == "warn"
+    getattr(torch, op)(torch.rand(3, device="neuron") + 0.5)   # still allowed afterwards
+
+
+def test_compile_joins_phase1_when_a_neuron_backend_exists(tmp_path):
+    # a stand-in backend in a fresh process (registering one here would leak into other tests)
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from check_support import FIXTURES
+
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, os.path.join(FIXTURES, "check_compile_standin.py"), "check", "mlp",
+                        "--iterations", "5", "--max-warmup", "5", "--quiet", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(out.read_text())
+    c = r["phase1"]["compile"]
+    assert c["checked"] and c["ok"] and c["modes"] == ["eager", "compile"]
+    assert c["compile_s"] > 0 and c["max_abs_diff_vs_eager"] == {"output": 0.0}
+    assert r["manifest"]["device_stack"]["compiler"] == "torch.compile backend 'neuron'"
+    assert r["cost"]["device"]["overhead_label"].startswith("compile time")

@@ -1,0 +1,125 @@
+"""torchneuron check, phase 2: are the device's results accurate (PyTorch's benchmark rule)."""
+import pytest
+import torch
+
+from check_support import FAST, FAST_KW, MINILM_KW, cli, fixture, result
+from torchneuron.check import autocast_available
+from torchneuron.check.phase2 import compare, multiplier
+
+
+# ------------------------------------------------------------------ the rule itself
+
+def test_allclose_decides_first():
+    r = torch.randn(100, dtype=torch.float64)
+    c = compare(r.float(), r.float(), r, 1e-4, torch.float32)
+    assert c["passed"] and c["allclose"] and c["decided_by"].startswith("allclose")
+    assert c["max_abs"] == 0 and c["cosine"] == pytest.approx(1.0)
+
+
+def test_rmse_rule_passes_when_device_error_is_like_the_reference_error():
+    g = torch.randn(1000, dtype=torch.float64)
+    noise = 1e-3 * torch.randn(1000, dtype=torch.float64)
+    ref = (g + noise).float()
+    dev = (g - noise).float()                # as far from fp64 as the reference, not allclose to it
+    c = compare(dev, ref, g, 1e-4, torch.float32)
+    assert not c["allclose"]
+    assert c["passed"] and c["decided_by"].startswith("RMSE")
+    assert c["rmse_device_fp64"] <= 2 * c["rmse_reference_fp64"] + 1e-5
+
+
+def test_rmse_rule_fails_when_device_is_much_worse():
+    g = torch.randn(1000, dtype=torch.float64)
+    ref = (g + 1e-6 * torch.randn(1000, dtype=torch.float64)).float()
+    dev = (g + 1e-2 * torch.randn(1000, dtype=torch.float64)).float()
+    c = compare(dev, ref, g, 1e-4, torch.float32)
+    assert not c["passed"] and c["decided_by"].startswith("RMSE")
+    assert c["rmse_device_fp64"] > c["rmse_bound"]
+
+
+def test_multiplier_and_relative_error():
+    assert multiplier(torch.float32) == 2 and multiplier(torch.bfloat16) == 3 and multiplier(torch.float16) == 3
+    r = torch.tensor([0.0, 2.0, 4.0], dtype=torch.float64)
+    c = compare(torch.tensor([1e-3, 2.2, 4.0]), r.float(), r, 1e-4, torch.float32)
+    assert c["max_rel"] == pytest.approx(0.1, rel=1e-5)      # zero reference element left out
+    assert c["max_abs"] == pytest.approx(0.2, rel=1e-5)
+
+
+def test_integer_outputs_compare_exactly():
+    a = torch.tensor([1, 2, 3])
+    assert compare(a, a, a, 1e-4, torch.float32)["passed"]
+    c = compare(a, a + 1, a, 1e-4, torch.float32)
+    assert not c["passed"] and "integer" in c["decided_by"]
+
+
+# ------------------------------------------------------------------ on models
+
+def _assert_accurate(p2, names):
+    assert p2["status"] == "pass", p2
+    assert p2["reference_device"] == "cpu" and p2["dtype"] == "float32" and p2["tol"] == 1e-4
+    assert set(p2["outputs"]) == set(names)
+    for o in p2["outputs"].values():
+        assert o["passed"] and o["decided_by"]
+        assert o["cosine"] > 0.99999
+        assert o["rmse_device_fp64"] >= 0 and o["rmse_reference_fp64"] >= 0
+
+
+def test_mlp_accurate():
+    _assert_accurate(result("mlp", **FAST_KW)["phase2"], ["output"])
+
+
+def test_minilm_accurate():
+    p2 = result("minilm", **MINILM_KW)["phase2"]
+    _assert_accurate(p2, ["output"])
+    # float32 embeddings agree with the CPU to float32 rounding
+    assert p2["outputs"]["output"]["max_abs"] < 1e-5
+
+
+def test_nested_outputs_and_positional_inputs():
+    r = result(fixture("positional"), **FAST_KW)
+    assert r["phase1"]["status"] == "pass", r["phase1"]["error"]
+    p2 = r["phase2"]
+    assert set(p2["outputs"]) == {"output[0]", "output[1].hidden", "output[1].count"}
+    assert p2["outputs"]["output[1].count"]["decided_by"] == "exact equality (integer output)"
+    assert p2["status"] == "pass"
+
+
+def test_planted_accuracy_regression_is_caught():
+    r = result(fixture("perturbed"), **FAST_KW)
+    p2 = r["phase2"]
+    assert p2["status"] == "fail"
+    o = p2["outputs"]["output"]
+    assert not o["passed"] and not o["allclose"] and o["decided_by"].startswith("RMSE")
+    assert o["max_abs"] == pytest.approx(0.05, rel=1e-3)
+    assert r["exit_code"] == 1
+    assert any(f.startswith("phase 2") for f in r["failures"])
+
+
+def test_planted_accuracy_regression_exit_code():
+    code, out, err = cli("check", fixture("perturbed"), *FAST)
+    assert code == 1, err
+    assert "Phase 2" in out and "FAIL" in out
+
+
+def test_tol_override_is_used():
+    r = result(fixture("perturbed"), tol=0.1, **FAST_KW)
+    p2 = r["phase2"]
+    assert p2["tol"] == 0.1 and p2["tol_source"] == "--tol"
+    assert p2["status"] == "pass" and p2["outputs"]["output"]["decided_by"] == "allclose(atol=rtol=0.1)"
+
+
+# ------------------------------------------------------------------ lower precision (autocast)
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_lower_precision_under_autocast(dtype):
+    if not autocast_available(getattr(torch, dtype)):
+        pytest.skip(f"torch.autocast('neuron', {dtype}) does not change a matmul's dtype yet")
+    r = result("mlp", dtype=dtype, **FAST_KW)
+    p2 = r["phase2"]
+    assert p2["dtype"] == dtype and p2["multiplier"] == 3
+    assert p2["tol"] == {"bfloat16": 1e-2, "float16": 1e-3}[dtype]
+    assert p2["status"] == "pass", p2["outputs"]
+    assert r["phase3"]["status"] == "pass"
+
+
+def test_autocast_probe_is_a_bool():
+    assert autocast_available(torch.bfloat16) in (True, False)

@@ -1,0 +1,123 @@
+"""torchneuron check, phase 3: stable performance after warm-up (and its statistics)."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from check_support import FAST_KW, MINILM_KW, cli, result
+from torchneuron.check import phase3, stats
+
+
+# ------------------------------------------------------------------ statistics
+
+@pytest.mark.parametrize("n,ranks", [(5, None), (6, (1, 6)), (10, (2, 9)), (20, (6, 15)), (100, (40, 61))])
+def test_median_ci_ranks_match_binomial_tables(n, ranks):
+    # textbook values for a 95% distribution-free CI of the median (e.g. Conover 1999, table A3)
+    assert stats.median_ci_ranks(n) == ranks
+
+
+def test_median_ci_coverage_is_at_least_95_percent():
+    for n in (6, 11, 30, 57):
+        j, k = stats.median_ci_ranks(n)
+        cover = sum(math.comb(n, i) for i in range(j, k)) / 2 ** n
+        assert cover >= 0.95
+        # and the next narrower interval would not be
+        assert sum(math.comb(n, i) for i in range(j + 1, k - 1)) / 2 ** n < 0.95
+
+
+def test_median_ci_large_n_normal_approximation_is_close():
+    j, k = stats.median_ci_ranks(10_000)
+    assert abs(j - (5000 - 1.96 * 50)) <= 2 and k == 10_001 - j
+
+
+def test_summary_statistics():
+    t = [0.001 * i for i in range(1, 101)]
+    s = stats.summarize(t, samples_per_iteration=8)
+    assert s["iterations"] == 100
+    assert s["p50_s"] == pytest.approx(np.percentile(t, 50))
+    assert s["p90_s"] == pytest.approx(np.percentile(t, 90))
+    assert s["p99_s"] == pytest.approx(np.percentile(t, 99))
+    assert s["median_ci95_s"][0] <= s["p50_s"] <= s["median_ci95_s"][1]
+    assert s["throughput_samples_per_s"] == pytest.approx(8 * 100 / sum(t))
+
+
+def test_warm_up_stops_when_stable():
+    seq = itertools.chain([0.5, 0.3, 0.2, 0.15], itertools.repeat(0.1))
+    w = phase3.warm_up(lambda: next(seq), max_iterations=100, window=5, threshold=0.05)
+    assert w["stable"] and w["stable_at"] == 9          # 4 noisy + 5 stable
+    assert w["final_cv"] <= 0.05
+
+
+def test_warm_up_is_bounded():
+    rng = np.random.default_rng(0)
+    w = phase3.warm_up(lambda: float(rng.uniform(0.05, 0.15)), max_iterations=25, window=10, threshold=0.01)
+    assert not w["stable"] and w["iterations"] == 25
+
+
+def test_measure_by_seconds():
+    times = phase3.measure(lambda: 0.001, iterations=None, seconds=0.0, min_iterations=3)
+    assert len(times) == 3
+
+
+def test_every_timed_iteration_is_synchronized(monkeypatch):
+    calls = []
+    real = torch.neuron.synchronize
+    monkeypatch.setattr(torch.neuron, "synchronize", lambda *a: (calls.append(1), real(*a)))
+    lin = torch.nn.Linear(4, 4).to("neuron")
+    step = phase3.make_step(lin, (torch.randn(2, 4, device="neuron"),), "neuron", torch.float32)
+    for _ in range(3):
+        assert step() > 0
+    assert len(calls) == 6        # before and after each forward pass
+
+
+# ------------------------------------------------------------------ on models
+
+def _assert_measured(p3, iterations):
+    assert p3["status"] == "pass", p3.get("reason")
+    for side in ("device", "reference"):
+        x = p3[side]
+        assert x["iterations"] == iterations == len(x["times_s"])
+        assert 0 < x["p50_s"] <= x["p90_s"] <= x["p99_s"] <= x["max_s"]
+        assert x["throughput_samples_per_s"] > 0
+        assert x["warmup"]["iterations"] >= 1 and x["cold_s"] > 0
+    assert p3["device"]["device"].startswith("neuron") and p3["reference"]["device"] == "cpu"
+    d, r = p3["device"], p3["reference"]
+    assert p3["ratio"]["p50_latency_device_over_reference"] == pytest.approx(d["p50_s"] / r["p50_s"])
+    assert "synchronized" in p3["timing"]
+
+
+def test_mlp_performance():
+    r = result("mlp", **FAST_KW)
+    p3 = r["phase3"]
+    _assert_measured(p3, 20)
+    assert p3["samples_per_iteration"] == 32
+    assert p3["device"]["median_ci95_s"][0] <= p3["device"]["p50_s"] <= p3["device"]["median_ci95_s"][1]
+    # cold latency (first device iteration) is reported apart from the steady state
+    assert p3["device"]["cold_s"] == r["phase1"]["cold_latency_s"]
+
+
+def test_minilm_performance():
+    r = result("minilm", **MINILM_KW)
+    p3 = r["phase3"]
+    _assert_measured(p3, 5)
+    assert p3["samples_per_iteration"] == 4
+    assert p3["device"]["warmup"]["max_iterations"] == 5
+    assert p3["device"]["median_ci95_s"] is None        # 5 samples: no 95% CI of the median exists
+
+
+def test_seconds_mode_from_cli(tmp_path):
+    out = tmp_path / "r.json"
+    code, _, err = cli("check", "mlp", "--seconds", "0.2", "--max-warmup", "10", "--json", out)
+    assert code == 0, err
+    import json
+
+    p3 = json.loads(out.read_text())["phase3"]
+    assert p3["settings"]["seconds"] == 0.2 and p3["settings"]["iterations"] is None
+    assert p3["device"]["measure_wall_s"] >= 0.2 and p3["device"]["iterations"] >= 3
+
+
+def test_iterations_and_seconds_are_exclusive():
+    code, _, err = cli("check", "mlp", "--seconds", "1", "--iterations", "5")
+    assert code == 2 and "not allowed with" in err

@@ -1,0 +1,270 @@
+"""Baselines: what an accepted run leaves behind, and the comparison of a new run with it.
+
+A baseline folder holds four files:
+
+- ``baseline.json``: the model's identity (name, architecture fingerprint, inputs,
+  outputs), the settings (dtype, seed, reference, tol) and the metrics (latency
+  percentiles, throughput, peak memory, per-output accuracy);
+- ``thresholds.json``: the regression thresholds (fractions; 0.10 = +10 %);
+- ``manifest.json``: the version manifest of the run;
+- ``outputs.safetensors``: the outputs of that run: ``reference/<name>`` (the reference
+  device), ``fp64/<name>`` (the golden float64 run) and ``device/<name>``.
+
+Only ``save`` writes, and only into the folder given to ``--save-baseline``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from . import manifest as manifest_mod
+from .config import DEFAULT_THRESHOLDS
+from .errors import CheckUsageError
+
+FORMAT = "torchneuron.check.baseline/1"
+FILES = ("baseline.json", "thresholds.json", "manifest.json", "outputs.safetensors")
+KINDS = ("reference", "fp64", "device")
+
+
+@dataclass
+class Baseline:
+    """A loaded baseline folder: its JSON documents and its outputs by kind and name."""
+
+    path: str
+    meta: dict
+    thresholds: dict
+    manifest: dict
+    outputs: dict[str, dict[str, torch.Tensor]]   # kind -> name -> tensor
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode()
+
+
+def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]]) -> list[str]:
+    """Write a baseline into ``folder`` (created if needed; the four files replaced
+    atomically, nothing else in the folder touched). Returns the paths written."""
+    from safetensors.torch import save as st_save
+
+    os.makedirs(folder, exist_ok=True)
+    p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
+    dev, ref = (p3.get("device") or {}), (p3.get("reference") or {})
+    meta = {
+        "format": FORMAT,
+        "created_utc": result["manifest"]["created_utc"],
+        "model": {k: result["model"][k] for k in ("name", "spec", "source", "fingerprint", "parameters",
+                                                   "batch_size", "inputs")},
+        "outputs": p1["outputs"],
+        "settings": {k: result["config"][k] for k in ("dtype", "seed", "device", "reference")}
+        | {"tol": p2["tol"]},
+        "metrics": {
+            "cold_latency_s": p1.get("cold_latency_s"),
+            "p50_s": dev.get("p50_s"), "p90_s": dev.get("p90_s"), "p99_s": dev.get("p99_s"),
+            "median_ci95_s": dev.get("median_ci95_s"),
+            "throughput_samples_per_s": dev.get("throughput_samples_per_s"),
+            "reference_p50_s": ref.get("p50_s"),
+            "reference_throughput_samples_per_s": ref.get("throughput_samples_per_s"),
+            "peak_allocated_bytes": p1["memory"]["peak_allocated_bytes"],
+            "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
+            "fallback_ops": sorted(p1["fallback"]["ops"]),
+            "narrowing": p1["narrowing"],
+            "accuracy": {k: {m: v.get(m) for m in ("passed", "decided_by", "max_abs", "rmse_device_fp64",
+                                                    "rmse_reference_fp64")}
+                         for k, v in p2["outputs"].items()},
+        },
+    }
+    thresholds = dict(result["thresholds"])
+    tensors = {f"{kind}/{name}": t.detach().to("cpu").contiguous()
+               for kind, named in outputs.items() for name, t in named.items()}
+    written = []
+    for name, data in (("outputs.safetensors", st_save(tensors, metadata={"format": FORMAT,
+                                                                          "model": meta["model"]["name"]})),
+                       ("manifest.json", _json_bytes(result["manifest"])),
+                       ("thresholds.json", _json_bytes(thresholds)),
+                       ("baseline.json", _json_bytes(meta))):   # last: marks the folder complete
+        path = os.path.join(folder, name)
+        _write_atomic(path, data)
+        written.append(path)
+    return written
+
+
+def load(folder: str) -> Baseline:
+    """Read a baseline folder. Raises CheckUsageError when it is missing, partial or
+    unreadable, naming what is wrong."""
+    if not os.path.exists(folder):
+        raise CheckUsageError(f"baseline folder {folder!r} does not exist "
+                              "(create one with --save-baseline DIR)")
+    if not os.path.isdir(folder):
+        raise CheckUsageError(f"baseline {folder!r} is not a folder")
+    missing = [f for f in FILES if not os.path.isfile(os.path.join(folder, f))]
+    if missing:
+        raise CheckUsageError(f"baseline folder {folder!r} is partial: missing {', '.join(missing)} "
+                              f"(a baseline holds {', '.join(FILES)}; save a complete one with --save-baseline)")
+    docs = {}
+    for f in FILES[:3]:
+        try:
+            with open(os.path.join(folder, f)) as fh:
+                docs[f] = json.load(fh)
+        except (OSError, ValueError) as e:
+            raise CheckUsageError(f"baseline folder {folder!r}: {f} is unreadable: {e}") from e
+        if not isinstance(docs[f], dict):
+            raise CheckUsageError(f"baseline folder {folder!r}: {f} is not a JSON object")
+    meta = docs["baseline.json"]
+    if meta.get("format") != FORMAT:
+        raise CheckUsageError(f"baseline folder {folder!r}: baseline.json has format "
+                              f"{meta.get('format')!r}, expected {FORMAT!r}")
+    for key in ("model", "outputs", "settings", "metrics"):
+        if key not in meta:
+            raise CheckUsageError(f"baseline folder {folder!r} is partial: baseline.json lacks {key!r}")
+    try:
+        from safetensors.torch import load_file
+
+        flat = load_file(os.path.join(folder, "outputs.safetensors"))
+    except Exception as e:
+        raise CheckUsageError(f"baseline folder {folder!r}: outputs.safetensors is unreadable: {e}") from e
+    outputs: dict[str, dict[str, torch.Tensor]] = {k: {} for k in KINDS}
+    for key, t in flat.items():
+        kind, _, name = key.partition("/")
+        if kind in outputs:
+            outputs[kind][name] = t
+    names = [o["name"] for o in meta["outputs"]]
+    lacking = [f"{kind}/{n}" for kind in ("reference", "fp64") for n in names if n not in outputs[kind]]
+    if lacking:
+        raise CheckUsageError(f"baseline folder {folder!r} is partial: outputs.safetensors lacks "
+                              f"{', '.join(lacking)}")
+    return Baseline(path=folder, meta=meta, thresholds=docs["thresholds.json"],
+                    manifest=docs["manifest.json"], outputs=outputs)
+
+
+def thresholds(cfg, base: Optional[Baseline]) -> dict:
+    """Regression thresholds: the command line's, else the baseline's, else the defaults."""
+    res = dict(DEFAULT_THRESHOLDS)
+    src = {k: "default" for k in res}
+    if base is not None:
+        for k in res:
+            if isinstance(base.thresholds.get(k), (int, float)):
+                res[k], src[k] = float(base.thresholds[k]), "baseline"
+    for k, v in (("latency_p50", cfg.max_latency_regression), ("peak_memory", cfg.max_memory_regression)):
+        if v is not None:
+            res[k], src[k] = float(v), "command line"
+    res["accuracy"] = "any failure"
+    res["source"] = src
+    return res
+
+
+def check_identity(base: Baseline, model_desc: dict, cfg) -> None:
+    """Raise CheckUsageError when the baseline was saved for another model or with other
+    settings (a comparison would be meaningless)."""
+    bm, where = base.meta["model"], f"baseline {base.path!r}"
+    if bm.get("name") != model_desc["name"]:
+        raise CheckUsageError(f"{where} is from another model: saved for {bm.get('name')!r}, "
+                              f"this run checks {model_desc['name']!r}")
+    if bm.get("fingerprint") != model_desc["fingerprint"]:
+        raise CheckUsageError(f"{where} is from another model: {bm.get('name')!r} had architecture "
+                              f"fingerprint {bm.get('fingerprint')}, this model has {model_desc['fingerprint']} "
+                              "(parameter names, shapes or dtypes differ)")
+    if bm.get("inputs") != model_desc["inputs"]:
+        raise CheckUsageError(f"{where} was saved with other inputs: {_sig(bm.get('inputs'))}, this run "
+                              f"has {_sig(model_desc['inputs'])} (same --batch-size?)")
+    s = base.meta["settings"]
+    if s.get("dtype") != cfg.dtype:
+        raise CheckUsageError(f"{where} was saved with --dtype {s.get('dtype')}, this run uses --dtype {cfg.dtype}")
+
+
+def check_outputs(base: Baseline, outputs: list[dict]) -> None:
+    """Raise CheckUsageError when the run's outputs differ in names or shapes from the baseline's."""
+    bo = {o["name"]: o["shape"] for o in base.meta["outputs"]}
+    co = {o["name"]: o["shape"] for o in outputs}
+    if bo != co:
+        raise CheckUsageError(f"baseline {base.path!r} is from another model: its outputs are "
+                              f"{bo}, this run's are {co}")
+
+
+def _sig(inputs) -> str:
+    if not inputs:
+        return "none"
+    return ", ".join(f"{i['name']}{i['shape']}:{i['dtype']}" for i in inputs)
+
+
+def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor],
+            dtype: torch.dtype) -> dict:
+    """Compare a run with its baseline. Regressions (each one fails the check):
+
+    - accuracy: the run's device outputs against the baseline's reference and fp64 outputs
+      with the same benchmark rule as phase 2 (allclose, else RMSE vs fp64);
+    - latency: p50 above baseline p50 * (1 + threshold);
+    - memory: peak allocated device memory above baseline * (1 + threshold) and above
+      baseline + ``peak_memory_min_bytes`` (allocator-block noise of tiny models).
+
+    Also listed, without failing: new or vanished fallback ops, changed narrowing, and the
+    manifest entries that changed.
+    """
+    from .phase2 import compare as compare_tensors
+
+    th = result["thresholds"]
+    bmx = base.meta["metrics"]
+    tol = result["phase2"]["tol"]
+    res: dict[str, Any] = {"path": base.path, "created_utc": base.meta.get("created_utc"),
+                           "regressions": [], "accuracy": {}, "latency": None, "memory": None, "changes": {}}
+    for name, cur in device_outputs.items():
+        r, g = base.outputs["reference"].get(name), base.outputs["fp64"].get(name)
+        c = compare_tensors(cur, r, g, tol, dtype)
+        bd = base.outputs["device"].get(name)
+        c["identical_to_baseline_device"] = bool(bd is not None and bd.shape == cur.shape and torch.equal(bd, cur))
+        res["accuracy"][name] = c
+        if not c["passed"]:
+            res["regressions"].append(f"accuracy: output {name!r} does not match the baseline's reference "
+                                      f"outputs ({c['decided_by']}: RMSE vs fp64 {c.get('rmse_device_fp64', 0):.3g} > "
+                                      f"bound {c.get('rmse_bound') or 0:.3g}; max abs {c.get('max_abs', 0):.3g})")
+    dev = (result["phase3"] or {}).get("device")
+    if dev and bmx.get("p50_s"):
+        limit = bmx["p50_s"] * (1 + th["latency_p50"])
+        change = dev["p50_s"] / bmx["p50_s"] - 1
+        res["latency"] = {"baseline_p50_s": bmx["p50_s"], "current_p50_s": dev["p50_s"], "change": change,
+                          "limit_s": limit, "threshold": th["latency_p50"], "regressed": dev["p50_s"] > limit}
+        if res["latency"]["regressed"]:
+            res["regressions"].append(f"latency: p50 {dev['p50_s'] * 1e3:.3f} ms is {change:+.1%} vs the "
+                                      f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{th['latency_p50']:.0%})")
+    else:
+        res["latency"] = {"regressed": False, "note": "not compared: phase 3 did not run here or in the baseline"}
+    cur_mem = result["phase1"]["memory"]["peak_allocated_bytes"]
+    if bmx.get("peak_allocated_bytes"):
+        base_mem = bmx["peak_allocated_bytes"]
+        limit = max(base_mem * (1 + th["peak_memory"]), base_mem + th["peak_memory_min_bytes"])
+        change = cur_mem / base_mem - 1
+        res["memory"] = {"baseline_peak_allocated_bytes": base_mem,
+                         "current_peak_allocated_bytes": cur_mem, "change": change,
+                         "threshold": th["peak_memory"], "min_increase_bytes": th["peak_memory_min_bytes"],
+                         "limit_bytes": limit, "regressed": cur_mem > limit}
+        if res["memory"]["regressed"]:
+            res["regressions"].append(f"memory: peak allocated {cur_mem / 2**20:.2f} MiB is {change:+.1%} vs "
+                                      f"the baseline's {bmx['peak_allocated_bytes'] / 2**20:.2f} MiB "
+                                      f"(threshold +{th['peak_memory']:.0%}, at least "
+                                      f"{th['peak_memory_min_bytes'] / 1024:.0f} KiB)")
+    cur_fb, old_fb = set(result["phase1"]["fallback"]["ops"]), set(bmx.get("fallback_ops") or [])
+    res["changes"] = {
+        "new_fallback_ops": sorted(cur_fb - old_fb),
+        "removed_fallback_ops": sorted(old_fb - cur_fb),
+        "narrowing_changed": result["phase1"]["narrowing"] != (bmx.get("narrowing") or {}),
+        "manifest": manifest_mod.diff(base.manifest, result["manifest"]),
+    }
+    res["status"] = "fail" if res["regressions"] else "pass"
+    return res

@@ -1,0 +1,83 @@
+"""The options of one ``torchneuron check`` run (what the CLI parses)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+#: Default ``tol`` of the accuracy rule per dtype: the inference defaults of PyTorch's
+#: dynamo benchmark harness (``benchmarks/dynamo/torchbench.py``,
+#: ``get_tolerance_and_cosine_flag``: 1e-4 for float32, 1e-3 under fp16/amp; bf16
+#: models on its "higher_bf16" list get 1e-2, which we use for every bf16 model
+#: because bfloat16 keeps only 8 significand bits).
+DEFAULT_TOL: dict[str, float] = {"float32": 1e-4, "float16": 1e-3, "bfloat16": 1e-2}
+
+#: Default regression thresholds against a baseline (fractions: 0.10 = +10 %; bytes).
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "latency_p50": 0.10,
+    "peak_memory": 0.10,
+    # an increase must also exceed this many bytes: the peak of a tiny model moves by a few
+    # allocator blocks between identical runs (frees are stream-ordered, so timing matters)
+    "peak_memory_min_bytes": 1 << 20,
+}
+
+
+@dataclass
+class CheckConfig:
+    """Everything that decides what a check measures. Times are in seconds."""
+
+    model: str
+    batch_size: Optional[int] = None          # None: the factory's default
+    dtype: str = "float32"                    # float32 | bfloat16 | float16 (autocast)
+    seed: int = 0
+    device: str = "neuron"
+    reference: str = "cpu"                    # cpu | cuda
+    tol: Optional[float] = None               # None: DEFAULT_TOL[dtype]
+    fallback: Optional[str] = None            # None: keep the process setting; warn | error
+    # phase 3
+    iterations: Optional[int] = 100           # measured iterations (when seconds is None)
+    seconds: Optional[float] = None           # measure for this long instead
+    max_warmup: int = 100                     # bound on warm-up iterations
+    cv_window: int = 10                       # iterations in the rolling window
+    cv_threshold: float = 0.05                # stable when rolling CV <= this
+    skip_reference_perf: bool = False
+    # baseline
+    baseline: Optional[str] = None
+    save_baseline: Optional[str] = None
+    max_latency_regression: Optional[float] = None   # None: baseline's or default
+    max_memory_regression: Optional[float] = None
+    # cost
+    instance: Optional[str] = None            # None: default for the device
+    price_per_hour: Optional[float] = None
+    reference_instance: Optional[str] = None  # None: default for the reference device
+    reference_price_per_hour: Optional[float] = None
+    amortize_samples: int = 1_000_000
+    max_cost_per_million: Optional[float] = None
+    # outputs
+    json_path: Optional[str] = None
+    junit_path: Optional[str] = None
+    html_path: Optional[str] = None
+    progress: bool = True
+    argv: list[str] = field(default_factory=list)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The torch dtype of ``dtype``."""
+        return DTYPES[self.dtype]
+
+    @property
+    def effective_tol(self) -> float:
+        """``tol``, else the default for ``dtype``."""
+        return self.tol if self.tol is not None else DEFAULT_TOL[self.dtype]
+
+    def to_dict(self) -> dict:
+        """JSON-ready options."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,61 @@
+"""Number formatting shared by the terminal and HTML reports."""
+from __future__ import annotations
+
+from typing import Optional
+
+
+def ms(seconds: Optional[float], digits: int = 3) -> str:
+    """Seconds shown as milliseconds."""
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1e3:.{digits}f} ms"
+
+
+def nbytes(n: Optional[float]) -> str:
+    """Bytes in binary units (KiB = 1024 B)."""
+    if n is None:
+        return "–"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def num(x: Optional[float], digits: int = 3) -> str:
+    """Short general number: '–' for None, 3 significant digits in e-notation when small."""
+    if x is None:
+        return "–"
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-3 or abs(x) >= 1e9:
+        return f"{x:.{digits - 1}e}"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def pct(x: Optional[float]) -> str:
+    """A fraction as a percentage."""
+    return "–" if x is None else f"{x:.1%}"
+
+
+def signed_pct(x: Optional[float]) -> str:
+    """A relative change as a signed percentage."""
+    return "–" if x is None else f"{x:+.1%}"
+
+
+def usd(x: Optional[float]) -> str:
+    """US dollars."""
+    if x is None:
+        return "–"
+    if x == float("inf"):
+        return "∞"
+    return f"${x:,.4f}" if x < 1 else f"${x:,.2f}"
+
+
+def ratio(x: Optional[float]) -> str:
+    """A ratio, e.g. 1.25×."""
+    if x is None:
+        return "–"
+    return f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×"

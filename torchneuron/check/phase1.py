@@ -1,0 +1,287 @@
+"""Phase 1: does the model run on the device.
+
+Runs the model on the ``neuron`` device in eager mode and records: success or the
+exception with the failing operator and the traceback; the operators that fell back
+to the CPU with their calls and share of the device run time; 64-bit narrowing events;
+peak device memory (allocated and reserved); whether two device runs give bitwise
+identical outputs; host dispatch time per operator (torch.profiler); and the cold
+(first-iteration) latency. ``torch.compile(backend="neuron")`` is checked when that
+backend is registered; otherwise the result says that only eager mode was checked.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import tensors as T
+from .config import CheckConfig
+from .loading import LoadedModel
+from .manifest import compile_backend_available
+
+_OP_IN_MESSAGE = re.compile(r"\baten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
+
+
+@dataclass
+class DeviceSession:
+    """The model and inputs on the device, kept for phases 2 and 3."""
+
+    device: str
+    model: Optional[torch.nn.Module] = None
+    inputs: Any = None
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)   # first run, on the CPU
+    sync: Any = None
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Remembers the ATen operator during which an exception was raised."""
+
+    def __init__(self):
+        super().__init__()
+        self.failed: Optional[str] = None
+        self.last: Optional[str] = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.last = _op_name(func)
+        try:
+            return func(*args, **(kwargs or {}))
+        except Exception:
+            if self.failed is None:
+                self.failed = self.last
+            raise
+
+
+def _op_name(func) -> str:
+    # aten.sort.default -> aten::sort.default (the name the dispatcher and fallback use)
+    s = str(func)
+    ns, _, rest = s.partition(".")
+    return f"{ns}::{rest}" if rest else s
+
+
+def _fallback_ctx(mode: Optional[str]):
+    return torch.neuron.fallback_mode(mode) if mode else contextlib.nullcontext()
+
+
+def _error_info(e: BaseException, stage: str) -> dict:
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    frames = traceback.extract_tb(e.__traceback__)
+    lib = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    mine = [f for f in frames if not f.filename.startswith(lib)]   # the model's own code
+    f = mine[-1] if mine else (frames[-1] if frames else None)
+    where = f"{f.filename}:{f.lineno} in {f.name}" if f else None
+    msg = str(e)
+    m = _OP_IN_MESSAGE.search(msg)
+    return {
+        "stage": stage,
+        "type": type(e).__name__,
+        "message": msg if len(msg) < 4000 else msg[:4000] + " ... (truncated)",
+        "op": m.group(0) if m else None,
+        "op_source": "exception message" if m else None,
+        "raised_at": where,   # innermost frame outside torch and torchneuron
+        "traceback": tb,
+    }
+
+
+def _find_failing_op(session: DeviceSession, cfg: CheckConfig) -> Optional[str]:
+    """Re-run the forward pass under an op recorder to name the operator that raised.
+    Returns None when the failure came from Python code outside any operator, or did
+    not happen again."""
+    rec = _OpRecorder()
+    try:
+        with _fallback_ctx(cfg.fallback), rec:
+            T.call(session.model, session.inputs, torch.device(session.device).type, cfg.torch_dtype)
+        session.sync()
+    except Exception:
+        return rec.failed
+    return None
+
+
+def _outputs_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict:
+    per = {}
+    for k, x in a.items():
+        y = b.get(k)
+        if y is None or x.shape != y.shape or x.dtype != y.dtype:
+            per[k] = {"identical": False, "max_abs_diff": None}
+            continue
+        same = torch.equal(x, y) or bool(torch.equal(torch.isnan(x), torch.isnan(y)) and
+                                         torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)))
+        diff = 0.0 if same else float((x.double() - y.double()).abs().nan_to_num().max())
+        per[k] = {"identical": same, "max_abs_diff": diff}
+    return {"identical": all(v["identical"] for v in per.values()) and set(a) == set(b),
+            "outputs": per}
+
+
+def profile_ops(session: DeviceSession, cfg: CheckConfig, top: int = 25) -> list[dict]:
+    """Host time per ATen operator over one device forward pass: torch.profiler with CPU
+    activity, self time (``self_cpu_time_total``), in seconds. This is the time the host
+    spends dispatching (and, for CPU fallbacks and copies, executing and waiting), not
+    the device's execution time of each kernel. ``prims::`` entries (decompositions
+    inside an aten op) are left out."""
+    from torch.profiler import ProfilerActivity, profile
+
+    dev_type = torch.device(session.device).type
+    with _fallback_ctx(cfg.fallback), warnings.catch_warnings(), _quiet_stderr_fd():
+        warnings.simplefilter("ignore")
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            T.call(session.model, session.inputs, dev_type, cfg.torch_dtype)
+            session.sync()
+    rows = [{"op": e.key, "calls": int(e.count), "self_host_s": e.self_cpu_time_total / 1e6}
+            for e in prof.key_averages() if e.key.startswith("aten::")]
+    rows.sort(key=lambda r: r["self_host_s"], reverse=True)
+    return rows[:top]
+
+
+@contextlib.contextmanager
+def _quiet_stderr_fd():
+    """Silence file descriptor 2 (Kineto prints profiler_start/stop lines from C++)."""
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _check_compile(session: DeviceSession, cfg: CheckConfig, eager: dict[str, torch.Tensor]) -> dict:
+    if not compile_backend_available("neuron"):
+        return {"checked": False, "modes": ["eager"],
+                "note": "torch.compile(backend='neuron') does not exist in this build "
+                        "(no graph compiler registered): only eager mode was checked"}
+    dev_type = torch.device(session.device).type
+    try:
+        compiled = torch.compile(session.model, backend="neuron")
+        session.sync()
+        t0 = time.perf_counter()
+        out = T.flatten(T.call(compiled, session.inputs, dev_type, cfg.torch_dtype))
+        session.sync()
+        compile_s = time.perf_counter() - t0
+        out = T.to_cpu(out)
+        diff = {k: float((out[k].double() - v.double()).abs().max()) for k, v in eager.items() if k in out}
+        return {"checked": True, "modes": ["eager", "compile"], "ok": True,
+                "compile_s": compile_s, "max_abs_diff_vs_eager": diff}
+    except Exception as e:  # reported as a phase-1 failure by the caller
+        return {"checked": True, "modes": ["eager", "compile"], "ok": False,
+                "error": _error_info(e, "torch.compile(backend='neuron')")}
+
+
+def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]:
+    """Run phase 1. Returns the JSON-ready phase result and the device session (its
+    ``model`` is None when the model could not be placed on the device)."""
+    dev = torch.device(cfg.device)
+    session = DeviceSession(device=str(dev), sync=T.synchronizer(dev))
+    res: dict[str, Any] = {"status": "fail", "device": str(dev), "mode": "eager", "error": None,
+                           "fallback_mode": cfg.fallback or _current_fallback_mode()}
+    session.sync()
+    torch.neuron.reset_fallback_stats()
+    torch.neuron.reset_narrowing_stats()
+    torch.neuron.reset_peak_memory_stats(dev)
+    mem0 = torch.neuron.memory_allocated(dev)
+    timed = 0.0
+    caught: list[warnings.WarningMessage] = []
+    stage = "moving the model and inputs to the device"
+    try:
+        with _fallback_ctx(cfg.fallback), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ui.step(f"Phase 1: placing the model on {dev}")
+            session.model = T.model_copy(loaded.model, dev)
+            session.inputs = T.to_device(loaded.inputs, dev)
+            session.sync()
+            res["weights_bytes"] = torch.neuron.memory_allocated(dev) - mem0
+            stage = "first forward pass (cold)"
+            ui.step("Phase 1: first forward pass (cold)")
+            t0 = time.perf_counter()
+            out1 = T.flatten(T.call(session.model, session.inputs, dev.type, cfg.torch_dtype))
+            session.sync()
+            res["cold_latency_s"] = time.perf_counter() - t0
+            timed += res["cold_latency_s"]
+            if not out1:
+                raise RuntimeError("the model returned no tensors")
+            session.outputs = T.to_cpu(out1)
+            del out1
+            stage = "second forward pass (determinism)"
+            t0 = time.perf_counter()
+            out2 = T.to_cpu(T.flatten(T.call(session.model, session.inputs, dev.type, cfg.torch_dtype)))
+            session.sync()
+            timed += time.perf_counter() - t0
+            res["determinism"] = _outputs_identical(session.outputs, out2)
+            del out2
+    except Exception as e:
+        err = _error_info(e, stage)
+        if err["op"] is None and session.model is not None and session.inputs is not None:
+            op = _find_failing_op(session, cfg)
+            if op:
+                err["op"], err["op_source"] = op, "re-run under an operator recorder"
+        res["error"] = err
+    res["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    res["outputs"] = T.describe_outputs(session.outputs)
+
+    if res["error"] is None:
+        try:
+            t0 = time.perf_counter()
+            res["op_profile"] = profile_ops(session, cfg)
+            timed += time.perf_counter() - t0
+            res["op_profile_note"] = ("host time per operator (torch.profiler, CPU activity, self "
+                                      "time) over one forward pass: dispatch time, plus execution "
+                                      "and waiting for CPU fallbacks and copies; not device kernel time")
+        except Exception as e:
+            res["op_profile"] = []
+            res["op_profile_note"] = f"profiling failed: {type(e).__name__}: {e}"
+        with _fallback_ctx(cfg.fallback):
+            res["compile"] = _check_compile(session, cfg, session.outputs)
+        if res["compile"].get("checked") and not res["compile"].get("ok"):
+            res["error"] = res["compile"]["error"]
+
+    fb = torch.neuron.fallback_stats()
+    fb_total = sum(v["seconds"] for v in fb.values())
+    res["fallback"] = {
+        "ops": {k: {"calls": int(v["calls"]), "seconds": float(v["seconds"]),
+                    "share": (v["seconds"] / timed) if timed > 0 else None} for k, v in
+                sorted(fb.items(), key=lambda kv: -kv[1]["seconds"])},
+        "total_seconds": fb_total,
+        "share": fb_total / timed if timed > 0 else None,
+        "device_run_seconds": timed,
+        "note": "share = fallback seconds (CPU kernel and copies) / wall time of the phase-1 device runs",
+    }
+    res["narrowing"] = dict(sorted(torch.neuron.narrowing_stats().items()))
+    try:
+        session.sync()
+    except Exception as e:  # an asynchronous failure that surfaced late
+        if res["error"] is None:
+            res["error"] = _error_info(e, "synchronize after the runs")
+    res["memory"] = {
+        "peak_allocated_bytes": torch.neuron.max_memory_allocated(dev),
+        "peak_reserved_bytes": torch.neuron.max_memory_reserved(dev),
+        "weights_bytes": res.pop("weights_bytes", None),
+        "capacity_bytes": torch.neuron.get_device_properties(dev.index if dev.index is not None else None).total_memory,
+    }
+    if "compile" not in res:
+        res["compile"] = {"checked": False, "modes": ["eager"],
+                          "note": ("only eager mode was checked, and it failed; torch.compile(backend='neuron') "
+                                   + ("was not tried" if compile_backend_available("neuron") else
+                                      "does not exist in this build"))}
+    res["status"] = "pass" if res["error"] is None else "fail"
+    return res, session
+
+
+def _current_fallback_mode() -> str:
+    from torchneuron import _C
+
+    return _C._fallback_mode()

@@ -1,0 +1,135 @@
+"""Phase 2: are the device's results accurate.
+
+The device's outputs (phase 1's first run) are compared with a reference device's
+(``cpu`` by default, ``cuda`` where it exists) and both with a golden float64 run on
+the CPU. The pass rule is the accuracy rule of PyTorch's dynamo benchmark harness
+(``torch._dynamo.utils.same`` as used by ``benchmarks/dynamo/common.py``), per output
+tensor:
+
+1. pass if ``torch.allclose(device, reference, atol=tol, rtol=tol)``;
+2. else pass if ``RMSE(device, fp64) <= m * RMSE(reference, fp64) + tol / 10``,
+   with ``m = 2`` for float32 and ``m = 3`` for bfloat16/float16;
+3. else fail.
+
+The result says which rule decided each output.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Optional
+
+import torch
+
+from . import stats
+from . import tensors as T
+from .config import CheckConfig
+from .errors import CheckUsageError
+from .loading import LoadedModel
+
+
+def multiplier(dtype: torch.dtype) -> float:
+    """The RMSE multiplier ``m`` of the benchmark rule: 3 for fp16/bf16, else 2."""
+    return 3.0 if dtype in (torch.float16, torch.bfloat16) else 2.0
+
+
+def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
+            tol: float, dtype: torch.dtype) -> dict:
+    """Metrics and verdict for one output tensor (all inputs on the CPU).
+
+    max_abs = max |d - r|; max_rel = max |d - r| / |r| over elements with r != 0 (as
+    ``torch.testing.assert_close`` reports it); cosine = cosine similarity of the
+    flattened tensors in float64; RMSE in float64 against the fp64 golden output.
+    """
+    d, r, g = (x.detach().to("cpu") for x in (device, reference, fp64))
+    res: dict[str, Any] = {"shape": list(d.shape), "dtype": str(d.dtype).replace("torch.", "")}
+    if d.shape != r.shape or d.shape != g.shape:
+        res.update(passed=False, decided_by="shape mismatch",
+                   detail=f"device {list(d.shape)}, reference {list(r.shape)}, fp64 {list(g.shape)}")
+        return res
+    if not (d.is_floating_point() or d.is_complex()):
+        equal = torch.equal(d, r)
+        res.update(max_abs=float((d.double() - r.double()).abs().max()) if d.numel() else 0.0,
+                   max_rel=None, cosine=None, rmse_device_fp64=None, rmse_reference_fp64=None,
+                   allclose=equal, rmse_bound=None, passed=equal,
+                   decided_by="exact equality (integer output)")
+        return res
+    dd, rd = d.double(), r.double()
+    diff = (dd - rd).abs()
+    nz = rd != 0
+    res["max_abs"] = float(diff.max()) if d.numel() else 0.0
+    res["max_rel"] = float((diff[nz] / rd[nz].abs()).max()) if bool(nz.any()) else None
+    denom = dd.norm() * rd.norm()
+    res["cosine"] = float(torch.dot(dd.flatten(), rd.flatten()) / denom) if denom > 0 else None
+    res["rmse_device_fp64"] = stats.rmse(d, g)
+    res["rmse_reference_fp64"] = stats.rmse(r, g)
+    m = multiplier(dtype)
+    res["rmse_bound"] = m * res["rmse_reference_fp64"] + tol / 10
+    res["allclose"] = bool(torch.allclose(d.to(r.dtype), r, atol=tol, rtol=tol, equal_nan=True))
+    if res["allclose"]:
+        res.update(passed=True, decided_by=f"allclose(atol=rtol={tol:g})")
+    else:
+        ok = res["rmse_device_fp64"] <= res["rmse_bound"]
+        res.update(passed=ok, decided_by=f"RMSE vs fp64 (m={m:g}, + tol/10)")
+    return res
+
+
+def golden_outputs(loaded: LoadedModel) -> dict[str, torch.Tensor]:
+    """The model's outputs in float64 on the CPU (weights and floating inputs cast to
+    float64, no autocast): the golden values of the accuracy rule."""
+    m64 = T.model_copy(loaded.model, "cpu", torch.float64)
+    inp = T.to_device(loaded.inputs, "cpu", torch.float64)
+    return T.to_cpu(T.flatten(T.call(m64, inp, "cpu", torch.float32)))
+
+
+def reference_outputs(loaded: LoadedModel, cfg: CheckConfig) -> tuple[torch.nn.Module, Any, dict, float]:
+    """The reference device's model, inputs, outputs (on the CPU) and the seconds of
+    that first (cold) forward pass, synchronized."""
+    ref = cfg.reference
+    if ref == "cuda" and not torch.cuda.is_available():
+        raise CheckUsageError("--reference cuda: CUDA is not available on this machine")
+    model = T.model_copy(loaded.model, ref)
+    inputs = T.to_device(loaded.inputs, ref)
+    sync = T.synchronizer(ref)
+    sync()
+    t0 = time.perf_counter()
+    out = T.flatten(T.call(model, inputs, torch.device(ref).type, cfg.torch_dtype))
+    sync()
+    cold = time.perf_counter() - t0
+    return model, inputs, T.to_cpu(out), cold
+
+
+def run(loaded: LoadedModel, cfg: CheckConfig, device_outputs: dict[str, torch.Tensor],
+        ui, skip_reason: Optional[str] = None) -> tuple[dict, dict]:
+    """Run phase 2. Returns the JSON-ready phase result and
+    ``{"reference": (model, inputs), "outputs": {"reference": ..., "fp64": ...}}`` for
+    phase 3 and the baseline."""
+    tol = cfg.effective_tol
+    res: dict[str, Any] = {"status": "skipped", "reason": skip_reason, "reference_device": cfg.reference,
+                           "dtype": cfg.dtype, "tol": tol, "tol_source": "--tol" if cfg.tol is not None
+                           else f"default for {cfg.dtype}", "multiplier": multiplier(cfg.torch_dtype),
+                           "rule": "PyTorch dynamo benchmark rule: allclose(atol=rtol=tol), else "
+                                   "RMSE(device, fp64) <= m * RMSE(reference, fp64) + tol/10",
+                           "outputs": {}}
+    extra: dict[str, Any] = {"reference": None, "outputs": {}, "reference_cold_s": None}
+    if skip_reason:
+        return res, extra
+    ui.step(f"Phase 2: reference run on {cfg.reference} and float64 golden run on cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref_model, ref_inputs, ref_out, extra["reference_cold_s"] = reference_outputs(loaded, cfg)
+        gold = golden_outputs(loaded)
+    extra["reference"] = (ref_model, ref_inputs)
+    extra["outputs"] = {"reference": ref_out, "fp64": gold}
+    missing = sorted(set(device_outputs) ^ set(ref_out))
+    for name, d in device_outputs.items():
+        if name not in ref_out or name not in gold:
+            res["outputs"][name] = {"passed": False, "decided_by": "output missing on the reference"}
+            continue
+        res["outputs"][name] = compare(d, ref_out[name], gold[name], tol, cfg.torch_dtype)
+    for name in missing:
+        if name not in res["outputs"]:
+            res["outputs"][name] = {"passed": False, "decided_by": "output missing on the device"}
+    res["status"] = "pass" if all(o["passed"] for o in res["outputs"].values()) else "fail"
+    res["reason"] = None
+    return res, extra

@@ -1,0 +1,320 @@
+"""The terminal report (rich): one table per phase, the cost, the baseline comparison and
+the verdict; and the UI shown while a check runs (steps and progress bars)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from . import formatting as F
+
+_STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "skipped": "yellow"}
+
+
+def status_text(status: Optional[str]) -> Text:
+    """PASS / FAIL / SKIPPED, coloured."""
+    s = status or "–"
+    return Text(s.upper(), style=_STATUS_STYLE.get(s, ""))
+
+
+class TerminalUI:
+    """Steps as dim lines and rich progress bars, on ``console`` (stderr by default)."""
+
+    def __init__(self, console: Optional[Console] = None, progress: bool = True):
+        self.console = console or Console(stderr=True)
+        self.show_progress = progress and self.console.is_terminal
+
+    def step(self, msg: str) -> None:
+        """Announce a step of the run."""
+        self.console.print(f"[dim]• {msg}[/dim]")
+
+    def progress(self, description: str, total: Optional[int]):
+        """A progress bar (a context manager with ``advance(info)``); total None: unknown."""
+        return _Bar(self.console, description, total, enabled=self.show_progress)
+
+
+class _Bar:
+    def __init__(self, console: Console, description: str, total: Optional[int], enabled: bool):
+        self.description = description
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
+                                 console=console, transient=True, disable=not enabled)
+        self.task = self.progress.add_task(description, total=total, info="")
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def advance(self, info: str = "") -> None:
+        """One more iteration; ``info`` is shown beside the bar."""
+        self.progress.update(self.task, advance=1, info=info)
+
+
+def _kv_table(title: str) -> Table:
+    t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY, show_header=False)
+    t.add_column("what", style="cyan", no_wrap=True)
+    t.add_column("value")
+    return t
+
+
+def phase1_tables(p1: dict) -> list:
+    """Renderables of phase 1: its table, the fallback ops, device warnings, the failure."""
+    t = _kv_table("Phase 1 — does it run on the device")
+    t.add_row("result", status_text(p1["status"]))
+    t.add_row("device", p1["device"])
+    comp = p1.get("compile", {})
+    t.add_row("mode", "eager" + ("" if comp.get("checked") else f"  ({comp.get('note')})"))
+    if comp.get("checked") and comp.get("ok"):
+        t.add_row("torch.compile", f"ok, compile {F.ms(comp['compile_s'], 1)}")
+    t.add_row("fallback mode", p1.get("fallback_mode") or "–")
+    if p1.get("cold_latency_s") is not None:
+        t.add_row("cold latency (first iteration)", F.ms(p1["cold_latency_s"]))
+    fb = p1["fallback"]
+    t.add_row("CPU fallback ops", "none" if not fb["ops"] else
+              f"{len(fb['ops'])} op(s), {F.ms(fb['total_seconds'])} = {F.pct(fb['share'])} of device run time")
+    t.add_row("64-bit narrowing", ", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items()) or "none")
+    m = p1["memory"]
+    t.add_row("peak device memory", f"allocated {F.nbytes(m['peak_allocated_bytes'])}, reserved "
+              f"{F.nbytes(m['peak_reserved_bytes'])} (weights {F.nbytes(m.get('weights_bytes'))}, "
+              f"capacity {F.nbytes(m['capacity_bytes'])})")
+    det = p1.get("determinism")
+    if det:
+        t.add_row("determinism (2 runs)", Text("bitwise identical", style="green") if det["identical"] else
+                  Text("outputs differ: " + ", ".join(f"{k} max |Δ| {F.num(v['max_abs_diff'])}"
+                                                      for k, v in det["outputs"].items() if not v["identical"]),
+                       style="yellow"))
+    if p1.get("outputs"):
+        t.add_row("outputs", ", ".join(f"{o['name']} {o['shape']} {o['dtype']}" for o in p1["outputs"]))
+    out: list = [t]
+    if fb["ops"]:
+        ft = Table(title="CPU fallback ops (phase 1 runs)", title_justify="left", box=box.SIMPLE)
+        for c in ("op", "calls", "seconds", "share of device run time"):
+            ft.add_column(c, justify="left" if c == "op" else "right")
+        for op, v in fb["ops"].items():
+            ft.add_row(op, str(v["calls"]), F.ms(v["seconds"]), F.pct(v["share"]))
+        out.append(ft)
+    for w in p1.get("warnings", [])[:10]:
+        out.append(Text(f"device warning: {w[:300]}", style="dim"))
+    e = p1.get("error")
+    if e:
+        body = Text()
+        body.append(f"{e['type']} during {e['stage']}\n", style="bold red")
+        body.append(f"failing op: {e['op'] or 'none identified (raised outside an ATen operator)'}"
+                    + (f"  [{e['op_source']}]" if e.get("op_source") else "") + "\n")
+        if e.get("raised_at"):
+            body.append(f"raised at: {e['raised_at']}\n")
+        body.append(e["message"][:1500] + "\n\n", style="red")
+        body.append(_tail(e["traceback"], 25), style="dim")
+        out.append(Panel(body, title="phase 1 failure", border_style="red"))
+    return out
+
+
+def _tail(text: str, lines: int) -> str:
+    ls = text.rstrip().splitlines()
+    return "\n".join((["..."] if len(ls) > lines else []) + ls[-lines:])
+
+
+def phase2_tables(p2: dict, width: int = 200) -> list:
+    """The accuracy table: one row per output, or one column per output below 130 columns."""
+    title = f"Phase 2 — is it accurate  (reference {p2['reference_device']}, golden fp64 on cpu, {p2['dtype']})"
+    if p2["status"] == "skipped":
+        t = _kv_table(title)
+        t.add_row("result", status_text("skipped"))
+        t.add_row("reason", p2.get("reason") or "")
+        return [t]
+    if width < 130:   # one row per metric, one column per output
+        t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY,
+                  caption=f"rule: {p2['rule']}; tol {p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}",
+                  caption_justify="left")
+        t.add_column("", style="cyan", no_wrap=True)
+        outs = list(p2["outputs"].items())
+        for name, _ in outs:
+            t.add_column(name, justify="right", overflow="fold")
+        rows = [("shape", lambda o: str(o.get("shape", ""))), ("max abs", lambda o: F.num(o.get("max_abs"))),
+                ("max rel", lambda o: F.num(o.get("max_rel"))),
+                ("cosine", lambda o: "–" if o.get("cosine") is None else f"{o['cosine']:.7f}"),
+                ("RMSE device vs fp64", lambda o: F.num(o.get("rmse_device_fp64"))),
+                ("RMSE reference vs fp64", lambda o: F.num(o.get("rmse_reference_fp64"))),
+                ("RMSE bound", lambda o: F.num(o.get("rmse_bound"))),
+                ("decided by", lambda o: o.get("decided_by", ""))]
+        for label, fn in rows:
+            t.add_row(label, *[fn(o) for _, o in outs])
+        t.add_row("result", *[status_text("pass" if o.get("passed") else "fail") for _, o in outs])
+        return [t]
+    t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY,
+              caption=f"rule: {p2['rule']}; tol {p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}",
+              caption_justify="left")
+    for c in ("output", "shape", "max abs", "max rel", "cosine", "RMSE dev/fp64", "RMSE ref/fp64",
+              "RMSE bound", "decided by", "result"):
+        wrap = c in ("output", "decided by", "shape")
+        t.add_column(c, justify="left" if wrap else "right", overflow="fold", no_wrap=not wrap)
+    for name, o in p2["outputs"].items():
+        t.add_row(name, str(o.get("shape", "")), F.num(o.get("max_abs")), F.num(o.get("max_rel")),
+                  "–" if o.get("cosine") is None else f"{o['cosine']:.7f}", F.num(o.get("rmse_device_fp64")),
+                  F.num(o.get("rmse_reference_fp64")), F.num(o.get("rmse_bound")), o.get("decided_by", ""),
+                  status_text("pass" if o.get("passed") else "fail"))
+    return [t]
+
+
+def phase3_tables(p3: dict, reference: str) -> list:
+    """The performance table: device, reference and their ratio."""
+    title = "Phase 3 — stable performance after warm-up"
+    if p3["status"] != "pass" and not p3.get("device"):
+        t = _kv_table(title)
+        t.add_row("result", status_text(p3["status"]))
+        t.add_row("reason", p3.get("reason") or "")
+        return [t]
+    d, r, ratio = p3["device"], p3.get("reference"), p3.get("ratio") or {}
+    t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY,
+              caption=f"{p3['timing']}; {p3['samples_per_iteration']} samples per iteration; CI: {p3['ci_method']}",
+              caption_justify="left")
+    t.add_column("", style="cyan")
+    t.add_column(f"device ({d['device']})", justify="right")
+    t.add_column(f"reference ({reference})", justify="right")
+    t.add_column("device / reference", justify="right")
+
+    def wu(x):
+        if not x:
+            return "–"
+        w = x["warmup"]
+        cv = "–" if w["final_cv"] is None else f"{w['final_cv']:.3f}"
+        return f"{w['iterations']} it, " + ("stable" if w["stable"] else "NOT stable") + f" (CV {cv})"
+
+    def ci(x):
+        return "–" if not x or not x.get("median_ci95_s") else \
+            f"{F.ms(x['median_ci95_s'][0])} – {F.ms(x['median_ci95_s'][1])}"
+
+    g = (lambda k: r.get(k) if r else None)
+    t.add_row("cold (first iteration)", F.ms(d.get("cold_s")), F.ms(g("cold_s")), "")
+    t.add_row("warm-up", wu(d), wu(r), "")
+    t.add_row("measured iterations", str(d["iterations"]), str(g("iterations") or "–"), "")
+    for k, label in (("p50_s", "p50 latency"), ("p90_s", "p90 latency"), ("p99_s", "p99 latency")):
+        rat = F.ratio(d[k] / r[k]) if r and r.get(k) else ""
+        t.add_row(label, F.ms(d[k]), F.ms(g(k)), rat)
+    t.add_row("95% CI of the median", ci(d), ci(r), "")
+    t.add_row("throughput (samples/s)", F.num(d["throughput_samples_per_s"]),
+              F.num(g("throughput_samples_per_s")), F.ratio(ratio.get("throughput_device_over_reference")))
+    if d.get("fallback_share") is not None:
+        t.add_row("CPU fallback share (steady state)", F.pct(d["fallback_share"]), "", "")
+    return [t]
+
+
+def cost_table(c: dict) -> list:
+    """The cost table, the budget line and the cost notes."""
+    t = Table(title="Cost per million samples (on-demand)", title_justify="left", title_style="bold",
+              box=box.SIMPLE_HEAVY, caption=f"{c['formula']}, amortized over {c['amortize_samples']:,} samples",
+              caption_justify="left")
+    t.add_column("", style="cyan", no_wrap=True)
+    t.add_column("device", justify="right")
+    t.add_column("reference", justify="right")
+    d, r = c["device"], c["reference"]
+    for label, fn in (("priced as", lambda x: x["instance"]), ("USD per hour", lambda x: F.usd(x["usd_per_hour"])),
+                      ("price as of", lambda x: x.get("as_of") or "given"),
+                      ("throughput (samples/s)", lambda x: F.num(x.get("throughput_samples_per_s"))),
+                      ("one-time overhead", lambda x: F.ms(x.get("overhead_s"))),
+                      ("USD per 1M samples, steady", lambda x: F.usd(x.get("usd_per_million_steady"))),
+                      ("USD per 1M samples, amortized", lambda x: F.usd(x.get("usd_per_million")))):
+        t.add_row(label, fn(d), fn(r))
+    out: list = [t]
+    for label, x in (("device", c["device"]), ("reference", c["reference"])):
+        if x.get("overhead_label"):
+            out.append(Text(f"{label} one-time overhead: {x['overhead_label']}", style="dim"))
+    srcs = {x.get("source") for x in (c["device"], c["reference"]) if x.get("source")}
+    for s in sorted(srcs):
+        out.append(Text(f"price source: {s}", style="dim"))
+    if c.get("budget_usd_per_million") is not None:
+        out.append(Text(f"budget {F.usd(c['budget_usd_per_million'])} per million: "
+                        + ("EXCEEDED" if c.get("over_budget") else "within"),
+                        style="bold red" if c.get("over_budget") else "green"))
+    for n in c.get("notes", []):
+        out.append(Text(f"note: {n}", style="dim"))
+    return out
+
+
+def baseline_table(b: Optional[dict]) -> list:
+    """The baseline comparison (nothing without --baseline)."""
+    if not b:
+        return []
+    t = Table(title=f"Baseline comparison ({b['path']}, saved {b.get('created_utc') or '?'})",
+              title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY)
+    for col in ("check", "baseline", "current", "change", "threshold", "result"):
+        t.add_column(col)
+    if b.get("status") == "skipped":
+        t.add_row("all", "", "", "", "", status_text("skipped"))
+        return [t, Text(f"reason: {b.get('reason')}", style="yellow")]
+    for name, a in b.get("accuracy", {}).items():
+        t.add_row(f"accuracy {name}", "reference + fp64 outputs", f"max abs {F.num(a.get('max_abs'))}",
+                  "identical" if a.get("identical_to_baseline_device") else "", a.get("decided_by", ""),
+                  status_text("pass" if a.get("passed") else "fail"))
+    lat = b.get("latency") or {}
+    if "baseline_p50_s" in lat:
+        t.add_row("p50 latency", F.ms(lat["baseline_p50_s"]), F.ms(lat["current_p50_s"]),
+                  F.signed_pct(lat["change"]), f"+{lat['threshold']:.0%}",
+                  status_text("fail" if lat["regressed"] else "pass"))
+    else:
+        t.add_row("p50 latency", "", "", "", "", Text(lat.get("note", "not compared"), style="yellow"))
+    mem = b.get("memory") or {}
+    if mem:
+        t.add_row("peak memory (allocated)", F.nbytes(mem["baseline_peak_allocated_bytes"]),
+                  F.nbytes(mem["current_peak_allocated_bytes"]), F.signed_pct(mem["change"]),
+                  f"+{mem['threshold']:.0%}", status_text("fail" if mem["regressed"] else "pass"))
+    out: list = [t]
+    ch = b.get("changes", {})
+    if ch.get("new_fallback_ops"):
+        out.append(Text(f"new CPU fallback ops since the baseline: {', '.join(ch['new_fallback_ops'])}", style="yellow"))
+    if ch.get("manifest"):
+        out.append(Text("changed since the baseline: " + "; ".join(
+            f"{m['key']}: {m['baseline']} → {m['current']}" for m in ch["manifest"][:12]), style="dim"))
+    return out
+
+
+def render(result: dict, console: Optional[Console] = None) -> None:
+    """Print the whole report."""
+    con = console or Console()
+    m = result["model"]
+    ds = result["manifest"]["device_stack"]
+    con.rule(f"[bold]torchneuron check[/bold] {m['name']}")
+    con.print(f"{m['description']}\nbatch {m['batch_size']} · {m['dtype']} · seed {m['seed']} · "
+              f"{m['parameters']:,} parameters · device {result['phase1']['device']} ({ds['device_name']}, "
+              f"runtime {ds['runtime']} {ds['runtime_version']}) · reference {result['config']['reference']}")
+    if ds.get("emulated"):
+        con.print("[yellow]The device is the NeuronCore emulator: timings and throughput are the "
+                  "emulator's on this host, not Trainium's.[/yellow]")
+    for part in (phase1_tables(result["phase1"]), phase2_tables(result["phase2"], con.width),
+                 phase3_tables(result["phase3"], result["config"]["reference"]),
+                 cost_table(result["cost"]), baseline_table(result.get("baseline"))):
+        for x in part:
+            con.print(x)
+    for w in result.get("warnings", []):
+        con.print(f"[yellow]warning: {w}[/yellow]")
+    if result.get("baseline_saved"):
+        con.print(f"baseline saved to [bold]{result['baseline_saved']}[/bold]")
+    verdict = result["verdict"]
+    body = Group(*([Text("all phases passed" + (", no regression" if result.get("baseline") else ""),
+                         style="green")] if verdict == "pass" else
+                   [Text(f"• {f}", style="red") for f in result["failures"]]))
+    con.print(Panel(body, title=f"verdict: {verdict.upper()} (exit code {result['exit_code']})",
+                    border_style="green" if verdict == "pass" else "red", expand=False))
+
+
+def list_models(console: Optional[Console] = None) -> None:
+    """Print the built-in models, one line each (``--list``)."""
+    from .loading import builtin_models
+
+    con = console or Console()
+    t = Table(title="Built-in models (torchneuron check MODEL)", title_justify="left", box=box.SIMPLE)
+    t.add_column("name", style="cyan")
+    t.add_column("description")
+    for name, (_, desc) in builtin_models().items():
+        t.add_row(name, desc)
+    con.print(t)
+    con.print("Your own model: torchneuron check path/to/file.py:factory  "
+              "(factory() returns (model, example_inputs))")

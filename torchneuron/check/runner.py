@@ -1,0 +1,207 @@
+"""One ``torchneuron check`` run: the phases in order, the baseline comparison, the cost,
+the verdict, and the files asked for. The CLI is a thin layer over ``run``."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional
+
+import torch
+
+from . import baseline as baseline_mod
+from . import cost as cost_mod
+from . import loading, manifest, phase1, phase2, phase3
+from .config import DTYPES, CheckConfig
+from .errors import EXIT_FAIL, EXIT_PASS, CheckUsageError
+
+SCHEMA = "torchneuron.check.result/1"
+
+
+class NullUI:
+    """A UI that shows nothing (library use and tests)."""
+
+    def step(self, msg: str) -> None:
+        """Ignore a step."""
+
+    def progress(self, description: str, total: Optional[int]):
+        """A progress bar that shows nothing."""
+        return _NullProgress()
+
+
+class _NullProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def advance(self, info: str = "") -> None:
+        """Ignore an iteration."""
+
+
+def validate(cfg: CheckConfig) -> None:
+    """Reject inconsistent options (CheckUsageError) before anything runs."""
+    if cfg.dtype not in DTYPES:
+        raise CheckUsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {cfg.dtype!r}")
+    if cfg.reference not in ("cpu", "cuda"):
+        raise CheckUsageError(f"--reference must be cpu or cuda, got {cfg.reference!r}")
+    if cfg.reference == "cuda" and not torch.cuda.is_available():
+        raise CheckUsageError("--reference cuda: CUDA is not available on this machine")
+    try:
+        dev = torch.device(cfg.device)
+    except RuntimeError as e:
+        raise CheckUsageError(f"--device {cfg.device!r}: {e}") from e
+    if dev.type != "neuron":
+        raise CheckUsageError(f"--device must be a neuron device, got {cfg.device!r}")
+    if dev.index is not None and not 0 <= dev.index < torch.neuron.device_count():
+        raise CheckUsageError(f"--device {cfg.device}: {torch.neuron.device_count()} NeuronCore(s) visible")
+    if cfg.fallback not in (None, "warn", "error"):
+        raise CheckUsageError(f"--fallback must be warn or error, got {cfg.fallback!r}")
+    if cfg.iterations is None and cfg.seconds is None:
+        raise CheckUsageError("give --iterations or --seconds")
+    checks = [("--iterations", cfg.iterations, 1), ("--max-warmup", cfg.max_warmup, 0),
+              ("--cv-window", cfg.cv_window, 2), ("--amortize-samples", cfg.amortize_samples, 1)]
+    for name, v, lo in checks:
+        if v is not None and v < lo:
+            raise CheckUsageError(f"{name} must be >= {lo}, got {v}")
+    for name, v in (("--seconds", cfg.seconds), ("--tol", cfg.tol), ("--cv-threshold", cfg.cv_threshold),
+                    ("--max-cost-per-million", cfg.max_cost_per_million)):
+        if v is not None and v <= 0:
+            raise CheckUsageError(f"{name} must be > 0, got {v}")
+    for name, v in (("--max-latency-regression", cfg.max_latency_regression),
+                    ("--max-memory-regression", cfg.max_memory_regression)):
+        if v is not None and v < 0:
+            raise CheckUsageError(f"{name} must be >= 0, got {v}")
+    _guard_outputs(cfg)
+
+
+def _guard_outputs(cfg: CheckConfig) -> None:
+    """Report files must not land inside a --baseline folder that --save-baseline does not name
+    (nothing in an existing baseline is overwritten unless --save-baseline names it)."""
+    if not cfg.baseline:
+        return
+    base = os.path.realpath(cfg.baseline)
+    if cfg.save_baseline and os.path.realpath(cfg.save_baseline) == base:
+        return
+    for opt, path in (("--json", cfg.json_path), ("--junit", cfg.junit_path), ("--html", cfg.html_path)):
+        if path and os.path.dirname(os.path.realpath(path)) == base:
+            raise CheckUsageError(f"{opt} {path!r} would write into the baseline folder {cfg.baseline!r}; "
+                                  "a baseline is only written by --save-baseline")
+
+
+def run(cfg: CheckConfig, ui=None) -> dict:
+    """Run a whole check. Returns the JSON-ready result; ``result["exit_code"]`` is 0
+    (pass) or 1 (a phase failed, a regression, over budget). Bad usage or input raises
+    CheckUsageError (exit code 2) before or while the model is loaded and compared."""
+    ui = ui or NullUI()
+    t_start = time.perf_counter()
+    validate(cfg)
+    prices = cost_mod.load_prices()
+    device_price = cost_mod.price_for(cfg.instance, cfg.price_per_hour, cost_mod.DEFAULT_DEVICE_INSTANCE, prices)
+    reference_price = cost_mod.price_for(cfg.reference_instance, cfg.reference_price_per_hour,
+                                         cost_mod.DEFAULT_REFERENCE_INSTANCE[cfg.reference], prices,
+                                         "--reference-price-per-hour")
+    base = baseline_mod.load(cfg.baseline) if cfg.baseline else None
+
+    ui.step(f"Loading model {cfg.model}")
+    loaded = loading.load(cfg.model, cfg.batch_size, cfg.seed)
+    model_desc = loaded.describe()
+    if base is not None:
+        baseline_mod.check_identity(base, model_desc, cfg)
+
+    man = manifest.collect(cfg.device, cfg.argv)
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "verdict": None, "exit_code": None, "failures": [], "warnings": [],
+        "config": cfg.to_dict(),
+        "model": model_desc | {"dtype": cfg.dtype, "seed": cfg.seed},
+        "manifest": man,
+        "thresholds": baseline_mod.thresholds(cfg, base),
+    }
+    torch.manual_seed(cfg.seed)
+
+    # Phase 1
+    p1, session = phase1.run(loaded, cfg, ui)
+    result["phase1"] = p1
+    if base is not None and p1["status"] == "pass":
+        baseline_mod.check_outputs(base, p1["outputs"])
+    skip = None
+    if p1["status"] != "pass":
+        e = p1["error"]
+        skip = f"phase 1 failed ({e['type']}{' in ' + e['op'] if e['op'] else ''}): nothing to compare or time"
+
+    # Phase 2
+    p2, extra = phase2.run(loaded, cfg, session.outputs, ui, skip)
+    result["phase2"] = p2
+
+    # Phase 3
+    p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size, p1.get("cold_latency_s"), ui, skip,
+                    extra.get("reference_cold_s"))
+    result["phase3"] = p3
+    result["warnings"] += p3.get("warnings", [])
+    if p1.get("determinism") and not p1["determinism"]["identical"]:
+        result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
+
+    # Cost
+    result["cost"] = cost_mod.compute(p1, p3, cfg, device_price, reference_price, extra.get("reference_cold_s"),
+                                      man["host"]["cpu_model"], man["device_stack"]["emulated"])
+
+    # Baseline comparison
+    if base is not None:
+        if p1["status"] == "pass":
+            result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
+        else:
+            result["baseline"] = {"path": base.path, "status": "skipped", "regressions": [],
+                                  "reason": "phase 1 failed"}
+    else:
+        result["baseline"] = None
+
+    # Verdict
+    fails = result["failures"]
+    if p1["status"] == "fail":
+        e = p1["error"]
+        fails.append(f"phase 1: the model failed on {p1['device']} during {e['stage']}: {e['type']}"
+                     + (f" in {e['op']}" if e["op"] else "") + f": {e['message'].splitlines()[0] if e['message'] else ''}")
+    if p2["status"] == "fail":
+        bad = [k for k, v in p2["outputs"].items() if not v["passed"]]
+        fails.append(f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}")
+    if p3["status"] == "fail":
+        fails.append(f"phase 3: {p3['reason']}")
+    if result["baseline"] and result["baseline"].get("regressions"):
+        fails += [f"regression: {r}" for r in result["baseline"]["regressions"]]
+    if result["cost"].get("over_budget"):
+        fails.append(f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
+                     f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)")
+    result["verdict"] = "fail" if fails else "pass"
+    result["exit_code"] = EXIT_FAIL if fails else EXIT_PASS
+    result["elapsed_s"] = time.perf_counter() - t_start
+
+    # Baseline save: only what --save-baseline names, only for a passing run.
+    result["baseline_saved"] = None
+    if cfg.save_baseline:
+        if result["verdict"] == "pass":
+            outs = {"reference": extra["outputs"]["reference"], "fp64": extra["outputs"]["fp64"],
+                    "device": session.outputs}
+            baseline_mod.save(cfg.save_baseline, result, outs)
+            result["baseline_saved"] = cfg.save_baseline
+        else:
+            result["warnings"].append(f"baseline not saved to {cfg.save_baseline!r}: the check failed")
+    return result
+
+
+def write_outputs(result: dict, cfg: CheckConfig) -> list[str]:
+    """Write the --json, --junit and --html files asked for; returns their paths."""
+    from . import junit, report_html
+    from .report_json import write_json
+
+    written = []
+    if cfg.json_path:
+        write_json(result, cfg.json_path)
+        written.append(cfg.json_path)
+    if cfg.junit_path:
+        junit.write(result, cfg.junit_path)
+        written.append(cfg.junit_path)
+    if cfg.html_path:
+        report_html.write(result, cfg.html_path)
+        written.append(cfg.html_path)
+    return written

@@ -1,0 +1,90 @@
+"""Running a model on a device and naming its output tensors."""
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+from typing import Any
+
+import torch
+
+from .loading import Inputs
+
+
+def to_device(inputs: Inputs, device: str | torch.device, float_dtype: torch.dtype | None = None) -> Inputs:
+    """Copy every input tensor to ``device``; floating tensors are cast to
+    ``float_dtype`` when given (the fp64 golden run)."""
+    def move(t: torch.Tensor) -> torch.Tensor:
+        if float_dtype is not None and t.is_floating_point():
+            t = t.to(float_dtype)
+        return t.to(device)
+
+    if isinstance(inputs, dict):
+        return {k: move(v) for k, v in inputs.items()}
+    return tuple(move(v) for v in inputs)
+
+
+def model_copy(model: torch.nn.Module, device: str | torch.device,
+               dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """A deep copy of ``model`` on ``device`` (and cast to ``dtype``), leaving the
+    original where it is."""
+    m = copy.deepcopy(model)
+    if dtype is not None:
+        m = m.to(dtype)
+    return m.to(device).eval()
+
+
+def autocast_ctx(device_type: str, dtype: torch.dtype):
+    """``torch.autocast(device_type, dtype)`` for bf16/fp16, nothing for float32."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=dtype)
+
+
+def call(model: torch.nn.Module, inputs: Inputs, device_type: str, dtype: torch.dtype) -> Any:
+    """One forward pass without autograd, under autocast when ``dtype`` is not float32."""
+    with torch.no_grad(), autocast_ctx(device_type, dtype):
+        if isinstance(inputs, dict):
+            return model(**inputs)
+        return model(*inputs)
+
+
+def flatten(out: Any, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Named output tensors of a model's output: a tensor (``output``), tuples and lists
+    (``output[0]``), dicts and transformers' ModelOutput (their keys, nested with ``.``).
+    Non-tensor leaves are ignored."""
+    res: dict[str, torch.Tensor] = {}
+
+    def walk(x: Any, name: str) -> None:
+        if isinstance(x, torch.Tensor):
+            res[name or "output"] = x
+        elif isinstance(x, dict) or hasattr(x, "items") and hasattr(x, "keys"):
+            for k, v in x.items():
+                walk(v, f"{name}.{k}" if name else str(k))
+        elif isinstance(x, (tuple, list)):
+            for i, v in enumerate(x):
+                walk(v, f"{name}[{i}]" if name else f"output[{i}]")
+
+    walk(out, prefix)
+    return res
+
+
+def to_cpu(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Detached CPU copies (a device-to-host copy synchronizes with the device)."""
+    return {k: v.detach().to("cpu") for k, v in tensors.items()}
+
+
+def synchronizer(device: str | torch.device):
+    """A function that waits for all queued work of ``device``'s type (a no-op for the CPU)."""
+    dev = torch.device(device)
+    if dev.type == "neuron":
+        return functools.partial(torch.neuron.synchronize, dev if dev.index is not None else None)
+    if dev.type == "cuda":
+        return functools.partial(torch.cuda.synchronize, dev)
+    return lambda: None
+
+
+def describe_outputs(tensors: dict[str, torch.Tensor]) -> list[dict]:
+    """Name, shape and dtype of every output tensor."""
+    return [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
+            for k, v in tensors.items()]

@@ -1,0 +1,159 @@
+"""The ``torchneuron`` command line (also ``python -m torchneuron``).
+
+``torchneuron check MODEL`` runs the three-phase migration evaluation; see docs/check.md.
+Exit codes: 0 pass, 1 a phase failed or a regression was found (or the cost budget was
+exceeded), 2 bad usage or input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+EPILOG = """\
+MODEL is a built-in name (see --list) or path/to/file.py:factory, where factory()
+returns (model, example_inputs): a torch.nn.Module on the CPU and a tuple of tensors
+(positional) or a dict of tensors (keywords). A factory may take batch_size and seed.
+
+exit codes: 0 pass; 1 a phase failed, a regression against --baseline was found or
+--max-cost-per-million was exceeded; 2 bad usage or input.
+"""
+
+
+def _int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {s!r}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``torchneuron`` and its ``check`` command."""
+    import torchneuron
+
+    p = argparse.ArgumentParser(prog="torchneuron", description="TorchNeuron tools: a PyTorch 'neuron' "
+                                "device on an emulated NeuronCore, and the migration evaluator.")
+    p.add_argument("--version", action="version", version=f"torchneuron {torchneuron.__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    c = sub.add_parser("check", help="evaluate a model for migration: runs? accurate? performance? cost?",
+                       description="Three-phase migration evaluation of MODEL on the neuron device: "
+                       "(1) does it run, (2) is it accurate against a reference device and a float64 "
+                       "golden run, (3) stable performance after warm-up; with cost, a version "
+                       "manifest, and baselines for CI.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("model", nargs="?", metavar="MODEL", help="built-in name or path/to/file.py:factory")
+    c.add_argument("--list", action="store_true", help="list the built-in models and exit")
+    g = c.add_argument_group("model")
+    g.add_argument("--batch-size", type=_int, help="batch size passed to the factory (default: the factory's)")
+    g.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                   help="float32, or bfloat16/float16 under autocast on both devices (default float32)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the RNGs and of the factory (default 0)")
+    g.add_argument("--device", default="neuron", help="neuron device to check on (default neuron, i.e. the current core)")
+    g.add_argument("--fallback", choices=["warn", "error"],
+                   help="CPU fallback of ops without a native kernel: warn (run them on the CPU) or error "
+                        "(fail phase 1); default: the process setting (TORCHNEURON_FALLBACK, else warn)")
+    g = c.add_argument_group("accuracy (phase 2)")
+    g.add_argument("--reference", choices=["cpu", "cuda"], default="cpu", help="reference device (default cpu)")
+    g.add_argument("--tol", type=float, help="tolerance of the accuracy rule (default by dtype: "
+                   "float32 1e-4, float16 1e-3, bfloat16 1e-2)")
+    g = c.add_argument_group("performance (phase 3)")
+    m = g.add_mutually_exclusive_group()
+    m.add_argument("--iterations", type=_int, default=None, help="measured iterations (default 100)")
+    m.add_argument("--seconds", type=float, help="measure for this many seconds instead")
+    g.add_argument("--max-warmup", type=_int, default=100, help="at most this many warm-up iterations (default 100)")
+    g.add_argument("--cv-threshold", type=float, default=0.05,
+                   help="warm-up ends when the rolling coefficient of variation is <= this (default 0.05)")
+    g.add_argument("--cv-window", type=_int, default=10, help="iterations in the rolling window (default 10)")
+    g.add_argument("--skip-reference-perf", action="store_true", help="do not time the reference device")
+    g = c.add_argument_group("baseline and regressions")
+    g.add_argument("--save-baseline", metavar="DIR", help="save this run as the baseline in DIR (only if it passes)")
+    g.add_argument("--baseline", metavar="DIR", help="compare outputs and metrics with the baseline in DIR")
+    g.add_argument("--max-latency-regression", type=float, metavar="FRACTION",
+                   help="fail when p50 latency exceeds the baseline's by more than this (default 0.10)")
+    g.add_argument("--max-memory-regression", type=float, metavar="FRACTION",
+                   help="fail when peak device memory exceeds the baseline's by more than this (default 0.10)")
+    g = c.add_argument_group("cost")
+    g.add_argument("--instance", help="instance the device cost is priced as (default trn1.2xlarge)")
+    g.add_argument("--price-per-hour", type=float, metavar="USD", help="override the device instance's price")
+    g.add_argument("--reference-instance", help="instance the reference is priced as "
+                   "(default c7i.8xlarge for cpu, g5.xlarge for cuda)")
+    g.add_argument("--reference-price-per-hour", type=float, metavar="USD", help="override the reference price")
+    g.add_argument("--amortize-samples", type=_int, default=1_000_000, metavar="N",
+                   help="spread the one-time overhead over N samples (default 1,000,000)")
+    g.add_argument("--max-cost-per-million", type=float, metavar="USD",
+                   help="fail when the device cost per million samples exceeds this (budget alert)")
+    g = c.add_argument_group("output")
+    g.add_argument("--json", metavar="FILE", help="write the whole result as JSON")
+    g.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    g.add_argument("--quiet", action="store_true", help="print only the verdict line")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def _config(a: argparse.Namespace, argv: list[str]):
+    from .check import CheckConfig
+
+    iterations = a.iterations if a.iterations is not None else (None if a.seconds is not None else 100)
+    return CheckConfig(
+        model=a.model, batch_size=a.batch_size, dtype=a.dtype, seed=a.seed, device=a.device,
+        reference=a.reference, tol=a.tol, fallback=a.fallback, iterations=iterations, seconds=a.seconds,
+        max_warmup=a.max_warmup, cv_window=a.cv_window, cv_threshold=a.cv_threshold,
+        skip_reference_perf=a.skip_reference_perf, baseline=a.baseline, save_baseline=a.save_baseline,
+        max_latency_regression=a.max_latency_regression, max_memory_regression=a.max_memory_regression,
+        instance=a.instance, price_per_hour=a.price_per_hour, reference_instance=a.reference_instance,
+        reference_price_per_hour=a.reference_price_per_hour, amortize_samples=a.amortize_samples,
+        max_cost_per_million=a.max_cost_per_million, json_path=a.json, junit_path=a.junit,
+        html_path=a.html, progress=not (a.no_progress or a.quiet), argv=["torchneuron"] + argv)
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 140, highlight=False)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run the command line; returns the exit code (0 pass, 1 fail or regression, 2 bad usage)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        a = parser.parse_args(argv)
+    except SystemExit as e:       # argparse: --help/--version (0) or a usage error (2)
+        return int(e.code or 0) if isinstance(e.code, int) else 2
+    if a.command is None:
+        parser.print_help()
+        return 2
+    from .check import EXIT_USAGE, CheckUsageError, run, write_outputs
+    from .check import report_terminal
+
+    if a.list:
+        report_terminal.list_models(_console())
+        return 0
+    if not a.model:
+        print("torchneuron check: error: MODEL is required (or --list)", file=sys.stderr)
+        return EXIT_USAGE
+    err = _console(stderr=True)
+    try:
+        cfg = _config(a, argv)
+        ui = report_terminal.TerminalUI(err, progress=cfg.progress) if not a.quiet else None
+        result = run(cfg, ui)
+        write_outputs(result, cfg)
+    except CheckUsageError as e:
+        print(f"torchneuron check: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if a.quiet:
+        print(f"torchneuron check {result['model']['name']}: {result['verdict'].upper()}"
+              + "".join(f"\n  {f}" for f in result["failures"]))
+    else:
+        report_terminal.render(result, _console())
+        for opt, path in (("JSON", cfg.json_path), ("JUnit XML", cfg.junit_path), ("HTML report", cfg.html_path)):
+            if path:
+                print(f"{opt} written to {path}")
+    return int(result["exit_code"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
