@@ -31,7 +31,7 @@ test-python: build
 
 # The suite once more with device memory unreadable outside kernels and copies.
 test-protected: build
-	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q -m "not slow"
+	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q
 
 test: test-runtime test-python test-protected
 
