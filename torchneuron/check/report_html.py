@@ -73,14 +73,22 @@ def _plt():
     return plt
 
 
-def plot_warmup(p3: dict) -> Optional[str]:
-    """Iteration time (ms) over iterations: warm-up then measurement, per device."""
+def _side_axes(p3: dict):
+    """(figure, [(axis, label, phase-3 side)]) with one panel per measured device, or None."""
     sides = [(k, p3.get(k)) for k in ("device", "reference") if p3.get(k)]
     if not sides:
         return None
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(sides), figsize=(5.6 * len(sides), 3.2), squeeze=False)
-    for ax, (label, x) in zip(axes[0], sides):
+    fig, axes = _plt().subplots(1, len(sides), figsize=(5.6 * len(sides), 3.2), squeeze=False)
+    return fig, [(ax, label, x) for ax, (label, x) in zip(axes[0], sides)]
+
+
+def plot_warmup(p3: dict) -> Optional[str]:
+    """Iteration time (ms) over iterations: warm-up then measurement, per device."""
+    panels = _side_axes(p3)
+    if panels is None:
+        return None
+    fig, panels = panels
+    for ax, label, x in panels:
         w = [t * 1e3 for t in x["warmup"]["times_s"]]
         m = [t * 1e3 for t in x["times_s"]]
         ax.plot(range(1, len(w) + 1), w, ".-", color="#e67e22", lw=1, ms=3, label="warm-up")
@@ -100,12 +108,11 @@ def plot_warmup(p3: dict) -> Optional[str]:
 
 def plot_histogram(p3: dict) -> Optional[str]:
     """Histogram of steady-state iteration times (ms), p50/p90/p99 marked."""
-    sides = [(k, p3.get(k)) for k in ("device", "reference") if p3.get(k)]
-    if not sides:
+    panels = _side_axes(p3)
+    if panels is None:
         return None
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(sides), figsize=(5.6 * len(sides), 3.2), squeeze=False)
-    for ax, (label, x) in zip(axes[0], sides):
+    fig, panels = panels
+    for ax, label, x in panels:
         m = [t * 1e3 for t in x["times_s"]]
         ax.hist(m, bins=min(40, max(5, len(m) // 3)), color="#2c7fb8" if label == "device" else "#7f8c8d",
                 edgecolor="white")
