@@ -184,3 +184,12 @@ def test_shape_mismatch_raises_and_leaves_device_usable(kind):
     assert torch.equal(src.cpu(), src_cpu)
     assert_device_works()
     assert_device_works("neuron:1")
+
+
+def test_non_blocking_copy_takes_the_host_bytes_at_once():
+    # Pageable host memory is staged (as CUDA does): reusing the source
+    # buffer right after a non_blocking copy must not change the device data.
+    x = torch.arange(100_000, dtype=torch.float32)
+    y = x.to("neuron", non_blocking=True)
+    x.fill_(-1)
+    assert torch.equal(y.cpu(), torch.arange(100_000, dtype=torch.float32))

@@ -202,3 +202,53 @@ def test_bad_environment_shows_as_no_device_and_names_the_variable(reports):
     assert "NEURON_RT_VISIBLE_CORES='7'" in r["error"] and "out of range" in r["error"]
     r = reports["bad hbm"]
     assert r["count"] == 0 and "TORCHNEURON_HBM_GIB='lots'" in r["error"]
+
+
+def test_forked_child_cannot_use_an_initialized_device(run_py):
+    # As CUDA: the stream workers do not survive fork(), so the child gets a
+    # clear error instead of a hang; the parent keeps working.
+    r = run_py("""
+        import os, torch
+        torch.ones(2, device="neuron").sum().item()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                torch.ones(2, device="neuron").sum().item()
+                os._exit(3)
+            except RuntimeError as e:
+                os._exit(0 if "forked subprocess" in str(e) and torch.neuron._is_in_bad_fork() else 4)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        assert not torch.neuron._is_in_bad_fork()
+        assert torch.ones(3, device="neuron").sum().item() == 3
+        print("ok")
+    """, timeout=60)
+    assert "ok" in r.stdout
+
+
+def test_bad_environment_is_named_at_first_device_use(run_py):
+    # import torch still works (CPU programs are unaffected); the device
+    # reports why it is unusable.
+    r = run_py("""
+        import torch
+        assert torch.ones(2).sum().item() == 2
+        assert not torch.neuron.is_available()
+        try:
+            torch.ones(2, device="neuron")
+        except RuntimeError as e:
+            print("ERR", e)
+    """, env={"NEURON_LOGICAL_NC_CONFIG": "3"})
+    assert "ERR" in r.stdout and "NEURON_LOGICAL_NC_CONFIG" in r.stdout, r.stdout
+
+
+def test_bad_fallback_mode_does_not_break_import(run_py):
+    r = run_py("""
+        import torch
+        x = torch.arange(5.0, device="neuron")
+        assert (x + 1).sum().item() == 15          # native ops are unaffected
+        try:
+            torch.sort(x)
+        except RuntimeError as e:
+            print("ERR", e)
+    """, env={"TORCHNEURON_FALLBACK": "maybe"})
+    assert "ERR" in r.stdout and "TORCHNEURON_FALLBACK" in r.stdout and "maybe" in r.stdout, r.stdout

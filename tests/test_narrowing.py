@@ -98,18 +98,27 @@ def test_fills_and_random_draws_write_full_width():
 
 
 def test_scalars_beyond_32_bits_are_narrowed_not_rejected():
-    # masked_fill with torch.finfo(float64).min (attention masks of float64
-    # models): float32 cannot hold it, and the kernel must not fail.
+    # A narrowed op with a float64 scalar float32 cannot hold (a float64
+    # model's torch.finfo(float64).min) gives what float32 compute gives.
+    x = torch.zeros(3, dtype=torch.float64)
+    got = _quiet(lambda: x.neuron().add_(torch.finfo(torch.float64).min))
+    assert got.dtype == torch.float64
+    want = torch.zeros(3, dtype=torch.float32).add_(torch.finfo(torch.float64).min).double()
+    assert got.cpu().tolist() == want.tolist()
+    i = torch.zeros(2, dtype=torch.int64)
+    got = _quiet(lambda: i.neuron().add_(2**32 + 9))
+    assert got.cpu().tolist() == [9, 9]  # wraps as int32 compute does
+
+
+def test_masked_fill_moves_values_at_full_width():
+    # masked_fill only moves values (attention masks of float64 models): exact.
     x = torch.zeros(3, dtype=torch.float64)
     mask = torch.tensor([True, False, True])
-    got = _quiet(lambda: x.neuron().masked_fill_(mask.neuron(), torch.finfo(torch.float64).min))
-    f32min = torch.finfo(torch.float32).min
-    assert got.dtype == torch.float64
-    assert got.cpu().tolist() == [f32min, 0.0, f32min]
+    got = x.neuron().masked_fill_(mask.neuron(), torch.finfo(torch.float64).min)
+    assert got.cpu().tolist() == [torch.finfo(torch.float64).min, 0.0, torch.finfo(torch.float64).min]
     i = torch.zeros(2, dtype=torch.int64)
-    got = _quiet(lambda: i.neuron().masked_fill_(torch.tensor([True, False], device="neuron"),
-                                                 2**32 + 9))
-    assert got.cpu().tolist() == [9, 0]  # wraps as int32 compute does
+    got = i.neuron().masked_fill_(torch.tensor([True, False], device="neuron"), 2**32 + 9)
+    assert got.cpu().tolist() == [2**32 + 9, 0]
 
 
 def test_narrowing_stats_count_calls_per_operator():
@@ -139,11 +148,11 @@ def test_index_arguments_are_not_narrowed():
     assert torch.equal(torch.index_select(src.neuron(), 0, sel.neuron()).cpu(),
                        torch.index_select(src, 0, sel))
     assert N.narrowing_stats() == {}  # float32 values, int64 indices: nothing narrowed
-    # float64 values are narrowed; the int64 index still works
-    got = _quiet(lambda: torch.gather(src.double().neuron(), 1, gidx.neuron()))
+    # float64 values are moved, not computed: exact, and not counted
+    got = torch.gather(src.double().neuron(), 1, gidx.neuron())
     assert got.dtype == torch.float64
     assert torch.equal(got.cpu(), torch.gather(src.double(), 1, gidx))
-    assert N.narrowing_stats() == {"aten::gather": 1}
+    assert N.narrowing_stats() == {}
 
 
 def test_runtime_switch():
@@ -205,3 +214,23 @@ def test_narrow_64bit_off_computes_in_full_width(children):
     assert r["mul"] == 3.0
     assert r["warnings"] == [] and r["stats"] == {}
     assert r["dtype"] == "torch.float64"
+
+
+def test_data_movement_keeps_64bit_values():
+    # cat, gather, indexing, masking and where only move values: exact, like copies.
+    b = torch.tensor([2**40 + 1, 3_000_000_000, -5])
+    d = b.to("neuron")
+    idx = torch.tensor([2, 0, 1])
+    cases = {
+        "cat": (torch.cat([d, d]), torch.cat([b, b])),
+        "stack": (torch.stack([d, d]), torch.stack([b, b])),
+        "index_select": (d.index_select(0, idx.to("neuron")), b.index_select(0, idx)),
+        "gather": (d.gather(0, idx.to("neuron")), b.gather(0, idx)),
+        "getitem": (d[idx.to("neuron")], b[idx]),
+        "flip": (d.flip(0), b.flip(0)),
+        "masked_fill": (d.masked_fill((b < 0).to("neuron"), 2**33), b.masked_fill(b < 0, 2**33)),
+        "where": (torch.where((b > 0).to("neuron"), d, d.flip(0)), torch.where(b > 0, b, b.flip(0))),
+    }
+    for name, (got, want) in cases.items():
+        assert got.dtype == torch.int64, name
+        assert torch.equal(got.cpu(), want), name

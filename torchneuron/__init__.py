@@ -19,9 +19,6 @@ import torch  # noqa: E402
 
 __version__ = "0.1.0"
 
-_mode = _os.environ.get("TORCHNEURON_FALLBACK", "warn")
-if _mode not in ("warn", "error"):
-    raise ValueError(f"TORCHNEURON_FALLBACK must be 'warn' or 'error', got {_mode!r}")
 
 from . import _C  # noqa: E402  (registers kernels, guard, allocator, hooks)
 from . import device_module as _device_module  # noqa: E402

@@ -171,5 +171,6 @@ def runtime_info() -> dict:
 
 
 def _is_in_bad_fork() -> bool:
-    """The emulator keeps no state that a fork invalidates."""
-    return False
+    """True in a process forked after the device was used: its stream workers
+    did not survive the fork, so the device is unusable there (as CUDA)."""
+    return _C._is_in_bad_fork()

@@ -9,6 +9,7 @@
 #include <ATen/core/Generator.h>
 
 #include <functional>
+#include <string>
 
 #include "runtime/runtime.h"
 
@@ -27,6 +28,10 @@ rt::Runtime& device_runtime();
 void translate_errors(const std::function<void()>& fn);
 
 c10::DeviceIndex device_count() noexcept;
+// Why the runtime could not start ("" if it started or was not tried).
+std::string runtime_start_error();
+// True in a child forked after the runtime started (the device is unusable).
+bool in_bad_fork();
 // Throws IndexError-like c10::Error naming the index and the count.
 void check_device_index(c10::DeviceIndex index);
 // The calling thread's current device (as cudaGetDevice), default 0.

@@ -76,6 +76,10 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   {
     auto& s = stats();
     std::lock_guard<std::mutex> lock(s.mu);
+    // A bad value is reported where it matters, not at `import torch`.
+    TORCH_CHECK(s.mode == "warn" || s.mode == "error",
+                "TORCHNEURON_FALLBACK must be 'warn' or 'error', got '", s.mode, "' (needed by ",
+                name, ", which has no native kernel)");
     TORCH_CHECK_NOT_IMPLEMENTED(
         s.mode != "error", "neuron: operator ", name,
         " has no native kernel, and TORCHNEURON_FALLBACK=error forbids its CPU fallback");

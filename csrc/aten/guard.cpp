@@ -3,17 +3,45 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
+#include <atomic>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "aten/context.h"
 
 namespace torchneuron {
 
+namespace {
+std::atomic<bool> g_started{false};
+std::atomic<bool> g_bad_fork{false};
+std::mutex g_init_error_mu;
+std::string g_init_error;  // why the runtime could not start, if it could not
+
+// A forked child inherits the runtime's memory but not its worker threads:
+// like CUDA, the device cannot be used there.
+void mark_child_after_fork() {
+  if (g_started.load()) g_bad_fork.store(true);
+}
+const bool g_fork_handler = [] {
+  pthread_atfork(nullptr, nullptr, &mark_child_after_fork);
+  return true;
+}();
+}  // namespace
+
+bool in_bad_fork() { return g_bad_fork.load(); }
+
 rt::Runtime& device_runtime() {
+  TORCH_CHECK(!g_bad_fork.load(),
+              "Cannot re-initialize neuron in forked subprocess. To use the neuron device with "
+              "multiprocessing, use the 'spawn' start method");
   static rt::Runtime* rt_ = [] {
     rt::Runtime* r = nullptr;
     translate_errors([&] { r = &rt::get(); });
+    g_started.store(true);
     return r;
   }();
   return *rt_;
@@ -32,13 +60,26 @@ void translate_errors(const std::function<void()>& fn) {
 c10::DeviceIndex device_count() noexcept {
   try {
     return static_cast<c10::DeviceIndex>(device_runtime().device_count());
-  } catch (...) {
-    return 0;  // a bad environment shows as "no device", as CUDA does
+  } catch (const std::exception& e) {
+    // A bad environment shows as "no device", as CUDA does; the reason is
+    // kept for the error of the first device use.
+    std::lock_guard<std::mutex> lock(g_init_error_mu);
+    g_init_error = e.what();
+    return 0;
   }
+}
+
+std::string runtime_start_error() {
+  std::lock_guard<std::mutex> lock(g_init_error_mu);
+  return g_init_error;
 }
 
 void check_device_index(c10::DeviceIndex index) {
   auto n = device_count();
+  if (n == 0) {
+    auto why = runtime_start_error();
+    TORCH_CHECK(why.empty(), "no neuron device is usable: ", why);
+  }
   TORCH_CHECK_INDEX(index >= 0 && index < n, "invalid neuron device index ", int(index),
                     ": ", int(n), " NeuronCore(s) visible (NEURON_RT_VISIBLE_CORES, "
                     "NEURON_LOGICAL_NC_CONFIG)");

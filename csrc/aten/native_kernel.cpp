@@ -143,6 +143,8 @@ const Plan& plan_for(const c10::OperatorHandle& op) {
   for (const char* n : kWriteOnlySelfOps)
     if (p->name == std::string("aten::") + n) p->is_index[0] = true;
   std::string base = s.name().substr(6);  // strip "aten::"
+  for (const char* n : kDataMovementOps)
+    if (base == n) std::fill(p->is_index.begin(), p->is_index.end(), true);
   for (const auto& ca : kComputeAliases)
     if (base == ca.op) p->compute_op = c10::Dispatcher::singleton().findOp({std::string("aten::") + ca.computed_as, ""});
   for (const char* n : kSyncNativeOps)

@@ -114,6 +114,16 @@ inline constexpr const char* kWriteOnlySelfOps[] = {
     "random_.to", "exponential_", "bernoulli_.float", "bernoulli_.Tensor",
 };
 
+// Operators that only move or select values, computing none (all overloads
+// of each name): never narrowed, so gathering, concatenating or masking
+// int64 data is exact, like a copy. Narrowing is about arithmetic width.
+inline constexpr const char* kDataMovementOps[] = {
+    "cat", "stack", "index_select", "gather", "take", "flip", "roll", "repeat", "tril", "tril_",
+    "triu", "triu_", "constant_pad_nd", "reflection_pad2d", "replication_pad2d", "where",
+    "masked_fill_", "masked_scatter_", "index", "index_put_", "_index_put_impl_", "index_fill_",
+    "index_copy_", "scatter", "scatter_", "upsample_nearest2d",
+};
+
 // Indexing operators whose `indices` may be CPU tensors, as on CUDA
 // (x[torch.tensor([0, 2])] of a device tensor): copied to the device first.
 inline constexpr const char* kHostIndexOps[] = {

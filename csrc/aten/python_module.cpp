@@ -70,6 +70,8 @@ PYBIND11_MODULE(_C, m) {
   set_blocking_wait_hook(&release_gil_while);
   m.def("_device_count", [] { return int(device_count()); });
   m.def("_runtime_info", &runtime_info);
+  m.def("_is_in_bad_fork", &in_bad_fork);
+  m.def("_runtime_start_error", &runtime_start_error);
   m.def("_get_device", [] { return int(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(d); });
   m.def("_core_properties", &core_properties);

@@ -122,7 +122,11 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     return dst;  // device-to-device copies stay asynchronous
   }
   if (dst_dev) {  // host to device
-    launch(device, "copy_h2d", [s, d] { cpu_alias(d).copy_(s); });
+    // Host memory is pageable (nothing is pinned on the emulator): as CUDA
+    // stages pageable memory, the bytes are taken now, so the caller may
+    // reuse its buffer as soon as a non_blocking copy returns.
+    at::Tensor staged = non_blocking ? s.clone() : s;
+    launch(device, "copy_h2d", [staged, d] { cpu_alias(d).copy_(staged); });
   } else {  // device to host
     launch(device, "copy_d2h", [s, d] { d.copy_(cpu_alias(s)); });
   }
