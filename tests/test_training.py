@@ -211,14 +211,39 @@ def _train(model, x, y, device, steps=3):
     return losses, {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
-def test_cnn_training_matches_cpu(no_fallback):
+def _train_cnn_on_both():
     torch.manual_seed(0)
     model = SmallCNN()
     clone = SmallCNN()
     clone.load_state_dict(model.state_dict())
     x, y = torch.randn(4, 3, 14, 14), torch.randint(0, 5, (4,))
-    want_losses, want_state = _train(model, x, y, "cpu")
-    got_losses, got_state = _train(clone, x, y, "neuron")
+    want = _train(model, x, y, "cpu")
+    torch.neuron.synchronize()
+    torch.neuron.reset_fallback_stats()
+    got = _train(clone, x, y, "neuron")
+    torch.neuron.synchronize()
+    return got, want, set(torch.neuron.fallback_stats())
+
+
+def test_cnn_training_matches_cpu():
+    (got_losses, got_state), (want_losses, want_state), fell_back = _train_cnn_on_both()
     torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(want_losses), **TOL)
     for k, want in want_state.items():
         torch.testing.assert_close(got_state[k], want, **TOL, msg=lambda m, k=k: f"{k}: {m}")
+    assert fell_back == set()  # conv, batch norm, pooling and loss gradients are native
+
+
+def test_convolution_backward_float64_channels_last(no_fallback):
+    """64-bit policy as in the forward: computed at 32 bits, float64 results;
+    grad_input in the input's (channels_last) layout."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64).to(memory_format=torch.channels_last)
+    w = torch.randn(4, 3, 3, 3, dtype=torch.float64)
+    x.requires_grad_(), w.requires_grad_()
+    F.conv2d(x, w).sin().sum().backward()
+    nx, nw = (t.detach().to("neuron").requires_grad_() for t in (x, w))
+    F.conv2d(nx, nw).sin().sum().backward()
+    assert nx.grad.dtype == nw.grad.dtype == torch.float64
+    assert nx.grad.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(nx.grad.cpu(), x.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(nw.grad.cpu(), w.grad, rtol=1e-4, atol=1e-4)

@@ -78,6 +78,15 @@ inline constexpr const char* kNativeOps[] = {
     "var.correction", "std_mean.correction", "var_mean.correction", "linalg_vector_norm",
     "linalg_vector_norm.out", "norm.Scalar", "norm.ScalarOpt_dim", "logsumexp",
     "logsumexp.out", "cumsum", "cumsum.out", "cumsum_", "cumprod", "aminmax",
+    // gradients and losses (training)
+    "threshold_backward", "threshold_backward.grad_input", "native_batch_norm_backward",
+    "max_pool2d_with_indices_backward", "max_pool2d_with_indices_backward.grad_input",
+    "_log_softmax_backward_data", "_log_softmax_backward_data.out",
+    "_softmax_backward_data", "_softmax_backward_data.out", "nll_loss_forward",
+    "nll_loss_forward.output", "nll_loss_backward", "nll_loss_backward.grad_input",
+    "sigmoid_backward", "sigmoid_backward.grad_input", "tanh_backward",
+    "tanh_backward.grad_input", "gelu_backward", "gelu_backward.grad_input",
+    "native_layer_norm_backward", "embedding_dense_backward",
     // random (drawn from the per-core generator)
     "bernoulli_.float", "bernoulli_.Tensor", "bernoulli", "uniform_", "normal_", "random_",
     "random_.from", "random_.to", "exponential_", "multinomial",
