@@ -190,6 +190,21 @@ def test_baseline_with_other_dtype(mlp_baseline):
     assert code == 2 and "--dtype float32" in err
 
 
+def test_baseline_with_other_seed(mlp_baseline):
+    # other seeded weights and inputs: an identity mismatch, not accuracy and latency regressions
+    code, out, err = cli("check", "mlp", "--seed", "1", *FAST, "--baseline", mlp_baseline)
+    assert code == 2, out + err
+    assert "--seed 0" in err and "--seed 1" in err
+
+
+def test_baseline_with_non_finite_threshold(mlp_baseline, tmp_path):
+    b = _copy(mlp_baseline, tmp_path)
+    open(os.path.join(b, "thresholds.json"), "w").write('{"latency_p50": NaN}')
+    code, out, err = cli("check", "mlp", *FAST, "--baseline", b)
+    assert code == 2, out + err
+    assert "thresholds.json has latency_p50 = nan" in err
+
+
 def test_same_name_other_architecture(mlp_baseline, tmp_path):
     b = _copy(mlp_baseline, tmp_path)
     meta_path = os.path.join(b, "baseline.json")

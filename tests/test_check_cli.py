@@ -105,3 +105,89 @@ def test_python_m_torchneuron_strict_fallback_from_environment():
     assert p.returncode == 1, p.stdout + p.stderr
     assert f"aten::{op}" in p.stdout and "TORCHNEURON_FALLBACK=error" in p.stdout
     assert "phase 1 failed" in p.stdout
+
+
+# ------------------------------------------------------------------ options checked before anything runs
+
+FLOAT_OPTIONS = ["--seconds", "--tol", "--cv-threshold", "--price-per-hour", "--reference-price-per-hour",
+                 "--max-cost-per-million", "--max-latency-regression", "--max-memory-regression"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("option", FLOAT_OPTIONS)
+def test_non_finite_float_options_are_bad_usage(option, value):
+    # NaN compares false with everything: --seconds nan measured forever, --tol nan raised in
+    # phase 2, a NaN price or budget passed the budget gate
+    extra = [] if option == "--seconds" else ["--iterations", "3"]
+    code, out, err = cli("check", "mlp", f"{option}={value}", *extra, "--max-warmup", "2", "--cv-window", "2")
+    assert code == 2, out + err
+    assert f"{option} must be a finite number, got {float(value)!r}" in err
+    assert "Phase 1" not in out and "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("--seconds", "-1", "--seconds must be > 0"),
+    ("--tol", "0", "--tol must be > 0"),
+    ("--price-per-hour", "-2", "--price-per-hour must be > 0"),
+    ("--reference-price-per-hour", "0", "--reference-price-per-hour must be > 0"),
+    ("--max-cost-per-million", "-1", "--max-cost-per-million must be > 0"),
+    ("--max-latency-regression", "-0.1", "--max-latency-regression must be >= 0"),
+    ("--batch-size", "0", "--batch-size must be >= 1"),
+    ("--amortize-samples", "0", "--amortize-samples must be >= 1"),
+])
+def test_meaningless_values_are_bad_usage(option, value, message):
+    code, out, err = cli("check", "mlp", option, value)
+    assert code == 2 and message in err, out + err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--price-per-hour", "nan", "--max-cost-per-million", "0.0000001"],
+    ["--max-cost-per-million", "nan"],
+])
+def test_nan_price_or_budget_does_not_pass_the_budget_gate(argv):
+    code, out, err = cli("check", "mlp", *FAST, *argv)
+    assert code == 2, out + err
+    assert "must be a finite number" in err
+
+
+def test_library_rejects_nan_too():
+    from torchneuron.check import CheckConfig, CheckUsageError, run
+
+    with pytest.raises(CheckUsageError, match="--tol must be a finite number"):
+        run(CheckConfig(model="mlp", tol=float("nan")))
+    with pytest.raises(CheckUsageError, match="--amortize-samples must be an integer"):
+        run(CheckConfig(model="mlp", amortize_samples=float("nan")))
+
+
+def test_cv_window_longer_than_max_warmup_is_bad_usage():
+    code, out, err = cli("check", "mlp", "--cv-window", "50", "--max-warmup", "3")
+    assert code == 2, out + err
+    assert "--cv-window 50 is longer than --max-warmup 3" in err
+
+
+def test_save_baseline_onto_a_file_is_rejected_before_running(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("not a folder")
+    code, out, err = cli("check", "mlp", *FAST, "--save-baseline", f)
+    assert code == 2, out + err
+    assert "is an existing file, not a folder" in err
+    assert "Phase 1" not in out and "Traceback" not in out + err
+    assert f.read_text() == "not a folder"
+    code, out, err = cli("check", "mlp", *FAST, "--save-baseline", f / "sub")
+    assert code == 2 and "is a file, not a folder" in err, out + err
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit", "--html"])
+def test_report_in_a_missing_folder_is_rejected_before_running(tmp_path, option):
+    code, out, err = cli("check", "mlp", *FAST, option, tmp_path / "nope" / "r.out")
+    assert code == 2, out + err
+    assert f"{option} " in err and "does not exist" in err
+    assert "Phase 1" not in out
+    code, out, err = cli("check", "mlp", *FAST, option, tmp_path)
+    assert code == 2 and "is a folder" in err, out + err
+
+
+def test_batch_of_zero_samples_is_bad_input():
+    code, out, err = cli("check", fixture("empty_batch"), *FAST)
+    assert code == 2, out + err
+    assert "a batch of 0 samples" in err and "[0, 16]" in err

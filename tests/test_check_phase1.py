@@ -1,4 +1,5 @@
 """torchneuron check, phase 1: does the model run on the device."""
+import pytest
 import torch
 
 from check_support import FAST, FAST_KW, MINILM_KW, cli, fixture, needs_fallback_op, result
@@ -82,10 +83,58 @@ def test_python_error_on_device_only():
 
 
 def test_failing_op_found_when_the_message_does_not_name_it():
-    r = result(fixture("bad_shapes"), **FAST_KW)
+    r = result(fixture("bad_shapes_on_device"), **FAST_KW)
     e = r["phase1"]["error"]
     assert e["op"] == "aten::mm.default" and e["op_source"] == "re-run under an operator recorder"
     assert "check_models.py" in e["raised_at"] and "in forward" in e["raised_at"]
+    assert e["reference"] == "the model runs on the reference device cpu"
+    assert r["exit_code"] == 1
+
+
+def test_model_failing_on_the_reference_too_is_bad_input():
+    # a shape error that the CPU raises too is the model's or its inputs' fault, not the device's
+    code, out, err = cli("check", fixture("bad_shapes"), *FAST)
+    assert code == 2, out + err
+    assert ("fails on the reference device cpu too: this is a model/input error, not a device problem"
+            in err)
+    assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied" in err
+    assert "failing op on neuron: aten::mm.default" in err
+    line = next(ln for ln in err.splitlines() if ln.startswith("raised at: "))
+    assert "check_models.py" in line and line.endswith("in forward"), line
+    assert "Phase 1" not in out
+
+
+def test_raised_at_is_the_users_frame(tmp_path):
+    # torch reached through a symlink (a venv's lib64 -> lib) is still torch, and the user's
+    # file wins over other libraries' frames
+    import os
+    import traceback
+
+    from torchneuron.check.phase1 import _raised_at
+
+    link = tmp_path / "lib64"
+    os.symlink(os.path.dirname(os.path.dirname(torch.__file__)), link)
+    user = str(tmp_path / "model.py")
+    frames = [traceback.FrameSummary(user, 10, "forward"),
+              traceback.FrameSummary("/opt/otherlib/layers.py", 20, "helper"),
+              traceback.FrameSummary(str(link / "torch" / "__init__.py"), 1750, "_check_with")]
+    assert _raised_at(frames, user).filename == user
+    assert _raised_at(frames, None).filename == "/opt/otherlib/layers.py"
+
+
+@pytest.mark.parametrize("name,returned", [("returns_float", "a float ("), ("returns_none", "None")])
+def test_model_returning_no_tensors_anywhere_is_bad_input(name, returned):
+    code, out, err = cli("check", fixture(name), *FAST)
+    assert code == 2, out + err
+    assert f"returned no tensors: forward returned {returned}" in err
+    assert "on the reference device cpu as on neuron" in err
+
+
+def test_model_returning_no_tensors_on_the_device_only_fails_phase_1():
+    r = result(fixture("none_on_device"), **FAST_KW)
+    e = r["phase1"]["error"]
+    assert e["type"] == "NoTensorsError" and "returned None" in e["message"]
+    assert e["reference"] == "the model runs on the reference device cpu"
     assert r["exit_code"] == 1
 
 

@@ -1,4 +1,6 @@
 """torchneuron check, phase 2: are the device's results accurate (PyTorch's benchmark rule)."""
+import json
+
 import pytest
 import torch
 
@@ -49,6 +51,24 @@ def test_integer_outputs_compare_exactly():
     assert compare(a, a, a, 1e-4, torch.float32)["passed"]
     c = compare(a, a + 1, a, 1e-4, torch.float32)
     assert not c["passed"] and "integer" in c["decided_by"]
+
+
+def test_non_finite_on_both_sides_passes_with_a_warning():
+    nan = torch.full((4,), float("nan"))
+    c = compare(nan, nan, nan.double(), 1e-4, torch.float32)
+    assert c["passed"] and c["nonfinite"] == {"device": 4, "reference": 4}
+    assert "4 of 4 element(s) are NaN or infinite" in c["warning"]
+
+
+def test_nan_on_the_device_where_the_reference_is_finite_fails():
+    r = torch.randn(8, dtype=torch.float64)
+    d = r.float().clone()
+    d[3] = float("nan")
+    c = compare(d, r.float(), r, 1e-4, torch.float32)
+    assert not c["passed"] and c["decided_by"] == "non-finite on the device where the reference is finite"
+    assert "1 of 8" in c["detail"]
+    d[3] = float("inf")
+    assert not compare(d, r.float(), r, 1e-4, torch.float32)["passed"]
 
 
 # ------------------------------------------------------------------ on models
@@ -123,3 +143,20 @@ def test_lower_precision_under_autocast(dtype):
 
 def test_autocast_probe_is_a_bool():
     assert autocast_available(torch.bfloat16) in (True, False)
+
+
+def test_all_nan_outputs_are_flagged(tmp_path):
+    out_json = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("all_nan"), *FAST, "--json", out_json)
+    assert code == 0, out + err
+    assert "warning: phase 2: output 'output': 32 of 32 element(s) are NaN or infinite" in out
+    r = json.loads(out_json.read_text())
+    assert any("NaN or infinite" in w for w in r["warnings"])
+    assert r["phase2"]["outputs"]["output"]["nonfinite"] == {"device": 32, "reference": 32}
+
+
+def test_nan_on_the_device_only_fails_phase_2():
+    r = result(fixture("nan_on_device"), **FAST_KW)
+    o = r["phase2"]["outputs"]["output"]
+    assert not o["passed"] and o["decided_by"].startswith("non-finite on the device")
+    assert r["exit_code"] == 1

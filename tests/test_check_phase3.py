@@ -121,3 +121,10 @@ def test_seconds_mode_from_cli(tmp_path):
 def test_iterations_and_seconds_are_exclusive():
     code, _, err = cli("check", "mlp", "--seconds", "1", "--iterations", "5")
     assert code == 2 and "not allowed with" in err
+
+
+def test_default_window_fits_a_short_warm_up():
+    # a --cv-window that is given may not exceed --max-warmup (bad usage); the default one
+    # is shortened to it, and the report says which window was used
+    w = result("mlp", iterations=5, max_warmup=5)["phase3"]
+    assert w["settings"]["cv_window"] == 5 and w["device"]["warmup"]["window"] == 5

@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-warmup", type=_int, default=100, help="at most this many warm-up iterations (default 100)")
     g.add_argument("--cv-threshold", type=float, default=0.05,
                    help="warm-up ends when the rolling coefficient of variation is <= this (default 0.05)")
-    g.add_argument("--cv-window", type=_int, default=10, help="iterations in the rolling window (default 10)")
+    g.add_argument("--cv-window", type=_int, default=None,
+                   help="iterations in the rolling window, at most --max-warmup (default 10, or --max-warmup if less)")
     g.add_argument("--skip-reference-perf", action="store_true", help="do not time the reference device")
     g = c.add_argument_group("baseline and regressions")
     g.add_argument("--save-baseline", metavar="DIR", help="save this run as the baseline in DIR (only if it passes)")

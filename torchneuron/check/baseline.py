@@ -15,6 +15,7 @@ Only ``save`` writes, and only into the folder given to ``--save-baseline``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -160,8 +161,12 @@ def thresholds(cfg, base: Optional[Baseline]) -> dict:
     src = {k: "default" for k in res}
     if base is not None:
         for k in res:
-            if isinstance(base.thresholds.get(k), (int, float)):
-                res[k], src[k] = float(base.thresholds[k]), "baseline"
+            v = base.thresholds.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if not math.isfinite(v) or v < 0:   # json reads NaN and Infinity
+                    raise CheckUsageError(f"baseline folder {base.path!r}: thresholds.json has {k} = {v}; "
+                                          "expected a finite number >= 0")
+                res[k], src[k] = float(v), "baseline"
     for k, v in (("latency_p50", cfg.max_latency_regression), ("peak_memory", cfg.max_memory_regression)):
         if v is not None:
             res[k], src[k] = float(v), "command line"
@@ -187,6 +192,8 @@ def check_identity(base: Baseline, model_desc: dict, cfg) -> None:
     s = base.meta["settings"]
     if s.get("dtype") != cfg.dtype:
         raise CheckUsageError(f"{where} was saved with --dtype {s.get('dtype')}, this run uses --dtype {cfg.dtype}")
+    if "seed" in s and s["seed"] != cfg.seed:   # other weights (seeded factories) and other inputs
+        raise CheckUsageError(f"{where} was saved with --seed {s['seed']}, this run uses --seed {cfg.seed}")
 
 
 def check_outputs(base: Baseline, outputs: list[dict]) -> None:

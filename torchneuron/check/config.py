@@ -20,6 +20,10 @@ DTYPES: dict[str, torch.dtype] = {
 #: because bfloat16 keeps only 8 significand bits).
 DEFAULT_TOL: dict[str, float] = {"float32": 1e-4, "float16": 1e-3, "bfloat16": 1e-2}
 
+#: Default length of the rolling window of the warm-up (iterations), shortened to
+#: ``max_warmup`` when that is smaller and no window is given.
+DEFAULT_CV_WINDOW = 10
+
 #: Default regression thresholds against a baseline (fractions: 0.10 = +10 %; bytes).
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "latency_p50": 0.10,
@@ -46,7 +50,8 @@ class CheckConfig:
     iterations: Optional[int] = 100           # measured iterations (when seconds is None)
     seconds: Optional[float] = None           # measure for this long instead
     max_warmup: int = 100                     # bound on warm-up iterations
-    cv_window: int = 10                       # iterations in the rolling window
+    cv_window: Optional[int] = None           # iterations in the rolling window; None: DEFAULT_CV_WINDOW,
+                                              # at most max_warmup (a given one may not exceed it)
     cv_threshold: float = 0.05                # stable when rolling CV <= this
     skip_reference_perf: bool = False
     # baseline
@@ -77,6 +82,13 @@ class CheckConfig:
     def effective_tol(self) -> float:
         """``tol``, else the default for ``dtype``."""
         return self.tol if self.tol is not None else DEFAULT_TOL[self.dtype]
+
+    @property
+    def effective_cv_window(self) -> int:
+        """``cv_window``, else DEFAULT_CV_WINDOW shortened to ``max_warmup`` (at least 2)."""
+        if self.cv_window is not None:
+            return self.cv_window
+        return max(2, min(DEFAULT_CV_WINDOW, self.max_warmup))
 
     def to_dict(self) -> dict:
         """JSON-ready options."""

@@ -6,7 +6,8 @@ EXIT_PASS = 0
 #: A phase failed, a regression against the baseline was found, or the cost budget was exceeded.
 EXIT_FAIL = 1
 #: Bad usage or input: unknown option or model, a factory that is missing, raises or
-#: returns the wrong thing, a baseline folder that is missing, partial or from another model.
+#: returns the wrong thing, a model that fails on the reference device too, a baseline
+#: folder that is missing, partial or from another model.
 EXIT_USAGE = 2
 
 

@@ -37,6 +37,11 @@ class LoadedModel:
     batch_size: int             # samples per iteration
     batch_size_source: str      # "factory parameter" | "first input's first dimension"
 
+    @property
+    def path(self) -> str | None:
+        """The absolute path of a user factory's file (None for a built-in)."""
+        return os.path.abspath(self.spec.rpartition(":")[0]) if self.source == "file" else None
+
     def describe(self) -> dict:
         """JSON-ready description: inputs, parameter count and architecture fingerprint."""
         return {
@@ -203,6 +208,9 @@ def load(spec: str, batch_size: int | None = None, seed: int = 0) -> LoadedModel
     model, inputs = _validate(spec, ret)
     model.eval()
     first = next(iter(inputs.values())) if isinstance(inputs, dict) else inputs[0]
+    if first.dim() and first.shape[0] == 0:   # nothing to time or price: the cost would be infinite
+        raise CheckUsageError(f"model {spec!r}: the factory returned a first input of shape "
+                              f"{list(first.shape)}: a batch of 0 samples (give at least one sample)")
     if batch_size is not None:
         bs, how = batch_size, "factory parameter"
     else:

@@ -5,7 +5,8 @@ exception with the failing operator and the traceback; the operators that fell b
 to the CPU with their calls and share of the device run time; 64-bit narrowing events;
 peak device memory (allocated and reserved); whether two device runs give bitwise
 identical outputs; host dispatch time per operator (torch.profiler); and the cold
-(first-iteration) latency. ``torch.compile(backend="neuron")`` is checked when that
+(first-iteration) latency. A model that fails the same way on the reference device
+(or returns no tensor there either) is bad input: CheckUsageError. ``torch.compile(backend="neuron")`` is checked when that
 backend is registered; otherwise the result says that only eager mode was checked.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import reprlib
 import time
 import traceback
 import warnings
@@ -24,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import tensors as T
 from .config import CheckConfig
+from .errors import CheckUsageError
 from .loading import LoadedModel
 from .manifest import compile_backend_available
 
@@ -70,12 +73,29 @@ def _fallback_ctx(mode: Optional[str]):
     return torch.neuron.fallback_mode(mode) if mode else contextlib.nullcontext()
 
 
-def _error_info(e: BaseException, stage: str) -> dict:
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _raised_at(frames: list, user_file: Optional[str]):
+    """The frame to show as where an exception was raised: the innermost in the user's
+    factory file, else the innermost outside torch and torchneuron, else the innermost.
+    Paths are compared resolved (a venv reached through a symlink names torch's files
+    differently from ``torch.__file__``)."""
+    lib = [os.path.realpath(os.path.dirname(torch.__file__)),
+           os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
+    real = [os.path.realpath(f.filename) for f in frames]
+    if user_file:
+        mine = [f for f, r in zip(frames, real) if r == os.path.realpath(user_file)]
+        if mine:
+            return mine[-1]
+    mine = [f for f, r in zip(frames, real) if not any(_under(r, d) for d in lib)]
+    return mine[-1] if mine else (frames[-1] if frames else None)
+
+
+def _error_info(e: BaseException, stage: str, user_file: Optional[str] = None) -> dict:
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    frames = traceback.extract_tb(e.__traceback__)
-    lib = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    mine = [f for f in frames if not f.filename.startswith(lib)]   # the model's own code
-    f = mine[-1] if mine else (frames[-1] if frames else None)
+    f = _raised_at(traceback.extract_tb(e.__traceback__), user_file)
     where = f"{f.filename}:{f.lineno} in {f.name}" if f else None
     msg = str(e)
     m = _OP_IN_MESSAGE.search(msg)
@@ -85,7 +105,7 @@ def _error_info(e: BaseException, stage: str) -> dict:
         "message": msg if len(msg) < 4000 else msg[:4000] + " ... (truncated)",
         "op": m.group(0) if m else None,
         "op_source": "exception message" if m else None,
-        "raised_at": where,   # innermost frame outside torch and torchneuron
+        "raised_at": where,   # innermost frame in the user's file, else outside torch and torchneuron
         "traceback": tb,
     }
 
@@ -102,6 +122,54 @@ def _find_failing_op(session: DeviceSession, cfg: CheckConfig) -> Optional[str]:
     except Exception:
         return rec.failed
     return None
+
+
+class NoTensorsError(RuntimeError):
+    """The model's forward returned no tensor (None, a number, an empty tuple...)."""
+
+
+def describe_value(x: Any) -> str:
+    """What a forward pass returned, in words: ``None``, ``a float (0.5)``, ``a tuple of 2 (int, str)``."""
+    if x is None:
+        return "None"
+    if isinstance(x, (tuple, list, dict)):
+        vals = list(x.values()) if isinstance(x, dict) else list(x)
+        kinds = ", ".join(sorted({type(v).__name__ for v in vals}))
+        return f"a {type(x).__name__} of {len(vals)}" + (f" ({kinds}), with no tensor in it" if vals else "")
+    return f"a {type(x).__name__} ({reprlib.repr(x)})"
+
+
+def _forward_stage(stage: str) -> bool:
+    return "forward pass" in stage
+
+
+def _check_reference(loaded: LoadedModel, cfg: CheckConfig, e: BaseException, err: dict) -> Optional[str]:
+    """Run the model once on the reference device after it failed on the device. Raises
+    CheckUsageError when it fails there the same way (a model or input error, exit 2);
+    returns a note for the device failure otherwise."""
+    ref = cfg.reference
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = T.model_copy(loaded.model, ref)
+            raw = T.call(model, T.to_device(loaded.inputs, ref), torch.device(ref).type, cfg.torch_dtype)
+            T.synchronizer(ref)()
+    except Exception as r:
+        if type(r) is not type(e) or isinstance(e, NoTensorsError):
+            return f"on the reference device {ref} it raises {type(r).__name__}: {r}"
+        rerr = _error_info(r, "", loaded.path)
+        raise CheckUsageError(
+            f"model {loaded.spec!r} fails on the reference device {ref} too: this is a model/input error, "
+            f"not a device problem\n{type(r).__name__}: {r}"
+            + (f"\nfailing op on {cfg.device}: {err['op']}" if err.get("op") else "")
+            + (f"\nraised at: {rerr['raised_at']}" if rerr["raised_at"] else "")
+            + "\n" + "".join(traceback.format_exception(type(r), r, r.__traceback__, limit=-6, chain=False)).rstrip()) from r
+    if isinstance(e, NoTensorsError) and not T.flatten(raw):
+        raise CheckUsageError(
+            f"model {loaded.spec!r} returned no tensors: forward returned {describe_value(raw)} on the "
+            f"reference device {ref} as on {cfg.device}; it must return a tensor, or tuples, lists or dicts "
+            "of tensors")
+    return f"the model runs on the reference device {ref}"
 
 
 def _outputs_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict:
@@ -208,12 +276,14 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
             stage = "first forward pass (cold)"
             ui.step("Phase 1: first forward pass (cold)")
             t0 = time.perf_counter()
-            out1 = T.flatten(T.call(session.model, session.inputs, dev.type, cfg.torch_dtype))
+            raw = T.call(session.model, session.inputs, dev.type, cfg.torch_dtype)
             session.sync()
             res["cold_latency_s"] = time.perf_counter() - t0
             timed += res["cold_latency_s"]
+            out1 = T.flatten(raw)
             if not out1:
-                raise RuntimeError("the model returned no tensors")
+                raise NoTensorsError(f"the model returned no tensors on {dev}: it returned {describe_value(raw)}")
+            del raw
             session.outputs = T.to_cpu(out1)
             del out1
             stage = "second forward pass (determinism)"
@@ -224,11 +294,14 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
             res["determinism"] = _outputs_identical(session.outputs, out2)
             del out2
     except Exception as e:
-        err = _error_info(e, stage)
-        if err["op"] is None and session.model is not None and session.inputs is not None:
+        err = _error_info(e, stage, loaded.path)
+        if err["op"] is None and session.model is not None and session.inputs is not None \
+                and not isinstance(e, NoTensorsError):
             op = _find_failing_op(session, cfg)
             if op:
                 err["op"], err["op_source"] = op, "re-run under an operator recorder"
+        if _forward_stage(stage):
+            err["reference"] = _check_reference(loaded, cfg, e, err)   # raises when it fails there too
         res["error"] = err
     res["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
     res["outputs"] = T.describe_outputs(session.outputs)

@@ -11,6 +11,8 @@ tensor:
    with ``m = 2`` for float32 and ``m = 3`` for bfloat16/float16;
 3. else fail.
 
+Before the rule, NaN or infinite elements on the device where the reference is finite fail
+the output; non-finite elements on both sides are counted and warned about.
 The result says which rule decided each output.
 """
 from __future__ import annotations
@@ -66,6 +68,16 @@ def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
     m = multiplier(dtype)
     res["rmse_bound"] = m * res["rmse_reference_fp64"] + tol / 10
     res["allclose"] = bool(torch.allclose(d.to(r.dtype), r, atol=tol, rtol=tol, equal_nan=True))
+    fin_d, fin_r = torch.isfinite(d), torch.isfinite(r)
+    res["nonfinite"] = {"device": int((~fin_d).sum()), "reference": int((~fin_r).sum())}
+    worse = int((~fin_d & fin_r).sum())
+    if worse:
+        res.update(passed=False, decided_by="non-finite on the device where the reference is finite",
+                   detail=f"{worse} of {d.numel()} element(s) are NaN or infinite on the device only")
+        return res
+    if res["nonfinite"]["device"] and res["allclose"]:
+        res["warning"] = (f"{res['nonfinite']['device']} of {d.numel()} element(s) are NaN or infinite on "
+                          "both the device and the reference: the accuracy rule cannot judge them")
     if res["allclose"]:
         res.update(passed=True, decided_by=f"allclose(atol=rtol={tol:g})")
     else:
@@ -110,7 +122,7 @@ def run(loaded: LoadedModel, cfg: CheckConfig, device_outputs: dict[str, torch.T
                            else f"default for {cfg.dtype}", "multiplier": multiplier(cfg.torch_dtype),
                            "rule": "PyTorch dynamo benchmark rule: allclose(atol=rtol=tol), else "
                                    "RMSE(device, fp64) <= m * RMSE(reference, fp64) + tol/10",
-                           "outputs": {}}
+                           "outputs": {}, "warnings": []}
     extra: dict[str, Any] = {"reference": None, "outputs": {}, "reference_cold_s": None}
     if skip_reason:
         return res, extra
@@ -131,5 +143,7 @@ def run(loaded: LoadedModel, cfg: CheckConfig, device_outputs: dict[str, torch.T
         if name not in res["outputs"]:
             res["outputs"][name] = {"passed": False, "decided_by": "output missing on the device"}
     res["status"] = "pass" if all(o["passed"] for o in res["outputs"].values()) else "fail"
+    res["warnings"] = [f"phase 2: output {k!r}: {o['warning']}" for k, o in res["outputs"].items()
+                       if o.get("warning")]
     res["reason"] = None
     return res, extra

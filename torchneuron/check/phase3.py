@@ -86,7 +86,7 @@ def benchmark(label: str, model, inputs, device: str, cfg: CheckConfig, batch: i
     """Warm-up and measurement on one device; JSON-ready statistics (seconds)."""
     step = make_step(model, inputs, device, cfg.torch_dtype)
     with ui.progress(f"{label}: warming up", cfg.max_warmup) as p:
-        wu = warm_up(step, cfg.max_warmup, cfg.cv_window, cfg.cv_threshold, p)
+        wu = warm_up(step, cfg.max_warmup, cfg.effective_cv_window, cfg.cv_threshold, p)
     total = cfg.iterations if cfg.seconds is None else None
     desc = f"{label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
     with ui.progress(desc, total) as p:
@@ -111,7 +111,7 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
         "status": "skipped", "reason": skip_reason, "samples_per_iteration": batch,
         "settings": {"iterations": cfg.iterations if cfg.seconds is None else None,
                      "seconds": cfg.seconds, "max_warmup": cfg.max_warmup,
-                     "cv_window": cfg.cv_window, "cv_threshold": cfg.cv_threshold},
+                     "cv_window": cfg.effective_cv_window, "cv_threshold": cfg.cv_threshold},
         "timing": "host wall time of one forward pass, inputs on the device, outputs left there, "
                   "synchronized before and after",
         "ci_method": "distribution-free 95% CI of the median from order statistics, exact "

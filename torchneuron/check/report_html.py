@@ -200,7 +200,9 @@ def _phase1(p1: dict) -> str:
         out += (f'<h3 class="fail">Failure: {_e(e["type"])} during {_e(e["stage"])}</h3>'
                 + _kv([("failing op", _e(e["op"] or "none identified (raised outside an ATen operator)")
                         + (f" <small>({_e(e.get('op_source'))})</small>" if e.get("op_source") else "")),
-                       ("raised at", _e(e.get("raised_at"))), ("message", f"<pre>{_e(e['message'])}</pre>")])
+                       ("raised at", _e(e.get("raised_at")))]
+                      + ([("reference", _e(e["reference"]))] if e.get("reference") else [])
+                      + [("message", f"<pre>{_e(e['message'])}</pre>")])
                 + f"<pre>{_e(e['traceback'])}</pre>")
     return out
 

@@ -111,6 +111,8 @@ def phase1_tables(p1: dict) -> list:
                     + (f"  [{e['op_source']}]" if e.get("op_source") else "") + "\n")
         if e.get("raised_at"):
             body.append(f"raised at: {e['raised_at']}\n")
+        if e.get("reference"):
+            body.append(f"reference: {e['reference'][:300]}\n")
         body.append(e["message"][:1500] + "\n\n", style="red")
         body.append(_tail(e["traceback"], 25), style="dim")
         out.append(Panel(body, title="phase 1 failure", border_style="red"))

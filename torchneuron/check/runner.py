@@ -2,6 +2,8 @@
 the verdict, and the files asked for. The CLI is a thin layer over ``run``."""
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import time
 from typing import Any, Optional
@@ -59,20 +61,59 @@ def validate(cfg: CheckConfig) -> None:
         raise CheckUsageError(f"--fallback must be warn or error, got {cfg.fallback!r}")
     if cfg.iterations is None and cfg.seconds is None:
         raise CheckUsageError("give --iterations or --seconds")
-    checks = [("--iterations", cfg.iterations, 1), ("--max-warmup", cfg.max_warmup, 0),
-              ("--cv-window", cfg.cv_window, 2), ("--amortize-samples", cfg.amortize_samples, 1)]
-    for name, v, lo in checks:
-        if v is not None and v < lo:
+    ints = [("--batch-size", cfg.batch_size, 1), ("--iterations", cfg.iterations, 1),
+            ("--max-warmup", cfg.max_warmup, 0), ("--cv-window", cfg.cv_window, 2),
+            ("--amortize-samples", cfg.amortize_samples, 1)]
+    for name, v, lo in ints:
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise CheckUsageError(f"{name} must be an integer, got {v!r}")
+        if v < lo:
             raise CheckUsageError(f"{name} must be >= {lo}, got {v}")
-    for name, v in (("--seconds", cfg.seconds), ("--tol", cfg.tol), ("--cv-threshold", cfg.cv_threshold),
-                    ("--max-cost-per-million", cfg.max_cost_per_million)):
-        if v is not None and v <= 0:
-            raise CheckUsageError(f"{name} must be > 0, got {v}")
-    for name, v in (("--max-latency-regression", cfg.max_latency_regression),
-                    ("--max-memory-regression", cfg.max_memory_regression)):
-        if v is not None and v < 0:
-            raise CheckUsageError(f"{name} must be >= 0, got {v}")
+    positive = [("--seconds", cfg.seconds), ("--tol", cfg.tol), ("--cv-threshold", cfg.cv_threshold),
+                ("--price-per-hour", cfg.price_per_hour),
+                ("--reference-price-per-hour", cfg.reference_price_per_hour),
+                ("--max-cost-per-million", cfg.max_cost_per_million)]
+    fractions = [("--max-latency-regression", cfg.max_latency_regression),
+                 ("--max-memory-regression", cfg.max_memory_regression)]
+    for (name, v), strict in [(x, True) for x in positive] + [(x, False) for x in fractions]:
+        if v is None:
+            continue
+        # NaN compares false with everything: it would pass every check below and then never
+        # end a --seconds measurement, never fail a budget and never match a tolerance
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            raise CheckUsageError(f"{name} must be a finite number, got {v!r}")
+        if v < 0 or (strict and v == 0):
+            raise CheckUsageError(f"{name} must be {'> 0' if strict else '>= 0'}, got {v}")
+    if cfg.cv_window is not None and cfg.cv_window > cfg.max_warmup:
+        raise CheckUsageError(f"--cv-window {cfg.cv_window} is longer than --max-warmup {cfg.max_warmup}: "
+                              "the rolling window could never fill, so warm-up could never end stable; "
+                              "give a smaller --cv-window or a larger --max-warmup")
+    _guard_paths(cfg)
     _guard_outputs(cfg)
+
+
+def _guard_paths(cfg: CheckConfig) -> None:
+    """--save-baseline must not name a file, and report files need an existing folder:
+    checked before anything runs, not after a whole check."""
+    if cfg.save_baseline:
+        p = cfg.save_baseline
+        if os.path.exists(p) and not os.path.isdir(p):
+            raise CheckUsageError(f"--save-baseline {p!r} is an existing file, not a folder")
+        up = os.path.dirname(os.path.abspath(p))
+        while not os.path.exists(up):
+            up = os.path.dirname(up)
+        if not os.path.isdir(up):
+            raise CheckUsageError(f"--save-baseline {p!r}: {up!r} is a file, not a folder")
+    for opt, path in (("--json", cfg.json_path), ("--junit", cfg.junit_path), ("--html", cfg.html_path)):
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise CheckUsageError(f"{opt} {path!r} is a folder; give a file name")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise CheckUsageError(f"{opt} {path!r}: the folder {folder!r} does not exist")
 
 
 def _guard_outputs(cfg: CheckConfig) -> None:
@@ -138,7 +179,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size, p1.get("cold_latency_s"), ui, skip,
                     extra.get("reference_cold_s"))
     result["phase3"] = p3
-    result["warnings"] += p3.get("warnings", [])
+    result["warnings"] += p2.get("warnings", []) + p3.get("warnings", [])
     if p1.get("determinism") and not p1["determinism"]["identical"]:
         result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
 
