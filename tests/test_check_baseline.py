@@ -39,6 +39,14 @@ def sleepy_baseline(tmp_path_factory):
     return str(d)
 
 
+
+def _edit_json(folder, name, edit):
+    """Apply ``edit`` to the JSON document ``name`` of a baseline folder."""
+    path = os.path.join(folder, name)
+    doc = json.load(open(path))
+    edit(doc)
+    json.dump(doc, open(path, "w"))
+
 def test_saved_baseline_contents(mlp_baseline):
     assert set(os.listdir(mlp_baseline)) == FILES
     meta = json.load(open(os.path.join(mlp_baseline, "baseline.json")))
@@ -94,10 +102,8 @@ def test_planted_slowdown_is_caught(sleepy_baseline, monkeypatch):
 
 def test_planted_low_p50_in_baseline_is_caught_at_default_threshold(mlp_baseline, tmp_path):
     b = _copy(mlp_baseline, tmp_path)
-    meta_path = os.path.join(b, "baseline.json")
-    meta = json.load(open(meta_path))
-    meta["metrics"]["p50_s"] /= 5                          # the accepted run was 5x faster
-    json.dump(meta, open(meta_path, "w"))
+    # the accepted run was 5x faster
+    _edit_json(b, "baseline.json", lambda m: m["metrics"].__setitem__("p50_s", m["metrics"]["p50_s"] / 5))
     code, out, err = cli("check", "mlp", *FAST, "--max-memory-regression", "0.5", "--baseline", b)
     assert code == 1, out + err
     assert "regression: latency" in out and "+10%" in out
@@ -105,15 +111,10 @@ def test_planted_low_p50_in_baseline_is_caught_at_default_threshold(mlp_baseline
 
 def test_memory_regression_is_caught(mlp_baseline, tmp_path):
     b = _copy(mlp_baseline, tmp_path)
-    meta_path = os.path.join(b, "baseline.json")
-    meta = json.load(open(meta_path))
-    meta["metrics"]["peak_allocated_bytes"] //= 2
-    json.dump(meta, open(meta_path, "w"))
+    _edit_json(b, "baseline.json", lambda m: m["metrics"].__setitem__(
+        "peak_allocated_bytes", m["metrics"]["peak_allocated_bytes"] // 2))
     # mlp's peak is under the default 1 MiB noise floor: the baseline's own threshold lowers it
-    th_path = os.path.join(b, "thresholds.json")
-    th = json.load(open(th_path))
-    th["peak_memory_min_bytes"] = 0
-    json.dump(th, open(th_path, "w"))
+    _edit_json(b, "thresholds.json", lambda th: th.__setitem__("peak_memory_min_bytes", 0))
     code, out, err = cli("check", "mlp", *FAST, "--max-latency-regression", "3", "--baseline", b)
     assert code == 1, out + err
     assert "regression: memory" in out
@@ -121,10 +122,9 @@ def test_memory_regression_is_caught(mlp_baseline, tmp_path):
 
 def test_memory_noise_below_the_floor_is_not_a_regression(mlp_baseline, tmp_path):
     b = _copy(mlp_baseline, tmp_path)
-    meta_path = os.path.join(b, "baseline.json")
-    meta = json.load(open(meta_path))
-    meta["metrics"]["peak_allocated_bytes"] -= 16 * 1024      # 16 KiB more now: under the 1 MiB floor
-    json.dump(meta, open(meta_path, "w"))
+    # 16 KiB more now: under the 1 MiB floor
+    _edit_json(b, "baseline.json", lambda m: m["metrics"].__setitem__(
+        "peak_allocated_bytes", m["metrics"]["peak_allocated_bytes"] - 16 * 1024))
     out_json = tmp_path / "r.json"
     code, out, err = cli("check", "mlp", *FAST, "--max-latency-regression", "3", "--max-memory-regression", "0",
                          "--baseline", b, "--json", out_json)
