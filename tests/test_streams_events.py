@@ -242,3 +242,16 @@ def test_host_waits_release_the_gil(children):
     proc = children["gil"]
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["save", "ok", "storage", "copy", "ok", "empty_cache", "ok"]
+
+
+def test_stream_priority_and_record_stream():
+    # As torch.cuda.Stream: priority as created; record_stream accepted (the
+    # emulator's kernels keep their tensors alive, so it has nothing to do).
+    high, normal = torch.neuron.Stream(priority=-1), torch.neuron.Stream()
+    assert (high.priority, normal.priority, torch.neuron.default_stream().priority) == (-1, 0, 0)
+    x = torch.arange(4.0, device="neuron")
+    with torch.neuron.stream(high):
+        y = x * 2
+    y.record_stream(high)
+    high.synchronize()
+    assert y.cpu().tolist() == [0.0, 2.0, 4.0, 6.0]

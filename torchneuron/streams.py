@@ -24,6 +24,11 @@ class Stream(torch.Stream):
         idx = _get_device_index(device, optional=True)
         return super().__new__(cls, device=torch.device("neuron", idx), priority=priority)
 
+    @property
+    def priority(self) -> int:
+        """0 (normal) or -1 (high), as given at creation."""
+        return _C._stream_priority(self.stream_id)
+
     def wait_event(self, event: "Event") -> None:
         event.wait(self)
 

@@ -86,7 +86,7 @@ inline constexpr const char* kNativeOps[] = {
     "nll_loss_forward.output", "nll_loss_backward", "nll_loss_backward.grad_input",
     "sigmoid_backward", "sigmoid_backward.grad_input", "tanh_backward",
     "tanh_backward.grad_input", "gelu_backward", "gelu_backward.grad_input",
-    "native_layer_norm_backward", "embedding_dense_backward",
+    "native_layer_norm_backward",
     // random (drawn from the per-core generator)
     "bernoulli_.float", "bernoulli_.Tensor", "bernoulli", "uniform_", "normal_", "random_",
     "random_.from", "random_.to", "exponential_", "multinomial",

@@ -71,6 +71,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return int(device_count()); });
   m.def("_runtime_info", &runtime_info);
   m.def("_is_in_bad_fork", &in_bad_fork);
+  m.def("_stream_priority", [](int64_t id) { return rt::stream_priority(id); });
   m.def("_runtime_start_error", &runtime_start_error);
   m.def("_get_device", [] { return int(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(d); });

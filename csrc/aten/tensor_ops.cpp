@@ -225,6 +225,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("unfold", at::native::unfold);
   m.impl("alias", at::native::alias);
+  // Kernels keep their tensors alive until they have run, so memory used on
+  // another stream is never reused early: nothing to record (CUDA needs it).
+  m.impl("record_stream", [](at::Tensor& self, c10::Stream stream) {
+    TORCH_CHECK(stream.device_type() == kNeuron, "record_stream: expected a neuron stream, got ",
+                stream);
+  });
   m.impl("view_as_real", at::native::view_as_real);
   m.impl("view_as_complex", at::native::view_as_complex);
 }
