@@ -47,7 +47,7 @@ struct Plan {
   std::optional<c10::OperatorHandle> functional_op;  // out= overload -> its functional one
   size_t num_out = 0;          // out= arguments (kwarg-only, written), last in the schema
   std::optional<c10::OperatorHandle> compute_op;  // kComputeAliases
-  bool sync = false;           // kSyncNativeOps, or no usable meta kernel
+  std::atomic<bool> sync{false};  // kSyncNativeOps, or no usable meta kernel (set once, any thread)
   int host_indices = -1;       // kHostIndexOps: the `indices` argument
 };
 
