@@ -1,6 +1,8 @@
 #include "allocator.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -77,6 +79,7 @@ void CachingAllocator::update(StatArray& stat, bool small, int64_t delta) {
 
 void* CachingAllocator::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
+  MemoryContext context = gather_context();
   std::lock_guard<std::mutex> lock(mu_);
   // Requests past the capacity can never fit; checking first also keeps the
   // rounding below from overflowing.
@@ -85,7 +88,10 @@ void* CachingAllocator::allocate(size_t bytes) {
   const bool small = fits_at_all && size <= kSmallRequest;
 
   if (fits_at_all)
-    if (Block* b = take_cached(small, size)) return hand_out(b, size, bytes);
+    if (Block* b = take_cached(small, size)) {
+      b->context = std::move(context);
+      return hand_out(b, size, bytes);
+    }
 
   std::string why;
   const size_t segment = small ? kSmallSegment : round_up(size, kLargeSegmentRound);
@@ -96,7 +102,12 @@ void* CachingAllocator::allocate(size_t bytes) {
     ++stats_.num_alloc_retries;
     b = fits_at_all ? map_new_segment(small, segment, &why) : nullptr;
   }
-  if (!b) out_of_memory(bytes, why);
+  if (!b) {
+    trace(MemoryEvent::kOom, nullptr, bytes, context, capacity_ - size_t(stats_.reserved_bytes[kAggregate].current));
+    out_of_memory(bytes, why);
+  }
+  trace(MemoryEvent::kSegmentAlloc, b->ptr, b->size, context);
+  b->context = std::move(context);
   return hand_out(b, size, bytes);
 }
 
@@ -159,6 +170,7 @@ void* CachingAllocator::hand_out(Block* b, size_t size, size_t requested) {
   b->allocated = true;
   b->requested = requested;
   allocated_.emplace(b->ptr, b);
+  trace(MemoryEvent::kAlloc, b->ptr, b->size, b->context);
   update(stats_.allocation, small, 1);
   update(stats_.allocated_bytes, small, int64_t(b->size));
   update(stats_.active, small, 1);
@@ -169,6 +181,7 @@ void* CachingAllocator::hand_out(Block* b, size_t size, size_t requested) {
 
 void CachingAllocator::free(void* ptr) {
   if (!ptr) return;
+  MemoryContext context = gather_context();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = allocated_.find(ptr);
   if (it == allocated_.end())
@@ -178,6 +191,10 @@ void CachingAllocator::free(void* ptr) {
   allocated_.erase(it);
   const bool small = b->small;
   const size_t size = b->size, requested = b->requested;
+  // The block is free once its last kernel has run: both moments at once.
+  trace(MemoryEvent::kFreeRequested, b->ptr, size, context);
+  trace(MemoryEvent::kFreeCompleted, b->ptr, size, context);
+  b->context.reset();
   update(stats_.allocation, small, -1);
   update(stats_.allocated_bytes, small, -int64_t(size));
   update(stats_.active, small, -1);
@@ -225,6 +242,7 @@ void CachingAllocator::release_cached_segments() {
         continue;
       }
       it = free.erase(it);
+      trace(MemoryEvent::kSegmentFree, b->ptr, b->size, nullptr);
       segments_.erase(b->ptr);
       table_.erase(b->ptr);
       unmap_segment(b->ptr, b->size, protect_);
@@ -273,6 +291,92 @@ void CachingAllocator::reset_accumulated_stats() {
   for_each_stat(stats_, [](Stat& s) { s.allocated = s.freed = 0; });
   stats_.num_alloc_retries = stats_.num_ooms = 0;
   stats_.num_device_alloc = stats_.num_device_free = 0;
+}
+
+const char* memory_action_name(MemoryEvent::Action a) {
+  switch (a) {
+    case MemoryEvent::kAlloc: return "alloc";
+    case MemoryEvent::kFreeRequested: return "free_requested";
+    case MemoryEvent::kFreeCompleted: return "free_completed";
+    case MemoryEvent::kSegmentAlloc: return "segment_alloc";
+    case MemoryEvent::kSegmentFree: return "segment_free";
+    case MemoryEvent::kOom: return "oom";
+  }
+  return "?";
+}
+
+void CachingAllocator::record_history(bool enabled, size_t max_entries, MemoryContextRecorder recorder) {
+  std::lock_guard<std::mutex> lock(mu_);
+  recording_ = enabled;
+  max_entries_ = max_entries;
+  recorder_ = enabled ? std::move(recorder) : nullptr;
+  if (!enabled) {
+    events_.clear();
+    for (auto& [ptr, b] : allocated_) b->context.reset();
+  }
+  while (events_.size() > max_entries_) events_.pop_front();
+}
+
+MemoryContext CachingAllocator::gather_context() const {
+  MemoryContextRecorder recorder;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!recording_ || !recorder_) return nullptr;
+    recorder = recorder_;
+  }
+  return recorder();
+}
+
+void CachingAllocator::trace(MemoryEvent::Action action, const void* addr, size_t size,
+                             const MemoryContext& context, uint64_t device_free) {
+  if (!recording_ || max_entries_ == 0) return;
+  MemoryEvent e;
+  e.action = action;
+  e.addr = reinterpret_cast<uint64_t>(addr);
+  e.size = size;
+  e.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  e.device_free = device_free;
+  e.context = context;
+  if (events_.size() >= max_entries_) events_.pop_front();
+  events_.push_back(std::move(e));
+}
+
+MemorySnapshot CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  MemorySnapshot snap;
+  // A segment's first block is the one whose ptr is the segment base; walk next.
+  std::unordered_map<char*, Block*> first;
+  for (const FreeBlocks* p : {&small_free_, &large_free_})
+    for (Block* b : *p)
+      if (!b->prev) first.emplace(b->ptr, b);
+  for (auto& [ptr, b] : allocated_)
+    if (!b->prev) first.emplace(b->ptr, b);
+  for (auto& [base, bytes] : segments_) {
+    MemorySegment seg;
+    seg.addr = reinterpret_cast<uint64_t>(base);
+    seg.size = bytes;
+    auto it = first.find(base);
+    if (it == first.end()) throw Error("memory_snapshot: segment without a first block (allocator bug)");
+    seg.small = it->second->small;
+    for (Block* b = it->second; b; b = b->next) {
+      MemoryBlock mb;
+      mb.addr = reinterpret_cast<uint64_t>(b->ptr);
+      mb.size = b->size;
+      mb.allocated = b->allocated;
+      mb.requested = b->allocated ? b->requested : 0;
+      if (b->allocated) mb.context = b->context;
+      seg.allocated += b->allocated ? b->size : 0;
+      seg.requested += mb.requested;
+      seg.blocks.push_back(std::move(mb));
+    }
+    snap.segments.push_back(std::move(seg));
+  }
+  std::sort(snap.segments.begin(), snap.segments.end(),
+            [](const MemorySegment& a, const MemorySegment& b) { return a.addr < b.addr; });
+  snap.trace.assign(events_.begin(), events_.end());
+  return snap;
 }
 
 }  // namespace torchneuron::runtime

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <string>
@@ -42,6 +43,9 @@ class CachingAllocator {
   void empty_cache();  // unmaps segments whose memory is all free
   size_t capacity() const { return capacity_; }
   size_t reserved() const;
+  // Memory history (Runtime::record_memory_history / memory_snapshot).
+  void record_history(bool enabled, size_t max_entries, MemoryContextRecorder recorder);
+  MemorySnapshot snapshot() const;
 
  private:
   struct Block {
@@ -52,6 +56,7 @@ class CachingAllocator {
     size_t requested = 0;   // bytes asked for, while allocated
     Block* prev = nullptr;  // neighbours in the same segment
     Block* next = nullptr;
+    MemoryContext context = nullptr;  // of the allocation, while allocated and history is on
     bool is_split() const { return prev || next; }
   };
   struct BySizeThenAddress {
@@ -69,6 +74,9 @@ class CachingAllocator {
   void release_cached_segments();
   void update(StatArray& stat, bool small, int64_t delta);
   [[noreturn]] void out_of_memory(size_t requested, const std::string& why);
+  void trace(MemoryEvent::Action action, const void* addr, size_t size, const MemoryContext& context,
+             uint64_t device_free = 0);
+  MemoryContext gather_context() const;  // outside mu_
 
   const int device_;
   const size_t capacity_;
@@ -80,6 +88,11 @@ class CachingAllocator {
   std::unordered_map<void*, Block*> allocated_;   // by block start
   std::unordered_map<char*, size_t> segments_;    // base -> bytes
   MemoryStats stats_;
+  // History: a ring of the newest max_entries_ events (when recording).
+  bool recording_ = false;
+  size_t max_entries_ = 0;
+  MemoryContextRecorder recorder_;
+  std::deque<MemoryEvent> events_;
 };
 
 // "512 bytes", "1.50 KiB", "2.00 MiB", "1.25 GiB": sizes in messages.

@@ -85,6 +85,11 @@ class Emulator final : public Runtime {
     return {a.capacity() - a.reserved(), a.capacity()};
   }
 
+  void record_memory_history(bool enabled, size_t max_entries, MemoryContextRecorder recorder) override {
+    for (auto& d : devices_) d->allocator.record_history(enabled, max_entries, recorder);
+  }
+  MemorySnapshot memory_snapshot(int device) const override { return dev(device).allocator.snapshot(); }
+
   StreamId create_stream(int device, int priority) override { return dev(device).streams.create(priority); }
 
   void launch(int device, StreamId stream, const char* name, std::function<void()> fn) override {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -83,6 +84,45 @@ struct Config {
 // variable and value on bad input.
 Config config_from_env();
 
+// ---- Memory history: the allocator's events and state, with the meanings of
+// torch.cuda.memory._record_memory_history and memory_snapshot. ----
+// What the layer above attaches to an allocation (a stack trace): opaque here.
+using MemoryContext = std::shared_ptr<void>;
+// Called on the allocating/freeing thread, outside the allocator's lock; may
+// return nullptr (no context).
+using MemoryContextRecorder = std::function<MemoryContext()>;
+
+struct MemoryEvent {
+  // As c10's TraceEntry::Action (free_requested and free_completed are one
+  // moment here: a block is freed when its last kernel has run).
+  enum Action : uint8_t { kAlloc, kFreeRequested, kFreeCompleted, kSegmentAlloc, kSegmentFree, kOom };
+  Action action = kAlloc;
+  uint64_t addr = 0;      // block or segment start; for kOom: 0
+  uint64_t size = 0;      // bytes (rounded block size; kOom: bytes requested)
+  int64_t time_us = 0;    // microseconds since the Unix epoch
+  uint64_t device_free = 0;  // kOom: capacity minus reserved bytes
+  MemoryContext context;
+};
+const char* memory_action_name(MemoryEvent::Action a);  // "alloc", "free_requested", ... as torch.cuda
+
+struct MemoryBlock {
+  uint64_t addr = 0, size = 0, requested = 0;  // requested: bytes asked for (0 when free)
+  bool allocated = false;
+  MemoryContext context;  // of the allocation (nullptr when free or not recorded)
+};
+
+struct MemorySegment {
+  uint64_t addr = 0, size = 0;
+  bool small = false;  // pool: "small" or "large"
+  uint64_t allocated = 0, requested = 0;  // bytes of the allocated blocks
+  std::vector<MemoryBlock> blocks;         // by address, covering the segment
+};
+
+struct MemorySnapshot {
+  std::vector<MemorySegment> segments;  // by address
+  std::vector<MemoryEvent> trace;       // oldest first, at most max_entries
+};
+
 using StreamId = int64_t;  // 0 is the default stream of a device
 using EventId = int64_t;
 
@@ -99,6 +139,7 @@ inline int stream_priority(StreamId id) { return id > kStreamsPerPool ? -1 : 0; 
 struct Counters {
   int64_t kernels_launched = 0;   // closures run on streams
   int64_t kernels_failed = 0;
+  int64_t busy_ns = 0;            // nanoseconds the device's streams spent running kernels
 };
 
 class Runtime {
@@ -122,6 +163,13 @@ class Runtime {
   virtual void empty_cache(int device) = 0;  // releases unused cached segments
   // (free, total) bytes as cudaMemGetInfo: capacity minus reserved, capacity.
   virtual std::pair<size_t, size_t> mem_get_info(int device) const = 0;
+  // Starts (enabled) or stops recording allocator events on every device,
+  // keeping the newest `max_entries` per device; `recorder` (may be empty)
+  // gives each allocation and free its context. Stopping clears the events.
+  virtual void record_memory_history(bool enabled, size_t max_entries, MemoryContextRecorder recorder) = 0;
+  // Segments, blocks and recorded events of `device`, consistent with each
+  // other and with memory_stats at one instant.
+  virtual MemorySnapshot memory_snapshot(int device) const = 0;
 
   // ---- Streams: in-order queues, each served by its own worker thread ----
   // A new stream from the device's pool (priority: 0 normal, <0 high).

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include "device_memory.h"
@@ -31,8 +32,16 @@ uint64_t Stream::enqueue(const char* name, std::function<void()> fn, Kind kind, 
     done_cv_.wait(lock, [&] { return enqueued_ - completed_ < kMaxPendingTasks; });
     --waiters_;
   }
-  pending_.push_back(Task{std::move(fn), name, kind, error_out});
   const uint64_t point = ++enqueued_;
+  Task task{std::move(fn), name, kind, error_out, false, ActivityKind::kKernel, 0, 0, 0};
+  if (kind == Kind::kKernel && activity::enabled()) {
+    task.traced = true;
+    task.activity_kind = ActivityScope::current_kind();
+    task.bytes = ActivityScope::current_bytes();
+    task.correlation_id = activity::current_correlation_id();
+    task.sequence = point;
+  }
+  pending_.push_back(std::move(task));
   const bool wake = worker_idle_;
   lock.unlock();
   if (wake) work_cv_.notify_one();
@@ -111,6 +120,8 @@ std::string Stream::run(Task& t) {
   if (kernel) counters_.launched.fetch_add(1, std::memory_order_relaxed);
   std::string what;
   bool failed = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t start_ns = t.traced ? activity::now_ns() : 0;
   try {
     AccessScope access(protect_ && kernel);
     t.fn();
@@ -121,6 +132,25 @@ std::string Stream::run(Task& t) {
     what = "unknown exception";
   }
   t.fn = nullptr;
+  if (kernel) {
+    const auto t1 = std::chrono::steady_clock::now();
+    counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
+                                std::memory_order_relaxed);
+  }
+  if (t.traced) {
+    Activity a;
+    a.kind = t.activity_kind;
+    a.name = t.name;
+    a.device = device_;
+    a.stream = id_;
+    a.start_ns = start_ns;
+    a.end_ns = activity::now_ns();
+    a.correlation_id = t.correlation_id;
+    a.bytes = t.bytes;
+    a.sequence = t.sequence;
+    a.failed = failed;
+    activity::record(a);
+  }
   if (!failed) return {};
   if (kernel) counters_.failed.fetch_add(1, std::memory_order_relaxed);
   return std::string("neuron kernel '") + (t.name ? t.name : "?") + "' failed on device " +

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "activity.h"
 #include "runtime.h"
 
 namespace torchneuron::runtime {
@@ -21,6 +22,7 @@ namespace torchneuron::runtime {
 struct DeviceCounters {
   std::atomic<int64_t> launched{0};
   std::atomic<int64_t> failed{0};
+  std::atomic<int64_t> busy_ns{0};  // time kernels ran (steady clock)
 };
 
 class Stream {
@@ -60,6 +62,10 @@ class Stream {
     const char* name;
     Kind kind;
     std::string* error_out;
+    // Activity tracing, captured at enqueue when recording is on.
+    bool traced;
+    ActivityKind activity_kind;
+    uint64_t correlation_id, bytes, sequence;
   };
   void work();
   std::string run(Task& t);  // the error message, empty on success

@@ -1,0 +1,94 @@
+#include "activity.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+namespace torchneuron::runtime {
+namespace {
+
+std::atomic<bool> g_enabled{false};
+std::mutex g_mu;
+std::vector<Activity>* g_buffer = new std::vector<Activity>();  // leaked: workers outlive statics
+
+thread_local std::vector<uint64_t> t_correlation;
+thread_local ActivityKind t_kind = ActivityKind::kKernel;
+thread_local uint64_t t_bytes = 0;
+
+}  // namespace
+
+const char* activity_kind_name(ActivityKind kind) {
+  switch (kind) {
+    case ActivityKind::kKernel: return "kernel";
+    case ActivityKind::kMemcpyHtoD: return "memcpy_htod";
+    case ActivityKind::kMemcpyDtoH: return "memcpy_dtoh";
+    case ActivityKind::kMemcpyDtoD: return "memcpy_dtod";
+    case ActivityKind::kGraph: return "graph";
+    case ActivityKind::kFallback: return "cpu_fallback";
+  }
+  return "?";
+}
+
+namespace activity {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void enable(bool on) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (on) g_buffer->clear();
+  g_enabled.store(on, std::memory_order_release);
+}
+
+bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+
+std::vector<Activity> drain() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<Activity> out;
+  out.swap(*g_buffer);
+  return out;
+}
+
+void push_correlation_id(uint64_t id) { t_correlation.push_back(id); }
+void pop_correlation_id() {
+  if (!t_correlation.empty()) t_correlation.pop_back();
+}
+uint64_t current_correlation_id() { return t_correlation.empty() ? 0 : t_correlation.back(); }
+
+void record(const Activity& a) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  // A task that started before recording stopped may end after: dropped.
+  if (g_enabled.load(std::memory_order_relaxed)) g_buffer->push_back(a);
+}
+
+void record_host(ActivityKind kind, const char* name, int device, int64_t start_ns, int64_t end_ns,
+                 uint64_t bytes) {
+  if (!enabled()) return;
+  Activity a;
+  a.kind = kind;
+  a.name = name;
+  a.device = device;
+  a.stream = kHostStream;
+  a.start_ns = start_ns;
+  a.end_ns = end_ns;
+  a.correlation_id = current_correlation_id();
+  a.bytes = bytes;
+  record(a);
+}
+
+}  // namespace activity
+
+ActivityScope::ActivityScope(ActivityKind kind, uint64_t bytes) : prev_kind_(t_kind), prev_bytes_(t_bytes) {
+  t_kind = kind;
+  t_bytes = bytes;
+}
+ActivityScope::~ActivityScope() {
+  t_kind = prev_kind_;
+  t_bytes = prev_bytes_;
+}
+ActivityKind ActivityScope::current_kind() { return t_kind; }
+uint64_t ActivityScope::current_bytes() { return t_bytes; }
+
+}  // namespace torchneuron::runtime
