@@ -6,6 +6,7 @@
 
 #include "aten/context.h"
 #include "aten/stats.h"
+#include "profiler/python_bindings.h"
 
 namespace torchneuron {
 namespace {
@@ -64,6 +65,7 @@ py::dict runtime_info() {
 }  // namespace torchneuron
 
 PYBIND11_MODULE(_C, m) {
+  torchneuron::profiler::init_python_bindings(m);  // csrc/profiler
   using namespace torchneuron;
   namespace py = pybind11;
   m.doc() = "torchneuron native module: the `neuron` PrivateUse1 backend";

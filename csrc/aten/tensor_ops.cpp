@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "aten/context.h"
+#include "runtime/activity.h"
 
 namespace torchneuron {
 
@@ -109,14 +110,23 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     // Between cores: both sides settled, then a host-side copy.
     sync_device(src.device().index());
     sync_device(dst.device().index());
+    const int64_t t0 = rt::activity::enabled() ? rt::activity::now_ns() : 0;
     translate_errors([&] {
       device_runtime().with_device_access([&] { cpu_alias(dst).copy_(cpu_alias(src)); });
     });
+    if (t0)  // a host-side copy: the profiler's host row of the destination core
+      rt::activity::record_host(rt::ActivityKind::kMemcpyDtoD, "copy_core_to_core", dst.device().index(), t0,
+                                rt::activity::now_ns(), dst.nbytes());
     return dst;
   }
   const auto device = (dst_dev ? dst : src).device().index();
   // The kernels capture launch views: geometry and addresses as of now.
   at::Tensor s = launch_view(src), d = launch_view(dst);
+  // Labels the copy's launch for the profiler (runtime/activity.h).
+  rt::ActivityScope label(src_dev && dst_dev ? rt::ActivityKind::kMemcpyDtoD
+                          : dst_dev          ? rt::ActivityKind::kMemcpyHtoD
+                                             : rt::ActivityKind::kMemcpyDtoH,
+                          dst.nbytes());
   if (src_dev && dst_dev) {
     launch(device, "copy_", [s, d] { cpu_alias(d).copy_(cpu_alias(s)); });
     return dst;  // device-to-device copies stay asynchronous

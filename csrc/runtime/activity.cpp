@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <set>
 
 namespace torchneuron::runtime {
 namespace {
@@ -56,6 +57,13 @@ void pop_correlation_id() {
   if (!t_correlation.empty()) t_correlation.pop_back();
 }
 uint64_t current_correlation_id() { return t_correlation.empty() ? 0 : t_correlation.back(); }
+
+const char* intern(const std::string& name) {
+  static std::mutex mu;
+  static auto* names = new std::set<std::string>();  // leaked: pointers stay valid
+  std::lock_guard<std::mutex> lock(mu);
+  return names->insert(name).first->c_str();
+}
 
 void record(const Activity& a) {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime.h"
@@ -63,6 +64,10 @@ uint64_t current_correlation_id();  // 0 when empty
 // Ignored while recording is off.
 void record_host(ActivityKind kind, const char* name, int device, int64_t start_ns, int64_t end_ns,
                  uint64_t bytes = 0);
+
+// A copy of `name` with static lifetime (kept for the process), for names
+// built at run time; the same pointer for equal names.
+const char* intern(const std::string& name);
 
 // Called by a stream worker (recording is on).
 void record(const Activity& a);
