@@ -13,7 +13,9 @@ import torch
 from . import _C
 from . import _utils  # noqa: F401  (torch.serialization looks for _utils._get_device_index)
 from ._utils import _get_device_index
+from . import memory  # noqa: F401  (torch.neuron.memory, as torch.cuda.memory)
 from .memory import (  # noqa: F401
+    memory_snapshot,
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,

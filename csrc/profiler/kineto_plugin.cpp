@@ -47,8 +47,7 @@ constexpr int64_t kPidBase = 0;
 constexpr int64_t kHostTid = 1000;
 
 const std::set<ActivityType>& device_types() {
-  static const std::set<ActivityType> types{ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY,
-                                            ActivityType::PRIVATEUSE1_RUNTIME, ActivityType::PRIVATEUSE1_DRIVER};
+  static const std::set<ActivityType> types{ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY};
   return types;
 }
 
@@ -166,9 +165,9 @@ class NeuronProfiler final : public libkineto::IActivityProfiler {
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>& types,
                                                                  const libkineto::Config&) override {
-    bool wanted = false;
-    for (ActivityType t : types) wanted = wanted || device_types().count(t);
-    if (!wanted) return nullptr;
+    // PyTorch asks for the PRIVATEUSE1_* runtime types with CPU activity too;
+    // device rows are wanted only when device kernels or copies are.
+    if (!types.count(ActivityType::CONCURRENT_KERNEL) && !types.count(ActivityType::GPU_MEMCPY)) return nullptr;
     g_session_active = true;
     return std::make_unique<NeuronSession>();
   }

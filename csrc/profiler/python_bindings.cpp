@@ -24,11 +24,12 @@ namespace {
 namespace py = pybind11;
 namespace rt = torchneuron::runtime;
 
-// Stack of the calling Python thread; nullptr on threads without the GIL
-// (stream workers freeing memory): taking it there could deadlock with a host
-// thread that holds it while waiting for the queue.
+// Stack of the calling Python thread (operators run with the GIL released;
+// gathering takes it back, as torch.cuda's allocator does); nullptr on threads
+// that never ran Python (stream workers freeing memory), which must not block
+// on the GIL while a host thread holding it waits for their queue.
 rt::MemoryContext gather_python_stack() {
-  if (!Py_IsInitialized() || !PyGILState_Check()) return nullptr;
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return nullptr;
   return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
 }
 
@@ -87,7 +88,7 @@ py::dict memory_snapshot() {
         py::dict bd;
         bd["address"] = b.addr;
         bd["size"] = b.size;
-        bd["requested_size"] = b.allocated ? b.requested : b.size;
+        bd["requested_size"] = b.requested;  // 0 for a free block
         bd["state"] = block_state(b);
         bd["frames"] = sym.frames(b.context);
         blocks.append(bd);
