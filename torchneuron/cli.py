@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     g.add_argument("--quiet", action="store_true", help="print only the verdict line")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    g.add_argument("--profile", action="store_true",
+                   help="profile one steady-state iteration (torch.profiler): timeline and top ops by "
+                        "device time in the HTML and JSON")
     return p
 
 
@@ -106,7 +109,8 @@ def _config(a: argparse.Namespace, argv: list[str]):
         instance=a.instance, price_per_hour=a.price_per_hour, reference_instance=a.reference_instance,
         reference_price_per_hour=a.reference_price_per_hour, amortize_samples=a.amortize_samples,
         max_cost_per_million=a.max_cost_per_million, json_path=a.json, junit_path=a.junit,
-        html_path=a.html, progress=not (a.no_progress or a.quiet), argv=["torchneuron"] + argv)
+        html_path=a.html, progress=not (a.no_progress or a.quiet), argv=["torchneuron"] + argv,
+        profile=a.profile)
 
 
 def _console(stderr: bool = False):

@@ -71,6 +71,7 @@ class CheckConfig:
     junit_path: Optional[str] = None
     html_path: Optional[str] = None
     progress: bool = True
+    profile: bool = False                     # --profile: torch.profiler of one steady-state iteration
     argv: list[str] = field(default_factory=list)
 
     @property

@@ -179,6 +179,10 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size, p1.get("cold_latency_s"), ui, skip,
                     extra.get("reference_cold_s"))
     result["phase3"] = p3
+    if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/profile.py)
+        from . import profile as profile_mod
+        result["profile"] = profile_mod.run(session, cfg, ui) if skip is None else {"status": "skipped",
+                                                                                     "reason": skip}
     result["warnings"] += p2.get("warnings", []) + p3.get("warnings", [])
     if p1.get("determinism") and not p1["determinism"]["identical"]:
         result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
