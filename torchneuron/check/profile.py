@@ -3,7 +3,7 @@
 After phase 3 has warmed the model up, one more forward pass runs under
 ``torch.profiler.profile(activities=[CPU, PrivateUse1])``. From its events:
 
-* a timeline (rows: host dispatch = the top-level CPU operators, then each
+* a timeline (rows: host dispatch = the outermost CPU operators, then each
   NeuronCore stream, then the host row of CPU fallbacks; fallbacks in red),
   drawn as an inline SVG in the HTML report;
 * the top operators by self device time, the table
@@ -47,12 +47,26 @@ def _row_name(e) -> str:
     return f"neuron:{e.device_index} stream {e.device_resource_id}"
 
 
+def _is_dispatched_op(e) -> bool:
+    """An operator ("aten::mm") called from user code, not from inside another
+    operator: the host dispatch row. User ranges (record_function,
+    ProfilerStep#n) have no "::" and are looked through."""
+    if "::" not in e.name:
+        return False
+    p = e.cpu_parent
+    while p is not None:
+        if "::" in p.name:
+            return False
+        p = p.cpu_parent
+    return True
+
+
 def summarize(prof) -> dict[str, Any]:
     """The JSON-ready profile of a finished ``torch.profiler.profile``: timeline
     spans, top operators by self device time, totals (microseconds)."""
     events = list(prof.events())
     device = [e for e in events if e.device_type == DeviceType.PrivateUse1]
-    host = [e for e in events if e.device_type == DeviceType.CPU and e.cpu_parent is None]
+    host = [e for e in events if e.device_type == DeviceType.CPU and _is_dispatched_op(e)]
     if not events:
         return {"timeline": [], "top_ops": [], "device_time_us": 0.0, "fallback_time_us": 0.0,
                 "rows": [], "span_us": 0.0}
