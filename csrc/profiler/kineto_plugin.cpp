@@ -41,7 +41,7 @@ using libkineto::ActivityType;
 // Trace pid of a NeuronCore: its device index, which PyTorch reports as the
 // event's device_index. Kineto also names pids 0-7 "GPU n" at trace start;
 // our names carry a later timestamp, so viewers that apply metadata in time
-// order (Perfetto) show "NeuronCore n".
+// order show "NeuronCore n".
 constexpr int64_t kPidBase = 0;
 // tid of the host row of a core (stream ids are 0..16).
 constexpr int64_t kHostTid = 1000;
