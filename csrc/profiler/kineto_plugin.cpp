@@ -82,6 +82,7 @@ std::atomic<bool> g_session_active{false};
 
 class NeuronSession final : public libkineto::IActivityProfilerSession {
  public:
+  NeuronSession() { rt::activity::reset_correlation_ids(); }
   void start() override {
     rt::activity::enable(true);
     status_ = libkineto::TraceStatus::RECORDING;

@@ -12,7 +12,19 @@ std::atomic<bool> g_enabled{false};
 std::mutex g_mu;
 std::vector<Activity>* g_buffer = new std::vector<Activity>();  // leaked: workers outlive statics
 
+std::atomic<uint64_t> g_generation{0};
 thread_local std::vector<uint64_t> t_correlation;
+thread_local uint64_t t_generation = 0;
+
+// The calling thread's stack, emptied if a reset happened since its last use.
+std::vector<uint64_t>& correlation_stack() {
+  const uint64_t g = g_generation.load(std::memory_order_relaxed);
+  if (t_generation != g) {
+    t_correlation.clear();
+    t_generation = g;
+  }
+  return t_correlation;
+}
 thread_local ActivityKind t_kind = ActivityKind::kKernel;
 thread_local uint64_t t_bytes = 0;
 
@@ -52,11 +64,16 @@ std::vector<Activity> drain() {
   return out;
 }
 
-void push_correlation_id(uint64_t id) { t_correlation.push_back(id); }
+void push_correlation_id(uint64_t id) { correlation_stack().push_back(id); }
 void pop_correlation_id() {
-  if (!t_correlation.empty()) t_correlation.pop_back();
+  auto& s = correlation_stack();
+  if (!s.empty()) s.pop_back();
 }
-uint64_t current_correlation_id() { return t_correlation.empty() ? 0 : t_correlation.back(); }
+uint64_t current_correlation_id() {
+  auto& s = correlation_stack();
+  return s.empty() ? 0 : s.back();
+}
+void reset_correlation_ids() { g_generation.fetch_add(1, std::memory_order_relaxed); }
 
 const char* intern(const std::string& name) {
   static std::mutex mu;

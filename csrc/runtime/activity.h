@@ -59,6 +59,9 @@ std::vector<Activity> drain();
 void push_correlation_id(uint64_t id);
 void pop_correlation_id();
 uint64_t current_correlation_id();  // 0 when empty
+// Empties every thread's stack (lazily, at its next use): a profiler session
+// that ended between a push and its pop leaves no stale id behind.
+void reset_correlation_ids();
 
 // Adds an activity that ran on the host (kHostStream), e.g. a CPU fallback.
 // Ignored while recording is off.

@@ -133,6 +133,19 @@ TEST(Activity, BusyCounterMatchesRecordedDurations) {
   EXPECT_NEAR(double(traced), double(busy), 0.05 * double(busy) + 50000.0);
 }
 
+TEST(Activity, ResetDropsStaleCorrelationIds) {
+  activity::push_correlation_id(5);
+  activity::push_correlation_id(6);
+  EXPECT_EQ(activity::current_correlation_id(), 6u);
+  activity::reset_correlation_ids();
+  EXPECT_EQ(activity::current_correlation_id(), 0u);
+  activity::pop_correlation_id();  // the stale pop of an id pushed before: harmless
+  activity::push_correlation_id(9);
+  EXPECT_EQ(activity::current_correlation_id(), 9u);
+  activity::pop_correlation_id();
+  EXPECT_EQ(activity::current_correlation_id(), 0u);
+}
+
 TEST(Activity, FailedKernelIsMarked) {
   auto rt = small_emulator();
   activity::enable(true);
