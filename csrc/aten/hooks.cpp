@@ -69,10 +69,8 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK(d >= 0, "pointer ", data, " is not neuron device memory");
     return c10::Device(kNeuron, d);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    return at::getCPUAllocator();  // host memory needs no pinning on the emulator
-  }
+  bool isPinnedPtr(const void* p) const override { return is_pinned_host_ptr(p); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 
