@@ -1,9 +1,10 @@
 """nn.TransformerEncoder with a padding mask in eval mode (issue 7, section 2): its default
-nested-tensor fast path raises an error naming the cause and enable_nested_tensor=False;
-with that setting it runs natively and matches the CPU."""
+nested-tensor fast path runs natively on neuron (nested tensors over a neuron buffer, as far
+as that path needs them) and matches the CPU; so does enable_nested_tensor=False."""
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -22,13 +23,40 @@ X = torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(1))
 MASK = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 2 + [True] * 3])
 
 
-def test_default_nested_fast_path_names_cause_and_fix():
-    enc = _encoder().to("neuron")
-    with torch.no_grad(), pytest.raises(NotImplementedError,
-                                        match=r"nested tensors.*enable_nested_tensor=False"):
-        enc(X.to("neuron"), src_key_padding_mask=MASK.to("neuron"))
-    # The process keeps working, the inputs are intact.
-    assert torch.equal(X.to("neuron").cpu(), X)
+def _encoder_with_norm():
+    torch.manual_seed(2)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, activation="gelu")
+    return nn.TransformerEncoder(layer, 3, norm=nn.LayerNorm(16)).eval()
+
+
+@pytest.mark.parametrize("make", [_encoder, _encoder_with_norm])
+@pytest.mark.parametrize("mask", [MASK, torch.tensor([[False] * 5, [True] * 5, [False] * 4 + [True]])])
+def test_default_nested_fast_path_matches_cpu(make, mask):
+    cpu = make()
+    dev = copy.deepcopy(cpu).to("neuron")
+    torch.neuron.reset_fallback_stats()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's "nested tensors are a prototype"
+        ref = cpu(X, src_key_padding_mask=mask)
+        got = dev(X.to("neuron"), src_key_padding_mask=mask.to("neuron"))
+    assert torch.neuron.fallback_stats() == {}
+    assert got.device.type == "neuron" and got.shape == ref.shape
+    torch.testing.assert_close(got.cpu(), ref)  # zeros at padded positions, as the CPU's
+
+
+def test_nested_from_mask_and_padding_round_trip():
+    t = X.to("neuron")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nt = torch._nested_tensor_from_mask(t, (~MASK).to("neuron"))
+        ref = torch._nested_tensor_from_mask(X, ~MASK)
+    assert nt.is_nested and nt.device.type == "neuron"
+    torch.testing.assert_close(nt.to_padded_tensor(-1.0).cpu(), ref.to_padded_tensor(-1.0))
+    torch.testing.assert_close(nt.to_padded_tensor(0.0, (3, 7, 16)).cpu(),
+                               ref.to_padded_tensor(0.0, (3, 7, 16)))
+    with pytest.raises(RuntimeError, match="left aligned"):
+        torch._nested_tensor_from_mask(t, torch.tensor([[False, True] * 2 + [True]] * 3).to("neuron"),
+                                       mask_check=True)
 
 
 def test_without_nested_tensor_matches_cpu():
