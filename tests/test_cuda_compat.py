@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 
 from conftest import run_python
@@ -94,10 +93,14 @@ def test_remapped_apis():
                 return g * 2
         with torch.autocast("cuda"):
             assert F.apply(torch.ones(2, device="cuda", dtype=torch.half)).dtype == torch.float32
-        torch.save({"w": m.weight}, "/tmp/_tn_compat_ckpt.pt")
-        w = torch.load("/tmp/_tn_compat_ckpt.pt", map_location="cuda:1")["w"]
+        import io
+        buf = io.BytesIO()
+        torch.save({"w": m.weight}, buf)
+        buf.seek(0)
+        w = torch.load(buf, map_location="cuda:1")["w"]
         assert w.device == torch.device("neuron", 1)
-        w = torch.load("/tmp/_tn_compat_ckpt.pt", map_location={"neuron:0": "cuda:2"})["w"]
+        buf.seek(0)
+        w = torch.load(buf, map_location={"neuron:0": "cuda:2"})["w"]
         assert w.device == torch.device("neuron", 2)
         torch.backends.cudnn.benchmark = True
         torch.backends.cudnn.deterministic = True
