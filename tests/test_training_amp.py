@@ -164,3 +164,55 @@ def test_llama_amp_training_no_fallback(dtype):
     torch.testing.assert_close(torch.tensor(got), torch.tensor(ref), **tol)
     for (n, a), b in zip(cpu.named_parameters(), dev.parameters()):
         torch.testing.assert_close(b.cpu(), a, **tol, msg=lambda m: f"{n}: {m}")
+
+
+def test_fused_step_checks_before_queuing_and_accepts_cpu_lr():
+    p = [torch.randn(3, device="neuron"), torch.randn(2, 2, device="neuron")]
+    before = [t.cpu() for t in p]
+    g = [torch.randn(3, device="neuron")]  # one gradient for two parameters
+    z = [torch.zeros_like(t) for t in p]
+    steps = [torch.zeros((), device="neuron") for _ in p]
+    with pytest.raises(RuntimeError, match="grads"):
+        torch._fused_adamw_(p, g, z, [torch.zeros_like(t) for t in p], [], steps, lr=0.1,
+                            beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
+                            maximize=False)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch._fused_sgd_(p, [torch.randn(3), torch.randn(2, 2)], [], weight_decay=0.0,
+                          momentum=0.0, lr=0.1, dampening=0.0, nesterov=False, maximize=False,
+                          is_first_step=True)
+    torch.neuron.synchronize()
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(p, before))  # untouched
+    # A CPU 0-dim lr tensor, as CUDA accepts it.
+    gr = [torch.ones_like(t) for t in p]
+    torch._fused_sgd_(p, gr, [], weight_decay=0.0, momentum=0.0, lr=torch.tensor(0.5),
+                      dampening=0.0, nesterov=False, maximize=False, is_first_step=True)
+    assert all(torch.equal(a.cpu(), b - 0.5) for a, b in zip(p, before))
+
+
+def test_fused_adamw_float64_follows_the_64bit_policy():
+    torch.manual_seed(0)
+    ref32 = nn.Linear(4, 3)
+    dev64 = copy.deepcopy(ref32).double().to("neuron")
+    full = copy.deepcopy(ref32).double()
+    dev_full = copy.deepcopy(full).to("neuron")
+    x = torch.randn(5, 4)
+    runs = ((ref32, x, False), (dev64, x.double().to("neuron"), True),
+            (full, x.double(), False), (dev_full, x.double().to("neuron"), False))
+    for model, inp, narrow in runs:
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
+        old = torchneuron._C._narrow_64bit()
+        torchneuron._C._set_narrow_64bit(model is dev64)
+        try:
+            for _ in range(3):
+                opt.zero_grad()
+                model(inp).square().sum().backward()
+                opt.step()
+            torch.neuron.synchronize()
+        finally:
+            torchneuron._C._set_narrow_64bit(old)
+    # Narrowed: the float32 computation, widened; full width: the CPU's float64 bit for bit.
+    for a, b in zip(ref32.parameters(), dev64.parameters()):
+        assert b.dtype == torch.float64
+        torch.testing.assert_close(b.cpu(), a.detach().double())
+    for a, b in zip(full.parameters(), dev_full.parameters()):
+        assert torch.equal(b.cpu(), a)

@@ -95,10 +95,10 @@ inline constexpr const char* kNativeOps[] = {
     "fill_.Scalar", "fill_.Tensor", "zero_", "arange.start_out", "linspace.out",
     "masked_scatter_", "_fused_sdp_choice",
     "_scaled_dot_product_flash_attention_for_cpu",
-    // training steps (issue 7): fused optimizers, the GradScaler's kernels,
-    // dropout and attention backwards; ATen's CPU kernels, so bit for bit the CPU's
-    "_fused_adamw_", "_fused_adamw_.tensor_lr", "_fused_adam_", "_fused_adam_.tensor_lr",
-    "_fused_sgd_", "_fused_sgd_.tensor_lr", "_amp_foreach_non_finite_check_and_unscale_",
+    // training steps (issue 7): the GradScaler's kernels, dropout and attention
+    // backwards; ATen's CPU kernels, so bit for bit the CPU's (fused optimizers:
+    // fused_optim.cpp)
+    "_amp_foreach_non_finite_check_and_unscale_",
     "_amp_update_scale_", "native_dropout_backward",
     "_scaled_dot_product_flash_attention_for_cpu_backward",
     // inference fast paths of nn.TransformerEncoderLayer / nn.MultiheadAttention
