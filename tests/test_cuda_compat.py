@@ -102,6 +102,11 @@ def test_remapped_apis():
         buf.seek(0)
         w = torch.load(buf, map_location={"neuron:0": "cuda:2"})["w"]
         assert w.device == torch.device("neuron", 2)
+        q = torch.randn(1, 2, 4, 8, device="cuda")
+        flash = torch._fused_sdp_choice(q, q, q)
+        torch.backends.cuda.enable_flash_sdp(False)  # the SDPA switches act on neuron
+        assert torch._fused_sdp_choice(q, q, q) != flash
+        torch.backends.cuda.enable_flash_sdp(True)
         torch.backends.cudnn.benchmark = True
         torch.backends.cudnn.deterministic = True
         torch.backends.cuda.matmul.allow_tf32 = True
