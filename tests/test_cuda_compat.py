@@ -61,6 +61,7 @@ def test_remapped_apis():
         assert m2.weight.device.type == "neuron"
         assert torch.cuda.is_available() and torch.cuda.device_count() == torch.neuron.device_count()
         assert torch.cuda.Stream is torch.neuron.Stream and torch.cuda.Event is torch.neuron.Event
+        assert torch.cuda.get_device_capability() == (8, 0)
         torch.cuda.set_device(1)
         assert torch.cuda.current_device() == 1 == torch.neuron.current_device()
         assert torch.zeros(1, device="cuda").device.index == 1

@@ -26,9 +26,9 @@ float32 kernels never use TF32; it is deterministic).
 Limits: the remapping is a ``torch.overrides.TorchFunctionMode`` on the thread that
 activated it (threads started later, other than DataLoader's pin-memory thread which
 needs none, see plain device names); ``tensor.device`` reports ``neuron``, so code that
-compares ``x.device.type == "cuda"`` sees False; ``torch.Generator(device="cuda")`` (a
-class, not a torch function), ``torch.cuda.get_device_capability``
-and CUDA-only APIs (graphs, NVTX, cuBLAS handles) are not remapped.
+compares ``x.device.type == "cuda"`` sees False; ``torch.cuda.get_device_capability()``
+is (8, 0), what scripts test for bfloat16 (a NeuronCore has it), nothing more;
+``torch.Generator(device="cuda")`` (a class, not a torch function) and CUDA-only APIs (graphs, NVTX, cuBLAS handles) are not remapped.
 """
 from __future__ import annotations
 
@@ -124,6 +124,14 @@ def _patch_cuda_module() -> list[str]:
             setattr(torch.cuda, n, getattr(torch.neuron, n))
             done.append(n)
     torch.cuda.reset_max_memory_allocated = torch.neuron.reset_peak_memory_stats
+
+    def get_device_capability(device: Any = None) -> tuple[int, int]:
+        """(8, 0): scripts test it for bfloat16 (compute capability >= 8), which a
+        NeuronCore computes natively; no CUDA feature beyond that is implied."""
+        torch.neuron.get_device_properties(device)  # a bad index raises as CUDA's does
+        return (8, 0)
+    torch.cuda.get_device_capability = get_device_capability
+    done.append("get_device_capability")
     torch.cuda.init = lambda: None
     for n in ("autocast", "GradScaler", "custom_fwd", "custom_bwd", "amp_definitely_not_available"):
         setattr(cuda_amp, n, getattr(torch.neuron.amp, n))
