@@ -28,7 +28,8 @@ activated it (threads started later, other than DataLoader's pin-memory thread w
 needs none, see plain device names); ``tensor.device`` reports ``neuron``, so code that
 compares ``x.device.type == "cuda"`` sees False; ``torch.cuda.get_device_capability()``
 is (8, 0), what scripts test for bfloat16 (a NeuronCore has it), nothing more;
-``torch.Generator(device="cuda")`` (a class, not a torch function) and CUDA-only APIs (graphs, NVTX, cuBLAS handles) are not remapped.
+``torch.Generator(device="cuda")`` (a class, not a torch function) and CUDA-only APIs
+(graphs, NVTX, cuBLAS handles) are not remapped.
 """
 from __future__ import annotations
 
