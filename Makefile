@@ -8,7 +8,7 @@ LOCK := flock /tmp/torchneuron-build-$(shell id -u).lock
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup build test test-runtime test-python test-protected demo bench clean
+.PHONY: setup build test test-runtime ensure-gtest test-python test-protected demo bench clean
 
 setup: $(VENV)/.deps-stamp
 
@@ -23,8 +23,13 @@ build: setup
 	  -DCMAKE_BUILD_TYPE=Release >/dev/null && $(VENV)/bin/cmake --build $(BUILD) -j2'
 	@test -f $(VENV)/.editable-stamp || ($(PY) -m pip install -q --no-build-isolation --no-deps -e . && touch $(VENV)/.editable-stamp)
 
-test-runtime: build
-	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure
+# GoogleTest first (installed where possible, else a clear failure), so that the
+# build finds it; ctest fails when no test was built instead of passing empty.
+test-runtime: ensure-gtest build
+	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure --no-tests=error
+
+ensure-gtest:
+	.ci/ensure-gtest
 
 test-python: build
 	$(PY) -m pytest -q

@@ -250,6 +250,7 @@ def test_stream_priority_and_record_stream():
     high, normal = torch.neuron.Stream(priority=-1), torch.neuron.Stream()
     assert (high.priority, normal.priority, torch.neuron.default_stream().priority) == (-1, 0, 0)
     x = torch.arange(4.0, device="neuron")
+    high.wait_stream(torch.neuron.current_stream())  # x is written on the default stream
     with torch.neuron.stream(high):
         y = x * 2
     y.record_stream(high)

@@ -3,6 +3,8 @@
 ``torchneuron check MODEL`` runs the three-phase migration evaluation; see docs/check.md.
 Exit codes: 0 pass, 1 a phase failed or a regression was found (or the cost budget was
 exceeded), 2 bad usage or input.
+``torchneuron run [-m module | script.py] [args...]`` runs a CUDA program unchanged on neuron
+(torchneuron/run.py); its exit code is the program's.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "device on an emulated NeuronCore, and the migration evaluator.")
     p.add_argument("--version", action="version", version=f"torchneuron {torchneuron.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("run", help="run a CUDA program unchanged on neuron: torchneuron run "
+                   "[-m module | script.py] [args...]", add_help=False)
     c = sub.add_parser("check", help="evaluate a model for migration: runs? accurate? performance? cost?",
                        description="Three-phase migration evaluation of MODEL on the neuron device: "
                        "(1) does it run, (2) is it accurate against a reference device and a float64 "
@@ -123,6 +127,10 @@ def _console(stderr: bool = False):
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the command line; returns the exit code (0 pass, 1 fail or regression, 2 bad usage)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "run":  # the program's own arguments are not ours to parse
+        from .run import main as run_main
+
+        return run_main(argv[1:])
     parser = build_parser()
     try:
         a = parser.parse_args(argv)

@@ -39,6 +39,7 @@ from .random import (  # noqa: F401
     set_rng_state_all,
 )
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
+from . import amp  # noqa: F401,E402  (torch.neuron.amp, the torch.cuda.amp shape)
 
 
 def is_available() -> bool:

@@ -24,21 +24,42 @@ struct NeuronGeneratorImpl final : public c10::GeneratorImpl {
                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
         cpu_(at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val)) {}
 
-  void set_current_seed(uint64_t seed) override { cpu_.set_current_seed(seed); }
-  void set_offset(uint64_t offset) override { cpu_.set_offset(offset); }
-  uint64_t get_offset() const override { return cpu_.get_offset(); }
+  // Queued draws read the state when they run: the host settles the core's
+  // streams before it reads or replaces the state, so that manual_seed after
+  // a queued randn cannot reseed that draw (as a CUDA draw takes its offset
+  // at launch).
+  void set_current_seed(uint64_t seed) override {
+    settle();
+    cpu_.set_current_seed(seed);
+  }
+  void set_offset(uint64_t offset) override {
+    settle();
+    cpu_.set_offset(offset);
+  }
+  uint64_t get_offset() const override {
+    settle();
+    return cpu_.get_offset();
+  }
   uint64_t current_seed() const override { return cpu_.current_seed(); }
-  uint64_t seed() override { return cpu_.seed(); }
+  uint64_t seed() override {
+    settle();
+    return cpu_.seed();
+  }
   void set_state(const c10::TensorImpl& new_state) override {
+    settle();
     cpu_.unsafeGetGeneratorImpl()->set_state(new_state);
   }
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    settle();
     return cpu_.unsafeGetGeneratorImpl()->get_state();
   }
   NeuronGeneratorImpl* clone_impl() const override {
     auto* g = new NeuronGeneratorImpl(device_.index());
     g->cpu_ = cpu_.clone();
     return g;
+  }
+  void settle() const {
+    if (!in_bad_fork()) sync_device(device_.index());
   }
   at::Generator cpu_;
 };
@@ -69,10 +90,8 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK(d >= 0, "pointer ", data, " is not neuron device memory");
     return c10::Device(kNeuron, d);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    return at::getCPUAllocator();  // host memory needs no pinning on the emulator
-  }
+  bool isPinnedPtr(const void* p) const override { return is_pinned_host_ptr(p); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 

@@ -95,6 +95,15 @@ inline constexpr const char* kNativeOps[] = {
     "fill_.Scalar", "fill_.Tensor", "zero_", "arange.start_out", "linspace.out",
     "masked_scatter_", "_fused_sdp_choice",
     "_scaled_dot_product_flash_attention_for_cpu",
+    // training steps (issue 7): the GradScaler's kernels, dropout and attention
+    // backwards; ATen's CPU kernels, so bit for bit the CPU's (fused optimizers:
+    // fused_optim.cpp)
+    "_amp_foreach_non_finite_check_and_unscale_",
+    "_amp_update_scale_", "native_dropout_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    // inference fast paths of nn.TransformerEncoderLayer / nn.MultiheadAttention
+    "_transformer_encoder_layer_fwd", "_native_multi_head_attention", "_masked_softmax",
+    "_transform_bias_rescale_qkv",
 };
 
 // Data-dependent output shapes: computed synchronously (the current stream
@@ -103,6 +112,7 @@ inline constexpr const char* kSyncNativeOps[] = {
     "nonzero", "nonzero.out", "masked_select", "masked_select.out", "_unique2", "unique_dim",
     "unique_consecutive", "unique_dim_consecutive", "_unique", "repeat_interleave.Tensor",
     "is_nonzero", "equal", "allclose", "nonzero_static",
+    "_nested_tensor_from_mask_left_aligned",  // nn.TransformerEncoder's fast-path check
 };
 
 // Operators that exist for out-of-tree backends, computed with the CPU

@@ -122,4 +122,13 @@ PYBIND11_MODULE(_C, m) {
     out["kernels_failed"] = c.kernels_failed;
     return out;
   });
+  m.def("_pinned_host_stats", [] {
+    auto s = pinned_host_stats();
+    py::dict out;
+    out["mapped_bytes"] = s.mapped_bytes;
+    out["locked_bytes"] = s.locked_bytes;
+    out["cached_bytes"] = s.cached_bytes;
+    return out;
+  });
+  m.def("_pinned_host_empty_cache", &pinned_host_empty_cache);
 }

@@ -131,16 +131,20 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     launch(device, "copy_", [s, d] { cpu_alias(d).copy_(cpu_alias(s)); });
     return dst;  // device-to-device copies stay asynchronous
   }
+  const at::Tensor& host = dst_dev ? src : dst;
+  const bool pinned = host.has_storage() && is_pinned_host_ptr(host.storage().data());
   if (dst_dev) {  // host to device
-    // Host memory is pageable (nothing is pinned on the emulator): as CUDA
-    // stages pageable memory, the bytes are taken now, so the caller may
-    // reuse its buffer as soon as a non_blocking copy returns.
-    at::Tensor staged = non_blocking ? s.clone() : s;
+    // As CUDA: pageable memory is staged (the bytes are taken now, so the
+    // caller may reuse its buffer as soon as a non_blocking copy returns);
+    // pinned memory is read by the queued copy itself (no host work).
+    at::Tensor staged = non_blocking && !pinned ? s.clone() : s;
     launch(device, "copy_h2d", [staged, d] { cpu_alias(d).copy_(staged); });
   } else {  // device to host
     launch(device, "copy_d2h", [s, d] { d.copy_(cpu_alias(s)); });
   }
-  if (!non_blocking) sync_current_stream(device);
+  // As CUDA, a non_blocking copy into pageable host memory is synchronous
+  // (only a pinned destination may be written after the call returns).
+  if (!non_blocking || (!dst_dev && !pinned)) sync_current_stream(device);
   return dst;
 }
 
