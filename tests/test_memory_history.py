@@ -91,10 +91,27 @@ def test_snapshot_agrees_with_memory_stats_and_mem_get_info():
     assert len(live) == stats["allocation.all.current"]
     for s in segs:
         assert sum(b["size"] for b in s["blocks"]) == s["total_size"]
-        assert s["segment_type"] == ("small" if s["total_size"] == 2 << 20 and
-                                     all(b["size"] <= 1 << 20 for b in s["blocks"]) else s["segment_type"])
+        # Pools as CUDA's: blocks of at most 1 MiB in 2 MiB "small" segments.
+        sizes = [b["size"] for b in s["blocks"] if b["state"] == "active_allocated"]
+        if s["segment_type"] == "small":
+            assert s["total_size"] == 2 << 20 and all(n <= 1 << 20 for n in sizes)
+        else:
+            assert s["segment_type"] == "large" and all(n > 1 << 20 for n in sizes)
+    assert {s["segment_type"] for s in segs} == {"small", "large"}
     for t in keep:
         assert any(b["address"] == t.data_ptr() for b in live)
+    # After frees and empty_cache: only segments holding live blocks remain.
+    del keep[:2]
+    torch.neuron.synchronize()
+    torch.neuron.empty_cache()
+    segs = [s for s in M.memory_snapshot() if s["device"] == 2]
+    stats = torch.neuron.memory_stats(2)
+    free, total = torch.neuron.mem_get_info(2)
+    assert sum(s["total_size"] for s in segs) == stats["reserved_bytes.all.current"] == total - free
+    assert sum(s["allocated_size"] for s in segs) == stats["allocated_bytes.all.current"]
+    assert all(s["allocated_size"] > 0 for s in segs)
+    live = [b["address"] for s in segs for b in s["blocks"] if b["state"] == "active_allocated"]
+    assert len(live) == stats["allocation.all.current"] and {t.data_ptr() for t in keep} <= set(live)
 
 
 def test_max_entries_state_and_stop():
