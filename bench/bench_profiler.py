@@ -13,8 +13,8 @@ forward pass (batch 8, real weights). Printed: median time per round of each
 state and the ratios cpu/off and device/off (medians of per-round ratios).
 
 "off" against a build without the hooks is a comparison across builds, not
-measurable in one run; the README gives the figure of two runs of the "off"
-column, one per build, side by side.
+measurable in one run: run this on each build and compare their "off" columns
+(no such figure is recorded in the README yet).
 
 Run: .venv/bin/python bench/bench_profiler.py [--rounds N]
 """

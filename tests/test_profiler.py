@@ -152,6 +152,31 @@ def test_cpu_fallback_is_marked_with_its_copies(fallback_op, tmp_path):
     assert row
 
 
+def test_synchronous_kernels_and_item_are_device_rows(tmp_path):
+    """An op whose result size depends on the data (x[mask]) runs on the host
+    in the current stream's place, and .item() reads one element: both are
+    device time on that stream's row, linked to their operator (they were
+    missing from the trace and the table)."""
+    x = torch.randn(64, 64)
+    d = x.to("neuron")
+    s1 = torch.neuron.Stream()
+    torch.neuron.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        with torch.neuron.stream(s1):
+            m = d[d > 0]
+            v = d.sum().item()
+    assert torch.equal(m.cpu(), x[x > 0]) and v == pytest.approx(x.sum().item(), rel=1e-4, abs=1e-3)
+    index = [e for e in _device_events(prof) if e.name.startswith("aten::index")]
+    assert len(index) == 1 and index[0].device_resource_id == s1.stream_id
+    assert index[0].time_range.elapsed_us() > 0
+    rows = {r.key: r for r in prof.key_averages() if r.self_cpu_time_total > 0}
+    assert rows["aten::index"].self_device_time_total > 0
+    assert rows["aten::_local_scalar_dense"].self_device_time_total > 0
+    item_copies = [e for e in _trace(prof, tmp_path) if e.get("cat") == "gpu_memcpy" and e["tid"] == s1.stream_id]
+    assert [e["args"]["bytes"] for e in item_copies] == [4]
+    assert item_copies[0]["args"]["kind"] == "memcpy_dtoh"
+
+
 def test_record_function_and_schedule():
     x = torch.randn(32, 32, device="neuron")
     traces = []

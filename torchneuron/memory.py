@@ -5,6 +5,7 @@ The figures come from the runtime's caching allocator through
 """
 from __future__ import annotations
 
+import inspect
 import pickle
 import sys
 from collections import OrderedDict
@@ -114,39 +115,87 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 # and free_completed are recorded together and no block is
 # "active_awaiting_free".
 
-def _record_memory_history(enabled: str | None = "all", context: str | None = "all",
-                           stacks: str = "python", max_entries: int = sys.maxsize,
-                           device: Any = None) -> None:
+# c10's TraceEntry actions, in the runtime's order (MemoryEvent::Action);
+# "snapshot" is accepted for torch.cuda's signature and never recorded here.
+_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom")
+_CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}  # c10's RecordContext
+
+
+def _record_memory_history(enabled: str | bool | None = "all", *args: Any, **kwargs: Any) -> None:
     """Start (``enabled="all"`` or ``"state"``) or stop (``enabled=None``)
-    recording the allocator's history on every NeuronCore, as
-    ``torch.cuda.memory._record_memory_history``.
+    recording the allocator's history on every NeuronCore, with
+    ``torch.cuda.memory._record_memory_history``'s signature and meanings.
 
-    ``"all"`` keeps the newest ``max_entries`` alloc/free/segment/oom events
-    per core and the Python stack of each live allocation; ``"state"`` only the
-    stacks of live allocations. ``context=None`` records no stacks. ``stacks``
-    is ``"python"`` or ``"all"`` (C++ frames are not gathered: Python only).
-    Stopping clears the history. ``device`` is accepted for torch.cuda's
-    signature; recording covers every core.
+    ``enabled="all"`` keeps the newest ``max_entries`` alloc/free/segment/oom
+    events per core; ``"state"`` only the live allocations. ``context``: which
+    Python stacks are kept: ``None`` none, ``"state"`` those of live
+    allocations, ``"alloc"`` also on alloc events (a free event carries its
+    allocation's stack), ``"all"`` also the stack of each free. ``stacks`` is
+    ``"python"`` or ``"all"`` (C++ frames are not gathered: Python only).
+    ``clear_history`` drops the events recorded so far; stopping always does.
+    ``skip_actions``: event kinds not to record (``"alloc"``,
+    ``"free_requested"``, ``"free_completed"``, ``"segment_alloc"``,
+    ``"segment_free"``, ``"oom"``, ``"snapshot"``). ``device``,
+    ``compile_context`` and ``global_record_annotations`` are accepted for
+    torch.cuda's signature; recording covers every core. A bool ``enabled``
+    takes torch.cuda's legacy form (``record_context``,
+    ``trace_alloc_max_entries``, ``trace_alloc_record_context``,
+    ``record_context_cpp``).
 
-    Raises ValueError on an unknown ``enabled``, ``context`` or ``stacks``, or
-    a negative ``max_entries``.
+    Raises RuntimeError on an unknown ``enabled``, ``context``, ``stacks`` or
+    action name, TypeError on a negative ``max_entries`` (as torch.cuda).
     """
+    if isinstance(enabled, bool):
+        return _record_memory_history_legacy(enabled, *args, **kwargs)
+    return _record_memory_history_impl(enabled, *args, **kwargs)
+
+
+def _record_memory_history_impl(enabled: str | None = "all", context: str | None = "all",
+                                stacks: str = "python", max_entries: int = sys.maxsize,
+                                device: Any = None, clear_history: bool = False,
+                                compile_context: bool = False, global_record_annotations: bool = False,
+                                skip_actions: list[str] | None = None) -> None:
+    # torch.cuda's messages (torch/csrc/cuda/memory_snapshot.cpp), RuntimeError as its TORCH_CHECK.
     if enabled not in (None, "state", "all"):
-        raise ValueError(f"_record_memory_history: enabled must be None, 'state' or 'all', got {enabled!r}")
-    if context not in (None, "state", "alloc", "all"):
-        raise ValueError(f"_record_memory_history: context must be None, 'state', 'alloc' or 'all', "
-                         f"got {context!r}")
+        raise RuntimeError(f"expected state to be 'state', 'all', or None, got {enabled!r}")
+    if context not in _CONTEXT_LEVELS:
+        raise RuntimeError(f"expected context to be 'state', 'alloc', 'all', or None, got {context!r}")
     if stacks not in ("python", "all"):
-        raise ValueError(f"_record_memory_history: stacks must be 'python' or 'all', got {stacks!r}")
-    if not isinstance(max_entries, int) or max_entries < 0:
-        raise ValueError(f"_record_memory_history: max_entries must be an int >= 0, got {max_entries!r}")
+        raise RuntimeError(f"expected stacks to be 'python', or 'all', got {stacks!r}")
+    _set_history(enabled is not None, max_entries if enabled == "all" else 0,
+                 _CONTEXT_LEVELS[context] if enabled is not None else 0, device, clear_history, skip_actions)
+
+
+def _record_memory_history_legacy(enabled: bool, record_context: bool = True, trace_alloc_max_entries: int = 1,
+                                  trace_alloc_record_context: bool = False, device: Any = None,
+                                  record_context_cpp: bool = False, clear_history: bool = False,
+                                  compile_context: bool = False, global_record_annotations: bool = False,
+                                  skip_actions: list[str] | None = None) -> None:
+    """torch.cuda's legacy form: ``_record_memory_history(True,
+    trace_alloc_max_entries=n, trace_alloc_record_context=True)``."""
+    level = 2 if trace_alloc_record_context else 1 if record_context else 0
+    _set_history(enabled, trace_alloc_max_entries if enabled else 0, level if enabled else 0, device,
+                 clear_history, skip_actions)
+
+
+_record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)  # type: ignore[attr-defined]
+
+
+def _set_history(enabled: bool, max_entries: Any, level: int, device: Any, clear: bool,
+                 skip_actions: list[str] | None) -> None:
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
+        raise TypeError(f"_record_memory_history: max_entries must be an int >= 0, got {max_entries!r}")
+    mask = 0
+    for a in skip_actions or ():
+        if a == "snapshot":
+            continue
+        if a not in _ACTIONS:
+            raise RuntimeError(f"_record_memory_history: unknown action {a!r} in skip_actions; "
+                               f"expected one of {', '.join(_ACTIONS + ('snapshot',))}")
+        mask |= 1 << _ACTIONS.index(a)
     if device is not None:
         _dev(device)  # validates the index
-    if enabled is None:
-        _C._record_memory_history(False, 0, False)
-        return
-    entries = max_entries if enabled == "all" else 0
-    _C._record_memory_history(True, min(entries, 2**62), context is not None)
+    _C._record_memory_history(enabled, min(max_entries, 2**62), level, mask, bool(clear))
 
 
 def _snapshot(device: Any = None) -> dict:
@@ -159,8 +208,14 @@ def _snapshot(device: Any = None) -> dict:
     return _C._memory_snapshot()
 
 
-def memory_snapshot() -> list:
-    """The segments of every NeuronCore's allocator (``_snapshot()["segments"]``)."""
+def memory_snapshot(mempool_id: Any = None, include_traces: bool = True) -> list:
+    """The segments of every NeuronCore's allocator (``_snapshot()["segments"]``).
+    ``mempool_id`` and ``include_traces`` are accepted for torch.cuda's
+    signature: there is one pool, and segments hold no traces.
+
+    Raises RuntimeError for a ``mempool_id`` other than None or (0, 0)."""
+    if mempool_id is not None and tuple(mempool_id) != (0, 0):
+        raise RuntimeError(f"memory_snapshot: neuron has no memory pool {tuple(mempool_id)} (one pool, (0, 0))")
     return _snapshot()["segments"]
 
 

@@ -23,6 +23,7 @@
 #include "aten/context.h"
 #include "aten/native_ops.h"
 #include "aten/stats.h"
+#include "runtime/activity.h"
 
 namespace torchneuron {
 namespace {
@@ -374,6 +375,9 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
       return t;
     });
   std::vector<IValue> results;
+  // The host runs it in the current stream's place: a kernel on that stream's
+  // profiler row (runtime/activity.h), so its time is device time.
+  const int64_t trace_t0 = rt::activity::enabled() ? rt::activity::now_ns() : 0;
   translate_errors([&] {
     device_runtime().with_device_access([&] {
       CpuArgs ca = cpu_args(plan, s, args, narrow, device);
@@ -398,6 +402,9 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
       }
     });
   });
+  if (trace_t0)
+    rt::activity::record_on_stream(rt::ActivityKind::kKernel, rt::activity::intern(plan.name), device,
+                                   current_stream_id(device), trace_t0, rt::activity::now_ns());
   for (auto& v : results) stack->push_back(std::move(v));
 }
 

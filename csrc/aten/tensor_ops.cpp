@@ -159,7 +159,11 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   auto device = self.device().index();
   sync_current_stream(device);
   c10::Scalar r;
+  const int64_t t0 = rt::activity::enabled() ? rt::activity::now_ns() : 0;
   translate_errors([&] { device_runtime().with_device_access([&] { r = cpu_alias(self).item(); }); });
+  if (t0)  // the read of one element: a device-to-host copy in the stream's place, as CUDA's .item()
+    rt::activity::record_on_stream(rt::ActivityKind::kMemcpyDtoH, "copy_d2h", device, current_stream_id(device), t0,
+                                   rt::activity::now_ns(), self.element_size());
   return r;
 }
 

@@ -130,14 +130,24 @@ void init_python_bindings(py::module& m) {
   m.def("_activity_tracing", [] { return rt::activity::enabled(); });
   m.def(
       "_record_memory_history",
-      [](bool enabled, size_t max_entries, bool stacks) {
-        if (enabled && stacks) torch::installCapturedTracebackPython();
-        translate_errors([&] {
-          device_runtime().record_memory_history(
-              enabled, max_entries, enabled && stacks ? rt::MemoryContextRecorder(gather_python_stack) : nullptr);
-        });
+      [](bool enabled, size_t max_entries, int context, uint32_t skip_actions, bool clear) {
+        TORCH_CHECK(context >= 0 && context <= int(rt::MemoryContextLevel::kAll),
+                    "_record_memory_history: context level ", context, " out of range");
+        rt::MemoryHistoryOptions o;
+        o.enabled = enabled;
+        o.max_entries = max_entries;
+        o.context = enabled ? rt::MemoryContextLevel(context) : rt::MemoryContextLevel::kNever;
+        o.skip_actions = skip_actions;
+        o.clear = clear;
+        if (o.context != rt::MemoryContextLevel::kNever) {
+          torch::installCapturedTracebackPython();
+          o.recorder = gather_python_stack;
+        }
+        translate_errors([&] { device_runtime().record_memory_history(o); });
       },
-      py::arg("enabled"), py::arg("max_entries"), py::arg("stacks"));
+      py::arg("enabled"), py::arg("max_entries"), py::arg("context"), py::arg("skip_actions"), py::arg("clear"),
+      "Memory history of every core: context 0..3 = never/state/alloc/all (c10's RecordContext); "
+      "skip_actions: bit (1 << action) per MemoryEvent::Action not recorded.");
   m.def("_memory_snapshot", [] {
     py::dict d;
     translate_errors([&] { d = memory_snapshot(); });

@@ -90,12 +90,17 @@ void record(const Activity& a) {
 
 void record_host(ActivityKind kind, const char* name, int device, int64_t start_ns, int64_t end_ns,
                  uint64_t bytes) {
+  record_on_stream(kind, name, device, kHostStream, start_ns, end_ns, bytes);
+}
+
+void record_on_stream(ActivityKind kind, const char* name, int device, StreamId stream, int64_t start_ns,
+                      int64_t end_ns, uint64_t bytes) {
   if (!enabled()) return;
   Activity a;
   a.kind = kind;
   a.name = name;
   a.device = device;
-  a.stream = kHostStream;
+  a.stream = stream;
   a.start_ns = start_ns;
   a.end_ns = end_ns;
   a.correlation_id = current_correlation_id();

@@ -68,6 +68,13 @@ void reset_correlation_ids();
 void record_host(ActivityKind kind, const char* name, int device, int64_t start_ns, int64_t end_ns,
                  uint64_t bytes = 0);
 
+// Adds an activity the host ran in place of a stream, in order with it (the
+// caller drained the stream first and blocks meanwhile): synchronous kernels
+// (results sized by the data) and scalar reads (.item()). Not in busy_ns.
+// Ignored while recording is off.
+void record_on_stream(ActivityKind kind, const char* name, int device, StreamId stream, int64_t start_ns,
+                      int64_t end_ns, uint64_t bytes = 0);
+
 // A copy of `name` with static lifetime (kept for the process), for names
 // built at run time; the same pointer for equal names.
 const char* intern(const std::string& name);

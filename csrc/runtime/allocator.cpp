@@ -79,7 +79,7 @@ void CachingAllocator::update(StatArray& stat, bool small, int64_t delta) {
 
 void* CachingAllocator::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  MemoryContext context = gather_context();
+  MemoryContext context = gather_context(MemoryContextLevel::kState);
   std::lock_guard<std::mutex> lock(mu_);
   // Requests past the capacity can never fit; checking first also keeps the
   // rounding below from overflowing.
@@ -170,7 +170,7 @@ void* CachingAllocator::hand_out(Block* b, size_t size, size_t requested) {
   b->allocated = true;
   b->requested = requested;
   allocated_.emplace(b->ptr, b);
-  trace(MemoryEvent::kAlloc, b->ptr, b->size, b->context);
+  trace(MemoryEvent::kAlloc, b->ptr, requested, b->context);
   update(stats_.allocation, small, 1);
   update(stats_.allocated_bytes, small, int64_t(b->size));
   update(stats_.active, small, 1);
@@ -181,7 +181,7 @@ void* CachingAllocator::hand_out(Block* b, size_t size, size_t requested) {
 
 void CachingAllocator::free(void* ptr) {
   if (!ptr) return;
-  MemoryContext context = gather_context();
+  MemoryContext context = gather_context(MemoryContextLevel::kAll);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = allocated_.find(ptr);
   if (it == allocated_.end())
@@ -192,8 +192,11 @@ void CachingAllocator::free(void* ptr) {
   const bool small = b->small;
   const size_t size = b->size, requested = b->requested;
   // The block is free once its last kernel has run: both moments at once.
-  trace(MemoryEvent::kFreeRequested, b->ptr, size, context);
-  trace(MemoryEvent::kFreeCompleted, b->ptr, size, context);
+  // Sizes and contexts as c10's: the bytes requested; the free's own stack
+  // (context "all"), else the allocation's.
+  const MemoryContext& why = context ? context : b->context;
+  trace(MemoryEvent::kFreeRequested, b->ptr, requested, why);
+  trace(MemoryEvent::kFreeCompleted, b->ptr, requested, why);
   b->context.reset();
   update(stats_.allocation, small, -1);
   update(stats_.allocated_bytes, small, -int64_t(size));
@@ -305,23 +308,24 @@ const char* memory_action_name(MemoryEvent::Action a) {
   return "?";
 }
 
-void CachingAllocator::record_history(bool enabled, size_t max_entries, MemoryContextRecorder recorder) {
+void CachingAllocator::record_history(const MemoryHistoryOptions& o) {
   std::lock_guard<std::mutex> lock(mu_);
-  recording_ = enabled;
-  max_entries_ = max_entries;
-  recorder_ = enabled ? std::move(recorder) : nullptr;
-  if (!enabled) {
-    events_.clear();
+  recording_ = o.enabled;
+  max_entries_ = o.max_entries;
+  recorder_ = o.enabled ? o.recorder : nullptr;
+  context_level_ = o.enabled && o.recorder ? o.context : MemoryContextLevel::kNever;
+  skip_actions_ = o.skip_actions;
+  if (!o.enabled || o.clear) events_.clear();
+  if (!o.enabled)
     for (auto& [ptr, b] : allocated_) b->context.reset();
-  }
   while (events_.size() > max_entries_) events_.pop_front();
 }
 
-MemoryContext CachingAllocator::gather_context() const {
+MemoryContext CachingAllocator::gather_context(MemoryContextLevel needed) const {
   MemoryContextRecorder recorder;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!recording_ || !recorder_) return nullptr;
+    if (!recording_ || !recorder_ || context_level_ < needed) return nullptr;
     recorder = recorder_;
   }
   return recorder();
@@ -329,7 +333,7 @@ MemoryContext CachingAllocator::gather_context() const {
 
 void CachingAllocator::trace(MemoryEvent::Action action, const void* addr, size_t size,
                              const MemoryContext& context, uint64_t device_free) {
-  if (!recording_ || max_entries_ == 0) return;
+  if (!recording_ || max_entries_ == 0 || (skip_actions_ & (1u << action))) return;
   MemoryEvent e;
   e.action = action;
   e.addr = reinterpret_cast<uint64_t>(addr);
@@ -338,7 +342,7 @@ void CachingAllocator::trace(MemoryEvent::Action action, const void* addr, size_
                   std::chrono::system_clock::now().time_since_epoch())
                   .count();
   e.device_free = device_free;
-  e.context = context;
+  if (context_level_ >= MemoryContextLevel::kAlloc) e.context = context;  // kState: blocks only
   if (events_.size() >= max_entries_) events_.pop_front();
   events_.push_back(std::move(e));
 }

@@ -44,7 +44,7 @@ class CachingAllocator {
   size_t capacity() const { return capacity_; }
   size_t reserved() const;
   // Memory history (Runtime::record_memory_history / memory_snapshot).
-  void record_history(bool enabled, size_t max_entries, MemoryContextRecorder recorder);
+  void record_history(const MemoryHistoryOptions& options);
   MemorySnapshot snapshot() const;
 
  private:
@@ -76,7 +76,7 @@ class CachingAllocator {
   [[noreturn]] void out_of_memory(size_t requested, const std::string& why);
   void trace(MemoryEvent::Action action, const void* addr, size_t size, const MemoryContext& context,
              uint64_t device_free = 0);
-  MemoryContext gather_context() const;  // outside mu_
+  MemoryContext gather_context(MemoryContextLevel needed) const;  // outside mu_
 
   const int device_;
   const size_t capacity_;
@@ -92,6 +92,8 @@ class CachingAllocator {
   bool recording_ = false;
   size_t max_entries_ = 0;
   MemoryContextRecorder recorder_;
+  MemoryContextLevel context_level_ = MemoryContextLevel::kNever;
+  uint32_t skip_actions_ = 0;
   std::deque<MemoryEvent> events_;
 };
 

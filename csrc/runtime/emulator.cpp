@@ -85,8 +85,8 @@ class Emulator final : public Runtime {
     return {a.capacity() - a.reserved(), a.capacity()};
   }
 
-  void record_memory_history(bool enabled, size_t max_entries, MemoryContextRecorder recorder) override {
-    for (auto& d : devices_) d->allocator.record_history(enabled, max_entries, recorder);
+  void record_memory_history(const MemoryHistoryOptions& options) override {
+    for (auto& d : devices_) d->allocator.record_history(options);
   }
   MemorySnapshot memory_snapshot(int device) const override { return dev(device).allocator.snapshot(); }
 

@@ -98,12 +98,26 @@ struct MemoryEvent {
   enum Action : uint8_t { kAlloc, kFreeRequested, kFreeCompleted, kSegmentAlloc, kSegmentFree, kOom };
   Action action = kAlloc;
   uint64_t addr = 0;      // block or segment start; for kOom: 0
-  uint64_t size = 0;      // bytes (rounded block size; kOom: bytes requested)
+  uint64_t size = 0;      // alloc/free: bytes requested (as c10's trace); segments: their size; kOom: bytes requested
   int64_t time_us = 0;    // microseconds since the Unix epoch
   uint64_t device_free = 0;  // kOom: capacity minus reserved bytes
   MemoryContext context;
 };
 const char* memory_action_name(MemoryEvent::Action a);  // "alloc", "free_requested", ... as torch.cuda
+
+// Which stacks are kept, as c10's RecordContext (torch.cuda's `context`):
+// kState: of live allocations only (blocks); kAlloc: also on alloc events
+// (free events carry the allocation's); kAll: frees gather their own.
+enum class MemoryContextLevel : uint8_t { kNever, kState, kAlloc, kAll };
+
+struct MemoryHistoryOptions {
+  bool enabled = false;
+  size_t max_entries = 0;  // events kept per device (the newest)
+  MemoryContextLevel context = MemoryContextLevel::kNever;
+  MemoryContextRecorder recorder;  // gives contexts (may be empty: none)
+  uint32_t skip_actions = 0;  // bit (1u << MemoryEvent::Action) set: not recorded
+  bool clear = false;         // drop the events recorded so far (stopping always does)
+};
 
 struct MemoryBlock {
   uint64_t addr = 0, size = 0, requested = 0;  // requested: bytes asked for (0 when free)
@@ -164,9 +178,9 @@ class Runtime {
   // (free, total) bytes as cudaMemGetInfo: capacity minus reserved, capacity.
   virtual std::pair<size_t, size_t> mem_get_info(int device) const = 0;
   // Starts (enabled) or stops recording allocator events on every device,
-  // keeping the newest `max_entries` per device; `recorder` (may be empty)
-  // gives each allocation and free its context. Stopping clears the events.
-  virtual void record_memory_history(bool enabled, size_t max_entries, MemoryContextRecorder recorder) = 0;
+  // keeping the newest `max_entries` per device; `recorder` gives contexts
+  // at the moments `context` says. Stopping clears the events.
+  virtual void record_memory_history(const MemoryHistoryOptions& options) = 0;
   // Segments, blocks and recorded events of `device`, consistent with each
   // other and with memory_stats at one instant.
   virtual MemorySnapshot memory_snapshot(int device) const = 0;

@@ -120,23 +120,35 @@ std::string Stream::run(Task& t) {
   if (kernel) counters_.launched.fetch_add(1, std::memory_order_relaxed);
   std::string what;
   bool failed = true;
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t start_ns = t.traced ? activity::now_ns() : 0;
+  // The kernel's own time: inside the memory access scope (its mprotect calls
+  // under TORCHNEURON_PROTECT_MEMORY are not the kernel's), before its
+  // closure is destroyed.
+  std::chrono::steady_clock::time_point t0, t1;
+  int64_t start_ns = 0, end_ns = 0;
+  auto stamp_end = [&] {
+    if (end_ns || t1 != std::chrono::steady_clock::time_point{}) return;
+    t1 = std::chrono::steady_clock::now();
+    if (t.traced) end_ns = activity::now_ns();
+  };
   try {
     AccessScope access(protect_ && kernel);
+    t0 = std::chrono::steady_clock::now();
+    if (t.traced) start_ns = activity::now_ns();
     t.fn();
+    stamp_end();
     failed = false;
   } catch (const std::exception& e) {
+    stamp_end();
     what = e.what();
   } catch (...) {
+    stamp_end();
     what = "unknown exception";
   }
   t.fn = nullptr;
-  if (kernel) {
-    const auto t1 = std::chrono::steady_clock::now();
+  if (kernel && t0 != std::chrono::steady_clock::time_point{})
     counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
                                 std::memory_order_relaxed);
-  }
+  if (t.traced && !start_ns) start_ns = end_ns = activity::now_ns();  // AccessScope itself threw
   if (t.traced) {
     Activity a;
     a.kind = t.activity_kind;
@@ -144,7 +156,7 @@ std::string Stream::run(Task& t) {
     a.device = device_;
     a.stream = id_;
     a.start_ns = start_ns;
-    a.end_ns = activity::now_ns();
+    a.end_ns = end_ns;
     a.correlation_id = t.correlation_id;
     a.bytes = t.bytes;
     a.sequence = t.sequence;
