@@ -56,6 +56,9 @@ std::string describe(const at::Tensor& t) {
   return s.str();
 }
 
+// Gloo tag of the send/recv pairs of a list all_to_all (user tags are small).
+constexpr int kAllToAllTag = 0x4e41;  // "NA"
+
 // What must agree across ranks, as int64 values: [op, count, dtype, dims, sizes...].
 constexpr int kMetaLen = 12;
 constexpr int kMaxDims = kMetaLen - 4;
@@ -95,6 +98,21 @@ std::string describe_meta(const int64_t* m) {
     s << "]";
   }
   return s.str();
+}
+
+// Gloo's reductions (SUM PRODUCT MIN MAX AVG, bitwise on integers), checked
+// here so that an unsupported one fails at the call, not on the stream.
+void check_reduce_op(const char* name, const c10d::ReduceOp& op,
+                     const std::vector<at::Tensor>& tensors) {
+  TORCH_CHECK(op != c10d::ReduceOp::PREMUL_SUM && op != c10d::ReduceOp::UNUSED,
+              "ProcessGroupNeuron::", name, ": ReduceOp.PREMUL_SUM is not supported "
+              "(Gloo, the transport, has SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)");
+  const bool bitwise = op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR ||
+                       op == c10d::ReduceOp::BXOR;
+  for (const auto& t : tensors)
+    TORCH_CHECK(!bitwise || (!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type())),
+                "ProcessGroupNeuron::", name, ": bitwise reductions need integer or bool tensors, got ",
+                t.scalar_type());
 }
 
 }  // namespace
@@ -327,6 +345,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   if (on_cpu("allreduce", tensors)) return gloo_->allreduce(tensors, opts);
+  check_reduce_op("allreduce", opts.reduceOp, tensors);
   auto a = aliases(tensors);
   auto g = gloo_;
   return issue("allreduce", c10d::OpType::ALLREDUCE, tensors, tensors, Ordering::kStream,
@@ -336,6 +355,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   if (on_cpu("allreduce_coalesced", tensors)) return gloo_->allreduce_coalesced(tensors, opts);
+  check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
   auto a = aliases(tensors);
   auto g = gloo_;
   return issue("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors,
@@ -346,6 +366,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   if (on_cpu("reduce", tensors)) return gloo_->reduce(tensors, opts);
+  check_reduce_op("reduce", opts.reduceOp, tensors);
   auto a = aliases(tensors);
   auto g = gloo_;
   return issue("reduce", c10d::OpType::REDUCE, tensors, tensors, Ordering::kStream, &tensors,
@@ -458,6 +479,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
   auto ins = flat(inputs);
   if (on_cpu("reduce_scatter", cat(outputs, ins)))
     return gloo_->reduce_scatter(outputs, inputs, opts);
+  check_reduce_op("reduce_scatter", opts.reduceOp, outputs);
   auto ao = aliases(outputs);
   auto ai = aliases(inputs);
   auto g = gloo_;
@@ -470,6 +492,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   std::vector<at::Tensor> ts{output, input};
   if (on_cpu("_reduce_scatter_base", ts)) return gloo_->_reduce_scatter_base(output, input, opts);
+  check_reduce_op("reduce_scatter_tensor", opts.reduceOp, ts);
   TORCH_CHECK(input.numel() == output.numel() * size_ && input.scalar_type() == output.scalar_type(),
               "ProcessGroupNeuron::reduce_scatter_tensor: input (", describe(input),
               ") must hold world size ", size_, " x output (", describe(output), ")");
@@ -487,6 +510,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
     const c10d::ReduceScatterOptions& opts) {
   if (on_cpu("reduce_scatter_tensor_coalesced", cat(outputs, inputs)))
     return gloo_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  check_reduce_op("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
   TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -529,12 +553,36 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllToAllOptions& opts) {
   if (on_cpu("alltoall", cat(outputs, inputs))) return gloo_->alltoall(outputs, inputs, opts);
+  TORCH_CHECK(int(outputs.size()) == size_ && int(inputs.size()) == size_,
+              "ProcessGroupNeuron::all_to_all: needs world size ", size_, " inputs and outputs, got ",
+              inputs.size(), " and ", outputs.size());
+  for (int j = 0; j < size_; ++j)
+    TORCH_CHECK(outputs[j].scalar_type() == inputs[j].scalar_type(),
+                "ProcessGroupNeuron::all_to_all: output ", j, " is ", outputs[j].scalar_type(),
+                ", input ", j, " is ", inputs[j].scalar_type());
+  // Gloo's list all_to_all wants equal sizes; pairs of send/recv take any
+  // (each rank's own part is copied on the device memory directly).
   auto ao = aliases(outputs);
   auto ai = aliases(inputs);
   auto g = gloo_;
+  const int rank = rank_, size = size_;
   return issue("alltoall", c10d::OpType::ALLTOALL, cat(outputs, inputs), outputs,
-               Ordering::kStream, &inputs, true,
-               [g, ao, ai, opts]() mutable { return waits_of(g->alltoall(ao, ai, opts)); });
+               Ordering::kStream, &inputs, true, [g, ao, ai, rank, size]() mutable {
+                 std::vector<CommOp::Wait> waits;
+                 for (int k = 1; k < size; ++k) {
+                   const int to = (rank + k) % size, from = (rank - k + size) % size;
+                   std::vector<at::Tensor> s{ai[to]}, r{ao[from]};
+                   auto ws = waits_of(g->send(s, to, kAllToAllTag));
+                   auto wr = waits_of(g->recv(r, from, kAllToAllTag));
+                   waits.insert(waits.end(), ws.begin(), ws.end());
+                   waits.insert(waits.end(), wr.begin(), wr.end());
+                 }
+                 TORCH_CHECK(ao[rank].numel() == ai[rank].numel(), "all_to_all: output ", rank,
+                             " has ", ao[rank].numel(), " elements, input ", rank, " has ",
+                             ai[rank].numel());
+                 ao[rank].copy_(ai[rank]);
+                 return waits;
+               });
 }
 
 // ---- point to point and barrier ---------------------------------------------
