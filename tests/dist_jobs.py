@@ -82,7 +82,6 @@ def check_collectives(dev: torch.device, cpu) -> None:
     c = x.clone()
     dist.all_reduce(c, group=cpu)
     same(n2, c * 2, "all_reduce async_op")
-    assert w.is_completed() or True
     ok("all_reduce async_op + wait")
 
     src = WS - 1
@@ -360,7 +359,14 @@ def check_ddp(dev: torch.device) -> None:
     torch.manual_seed(0)
     ref = Net().to(dev)
     model = copy.deepcopy(ref)
-    ddp = DDP(model, bucket_cap_mb=0.001, find_unused_parameters=True)
+    # find_unused_parameters: DDP's reducer stages its used-parameter map in
+    # pinned host memory for a PrivateUse1 device (an internal assert otherwise).
+    find_unused = torch.empty(1, pin_memory=True).is_pinned()
+    if not find_unused:
+        print("skip find_unused_parameters: no pinned host memory on neuron in this build", flush=True)
+        del model.unused
+        del ref.unused
+    ddp = DDP(model, bucket_cap_mb=0.001, find_unused_parameters=find_unused)
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     per_rank = 16
@@ -380,10 +386,11 @@ def check_ddp(dev: torch.device) -> None:
         else:
             nn.functional.cross_entropy(ddp(xm), ym).backward()
         opt.step()
-    assert len(ddp.reducer._get_zeros_like_grad_buckets()) > 1 or True
+    assert len(ddp.reducer._get_zeros_like_grad_buckets()) > 1, "expected several gradient buckets"
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
         same(p, q, f"ddp {name}", atol=1e-5)
-    ok("DDP on digits equals one process on the full batch")
+    ok("DDP on digits equals one process on the full batch"
+       + (" (find_unused_parameters)" if find_unused else ""))
 
 
 def check_dtensor(dev: torch.device) -> None:
@@ -516,7 +523,8 @@ def main() -> None:
     if job.startswith("fault-"):
         job_fault(job[len("fault-"):])
         return
-    backend = {"default": None}.get(os.environ.get("DIST_BACKEND", "neuron"), os.environ.get("DIST_BACKEND"))
+    backend = os.environ.get("DIST_BACKEND", "neuron")
+    backend = None if backend == "default" else backend
     dev = init(backend)
     if torch.neuron.device_count() == 1:
         assert os.environ["NEURON_RT_VISIBLE_CORES"] == str(LOCAL_RANK), os.environ.get("NEURON_RT_VISIBLE_CORES")

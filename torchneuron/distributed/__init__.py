@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
+import torch
 import torch.distributed as dist
 
 from .. import _C
@@ -40,12 +41,51 @@ def _create_backend(store, rank: int, size: int, timeout: timedelta):
     return _C._distributed._create_backend(gloo, rank, size)
 
 
+def _default_to_neuron(pg) -> None:
+    """With no backend named, PyTorch makes Gloo a group's default backend
+    (anything but NCCL) although only ``neuron`` was created for the neuron
+    accelerator; DDP's logger and sequence numbers then fail with "Could not
+    find backend type 1". Make the group's default the backend it has."""
+    from torch._C._distributed_c10d import ProcessGroup
+
+    if not isinstance(pg, ProcessGroup) or pg._get_backend_name() != "gloo":
+        return
+    try:
+        pg._get_backend(torch.device("cpu"))
+        return  # a real Gloo backend is there
+    except RuntimeError:
+        pass
+    try:
+        ours = pg._get_backend(torch.device("neuron"))
+    except RuntimeError:
+        return
+    if ours.name() == BACKEND_NAME:
+        pg._set_default_backend(ProcessGroup.BackendType.CUSTOM)
+
+
+def _wrap_group_creation() -> None:
+    import torch.distributed.distributed_c10d as c10d
+
+    helper = c10d._new_process_group_helper
+    if getattr(helper, "_torchneuron", False):
+        return
+
+    def _new_process_group_helper(*args, **kwargs):
+        pg, store = helper(*args, **kwargs)
+        _default_to_neuron(pg)
+        return pg, store
+
+    _new_process_group_helper._torchneuron = True
+    c10d._new_process_group_helper = _new_process_group_helper
+
+
 def _register() -> None:
     if not dist.is_available() or BACKEND_NAME in dist.Backend.backend_list:
         return
     # cpu too: object collectives and checkpoint metadata of a group created
     # with backend="neuron" travel as CPU tensors.
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["neuron", "cpu"])
+    _wrap_group_creation()
 
 
 _register()
