@@ -185,8 +185,9 @@ def check_collectives(dev: torch.device, cpu) -> None:
     same(r2, cr * 3, "batch_isend_irecv")
     ok("send/recv, isend/irecv, batch_isend_irecv")
 
-    # Coalesced forms.
-    xs = [data(20 + i, 3 + i) for i in range(3)]
+    # Coalesced forms (integer-valued floats: exact in any summation order, as
+    # Gloo's coalesced algorithms order sums differently from single ones).
+    xs = [data(20 + i, 3 + i, dtype=torch.int32).float() for i in range(3)]
     ns = [t.to(dev) for t in xs]
     with dist._coalescing_manager(async_ops=True) as cm:
         for t in ns:
@@ -203,7 +204,7 @@ def check_collectives(dev: torch.device, cpu) -> None:
         co = torch.empty(WS * t.numel())
         dist.all_gather_into_tensor(co, t, group=cpu)
         same(o, co, "coalesced all_gather_into_tensor")
-    big = [data(30 + i, WS * 2) for i in range(2)]
+    big = [data(30 + i, WS * 2, dtype=torch.int32).float() for i in range(2)]
     outs = [torch.empty(2, device=dev) for _ in big]
     with dist._coalescing_manager():
         for o, t in zip(outs, big):
