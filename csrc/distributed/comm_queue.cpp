@@ -4,6 +4,52 @@
 
 namespace torchneuron::distributed {
 
+// ---- AccessLease ------------------------------------------------------------
+
+AccessLease::AccessLease(ScopeFn scope) : scope_(std::move(scope)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+AccessLease::~AccessLease() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+void AccessLease::acquire() {
+  std::unique_lock<std::mutex> l(mu_);
+  ++count_;
+  cv_.notify_all();
+  cv_.wait(l, [&] { return inside_; });
+}
+
+void AccessLease::release() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (--count_ == 0) cv_.notify_all();
+}
+
+void AccessLease::loop() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    cv_.wait(l, [&] { return stop_ || count_ > 0; });
+    if (stop_ && count_ == 0) return;
+    l.unlock();
+    scope_([&] {
+      std::unique_lock<std::mutex> in(mu_);
+      inside_ = true;
+      cv_.notify_all();
+      cv_.wait(in, [&] { return count_ == 0; });
+      inside_ = false;
+    });
+    l.lock();
+  }
+}
+
+// ---- CommOp -----------------------------------------------------------------
+
 void CommOp::signal_ready() {
   std::lock_guard<std::mutex> g(mu_);
   ready_ = true;
@@ -49,7 +95,7 @@ void CommOp::wait_done() {
 }
 
 std::shared_ptr<CommOp> CommOp::completed(std::string name) {
-  auto op = std::make_shared<CommOp>(std::move(name), std::vector<Post>{});
+  auto op = std::make_shared<CommOp>(std::move(name), std::vector<Post>{}, false);
   op->ready_ = true;
   op->finish(nullptr);
   return op;
@@ -65,8 +111,10 @@ std::string CommOp::error() const {
   return what_;
 }
 
-CommQueue::CommQueue(std::function<void(const std::function<void()>&)> scope)
-    : scope_(std::move(scope)) {
+// ---- CommQueue --------------------------------------------------------------
+
+CommQueue::CommQueue(ScopeFn scope) {
+  if (scope) lease_ = std::make_unique<AccessLease>(std::move(scope));
   poster_ = std::thread([this] { post_loop(); });
   completer_ = std::thread([this] { complete_loop(); });
 }
@@ -84,12 +132,24 @@ CommQueue::~CommQueue() {
     cv_.notify_all();
   }
   completer_.join();
+  lease_.reset();
 }
 
 void CommQueue::push(std::shared_ptr<CommOp> op) {
   std::lock_guard<std::mutex> g(mu_);
   to_post_.push_back(std::move(op));
   cv_.notify_all();
+}
+
+void CommQueue::finish(const std::shared_ptr<CommOp>& op, std::exception_ptr error) {
+  if (lease_) lease_->release();
+  op->finish(error);
+  // Released by the issuing thread (sweep), never here: releasing a tensor
+  // may take Python's GIL, which a finalizing interpreter never gives back.
+  auto keep = op->take_keep();
+  if (keep.empty()) return;
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& k : keep) released_.push_back(std::move(k));
 }
 
 void CommQueue::post_loop() {
@@ -103,20 +163,24 @@ void CommQueue::post_loop() {
       to_post_.pop_front();
     }
     op->wait_ready();
+    if (lease_) lease_->acquire();
     std::vector<CommOp::Wait> waits;
     std::exception_ptr error;
     try {
-      scope_([&] {
-        for (auto& post : op->posts_) {
-          auto w = post();
-          waits.insert(waits.end(), w.begin(), w.end());
-        }
-      });
+      for (auto& post : op->posts_) {
+        auto w = post();
+        waits.insert(waits.end(), w.begin(), w.end());
+      }
+      if (op->collective_) {
+        for (auto& w : waits) w();
+        waits.clear();
+      }
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) {
-      op->finish(error);
+    if (error || op->collective_) {
+      waits.clear();
+      finish(op, error);
       continue;
     }
     std::lock_guard<std::mutex> g(mu_);
@@ -137,19 +201,12 @@ void CommQueue::complete_loop() {
     }
     std::exception_ptr error;
     try {
-      scope_([&] {
-        for (auto& w : item.second) w();
-      });
+      for (auto& w : item.second) w();
     } catch (...) {
       error = std::current_exception();
     }
     item.second.clear();
-    item.first->finish(error);
-    // Released by the issuing thread (sweep), never here: releasing a tensor
-    // may take Python's GIL, which a finalizing interpreter never gives back.
-    auto keep = item.first->take_keep();
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto& k : keep) released_.push_back(std::move(k));
+    finish(item.first, error);
   }
 }
 

@@ -1,10 +1,11 @@
 // The ordered queue of collectives of one process group (no PyTorch).
 //
-// Every operation is issued to the transport in program order by one thread,
-// after the issuing stream has reached it (its `ready` signal, sent by a
-// kernel on that stream); a second thread waits for the transport's
-// completion, so posting never waits for a peer (isend then irecv on both
-// ranks works, as on CPU Gloo).
+// Every operation is issued to the transport in program order by one thread
+// (the poster), after the issuing stream has reached it (its `ready` signal,
+// sent by a kernel on that stream). A collective is waited for there, at once;
+// a send or recv is handed to a second thread (the completer) so that posting
+// never waits for a peer: isend then irecv on both ranks works, as on CPU Gloo.
+// While a transfer may touch device memory an AccessLease keeps it readable.
 #pragma once
 
 #include <condition_variable>
@@ -19,15 +20,41 @@
 
 namespace torchneuron::distributed {
 
+// Runs `fn` with device memory accessible (Runtime::with_device_access).
+using ScopeFn = std::function<void(const std::function<void()>&)>;
+
+// Keeps device memory accessible between acquire() and the matching
+// release(), on any threads: a thread of its own sits inside the scope while
+// the count is above zero (a scope is a call, a transfer outlives calls).
+class AccessLease {
+ public:
+  explicit AccessLease(ScopeFn scope);
+  ~AccessLease();
+  void acquire();  // returns once memory is accessible
+  void release();
+
+ private:
+  void loop();
+  ScopeFn scope_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int count_ = 0;
+  bool inside_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // One collective, point-to-point op or coalesced batch.
 class CommOp {
  public:
-  // `post` starts the transfer and returns a function that waits for it.
+  // `post` starts the transfer and returns functions that wait for it.
   using Wait = std::function<void()>;
   using Post = std::function<std::vector<Wait>()>;
 
-  CommOp(std::string name, std::vector<Post> posts)
-      : name_(std::move(name)), posts_(std::move(posts)) {}
+  // `collective`: every rank of the group takes part, so the poster may wait
+  // for it before posting the next operation.
+  CommOp(std::string name, std::vector<Post> posts, bool collective)
+      : name_(std::move(name)), posts_(std::move(posts)), collective_(collective) {}
 
   const std::string& name() const { return name_; }
   // An operation that is already done (an empty coalescing block).
@@ -37,7 +64,7 @@ class CommOp {
   void keep(std::vector<std::shared_ptr<void>> owners) { keep_ = std::move(owners); }
   std::vector<std::shared_ptr<void>> take_keep();
 
-  // Called by a kernel on the issuing stream: the kernels before it are done.
+  // The kernels queued before it on the issuing stream are done.
   void signal_ready();
   // Blocks until the transfer finished or failed; rethrows its error.
   void wait_done();
@@ -52,6 +79,7 @@ class CommOp {
 
   std::string name_;
   std::vector<Post> posts_;
+  bool collective_;
   std::vector<std::shared_ptr<void>> keep_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -63,8 +91,8 @@ class CommOp {
 
 class CommQueue {
  public:
-  // `scope` runs each post and wait (the device-access scope of the runtime).
-  explicit CommQueue(std::function<void(const std::function<void()>&)> scope);
+  // `scope`: the device-access scope, or empty when memory is always accessible.
+  explicit CommQueue(ScopeFn scope);
   ~CommQueue();
   CommQueue(const CommQueue&) = delete;
   CommQueue& operator=(const CommQueue&) = delete;
@@ -77,8 +105,9 @@ class CommQueue {
  private:
   void post_loop();
   void complete_loop();
+  void finish(const std::shared_ptr<CommOp>& op, std::exception_ptr error);
 
-  std::function<void(const std::function<void()>&)> scope_;
+  std::unique_ptr<AccessLease> lease_;  // null: memory always accessible
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

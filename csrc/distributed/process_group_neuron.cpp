@@ -132,15 +132,14 @@ class NeuronWork : public c10d::Work {
   bool isSuccess() const override { return *slot_ && (*slot_)->done() && (*slot_)->error().empty(); }
   std::vector<at::Tensor> result() override { return outputs_; }
 
+  // As NCCL's: the caller's current stream waits for the operation; its
+  // error is raised at that stream's next sync point (a collective's also on
+  // the issuing stream's). Barrier blocks the host and raises here.
   bool wait(std::chrono::milliseconds /*timeout: Gloo's own, the group's*/) override {
     std::shared_ptr<CommOp> op = *slot_;
     TORCH_CHECK(op, "neuron c10d: wait() on an operation issued inside a coalescing block; "
                     "wait on the work that ends the block (_coalescing_manager's cm.wait())");
-    if (op->done()) {
-      const auto err = op->error();
-      TORCH_CHECK(err.empty(), err);
-    }
-    if (ordering_ == Ordering::kHost) {
+    if (ordering_ == Ordering::kHost || std::getenv("TN_WAITHOST")) {
       std::string err;
       blocking_wait([&] {
         try {
@@ -152,7 +151,9 @@ class NeuronWork : public c10d::Work {
       TORCH_CHECK(err.empty(), err);
       return true;
     }
-    if (!op->done()) launch(device_, "c10d::wait", [op] { op->wait_done(); });
+    const bool reported = ordering_ == Ordering::kStream;  // by the issuing kernel
+    if (!op->done() || (!reported && !op->error().empty()))
+      launch(device_, "c10d::wait", [op] { op->wait_done(); });
     return true;
   }
 
@@ -184,8 +185,10 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, i
                                        int size)
     : c10d::Backend(rank, size), gloo_(std::move(gloo)) {
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo backend");
-  queue_ = std::make_unique<CommQueue>(
-      [](const std::function<void()>& fn) { device_runtime().with_device_access(fn); });
+  ScopeFn scope;  // none needed when device memory is never protected
+  if (device_runtime().config().protect_memory)
+    scope = [](const std::function<void()>& fn) { device_runtime().with_device_access(fn); };
+  queue_ = std::make_unique<CommQueue>(std::move(scope));
 }
 
 ProcessGroupNeuron::~ProcessGroupNeuron() {
@@ -273,10 +276,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
   std::ostringstream label;
   label << "neuron c10d " << name << " (rank " << rank_ << " of " << size_ << ")";
   queue_->sweep();
-  auto op = std::make_shared<CommOp>(label.str(), std::move(posts));
+  const bool collective = ordering != Ordering::kPeer;
+  auto op = std::make_shared<CommOp>(label.str(), std::move(posts), collective);
   const auto device = device_ >= 0 ? device_ : resolve_device(-1);
   if (ordering != Ordering::kStream)
     op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
+  // An idle stream has nothing the transfer must wait for: start it now
+  // (the kernel below still orders later kernels after it).
+  bool idle = false;
+  translate_errors([&] { idle = device_runtime().query_stream(device, current_stream_id(device)); });
+  if (idle && !std::getenv("TN_NOEARLY")) op->signal_ready();
   queue_->push(op);
   if (ordering == Ordering::kStream) {
     // The kernel owns the tensors: released on the stream, as any kernel's.
@@ -296,6 +305,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
         std::vector<c10::Device>{c10::Device(kNeuron, device)});
     future->markCompleted(c10::IValue(outputs));
   }
+  if (std::getenv("TN_HOSTSYNC") && (std::string(name).find(std::getenv("TN_HOSTSYNC")) != std::string::npos)) blocking_wait([&] { try { op->wait_done(); } catch (...) {} });
   auto slot = std::make_shared<std::shared_ptr<CommOp>>(op);
   return c10::make_intrusive<NeuronWork>(rank_, type, slot, ordering, device,
                                          std::move(outputs), future);
