@@ -139,7 +139,7 @@ class NeuronWork : public c10d::Work {
     std::shared_ptr<CommOp> op = *slot_;
     TORCH_CHECK(op, "neuron c10d: wait() on an operation issued inside a coalescing block; "
                     "wait on the work that ends the block (_coalescing_manager's cm.wait())");
-    if (ordering_ == Ordering::kHost || std::getenv("TN_WAITHOST")) {
+    if (ordering_ == Ordering::kHost) {
       std::string err;
       blocking_wait([&] {
         try {
@@ -285,7 +285,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
   // (the kernel below still orders later kernels after it).
   bool idle = false;
   translate_errors([&] { idle = device_runtime().query_stream(device, current_stream_id(device)); });
-  if (idle && !std::getenv("TN_NOEARLY")) op->signal_ready();
+  if (idle) op->signal_ready();
   queue_->push(op);
   if (ordering == Ordering::kStream) {
     // The kernel owns the tensors: released on the stream, as any kernel's.
@@ -305,7 +305,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
         std::vector<c10::Device>{c10::Device(kNeuron, device)});
     future->markCompleted(c10::IValue(outputs));
   }
-  if (std::getenv("TN_HOSTSYNC") && (std::string(name).find(std::getenv("TN_HOSTSYNC")) != std::string::npos)) blocking_wait([&] { try { op->wait_done(); } catch (...) {} });
   auto slot = std::make_shared<std::shared_ptr<CommOp>>(op);
   return c10::make_intrusive<NeuronWork>(rank_, type, slot, ordering, device,
                                          std::move(outputs), future);
