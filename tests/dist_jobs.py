@@ -505,7 +505,7 @@ def job_fault(kind: str) -> None:
     if RANK == WS - 1:
         if kind == "dead":
             os._exit(3)
-        time.sleep(float(os.environ["DIST_TIMEOUT"]) * 4)
+        time.sleep(float(os.environ["DIST_TIMEOUT"]) * 2 + 2)
         os._exit(4)
     start = time.monotonic()
     dist.all_reduce(x)

@@ -42,24 +42,26 @@ def _create_backend(store, rank: int, size: int, timeout: timedelta):
 
 
 def _default_to_neuron(pg) -> None:
-    """With no backend named, PyTorch makes Gloo a group's default backend
-    (anything but NCCL) although only ``neuron`` was created for the neuron
-    accelerator; DDP's logger and sequence numbers then fail with "Could not
-    find backend type 1". Make the group's default the backend it has."""
+    """Give a group a default backend it has. With no backend named, PyTorch
+    makes Gloo the default (anything but NCCL) although only ``neuron`` was
+    created for the neuron accelerator, and DDP's logger then fails with
+    "Could not find backend type 1"; with "cpu:gloo,neuron:neuron" it sets
+    none (a warning at destroy_process_group)."""
     from torch._C._distributed_c10d import ProcessGroup
 
-    if not isinstance(pg, ProcessGroup) or pg._get_backend_name() != "gloo":
+    if not isinstance(pg, ProcessGroup) or pg._get_backend_name() not in ("gloo", "undefined"):
         return
-    try:
-        pg._get_backend(torch.device("cpu"))
-        return  # a real Gloo backend is there
-    except RuntimeError:
-        pass
-    try:
-        ours = pg._get_backend(torch.device("neuron"))
-    except RuntimeError:
-        return
-    if ours.name() == BACKEND_NAME:
+
+    def has(device: str, name: str) -> bool:
+        try:
+            return pg._get_backend(torch.device(device)).name() == name
+        except RuntimeError:
+            return False
+
+    if has("cpu", "gloo"):
+        if pg._get_backend_name() == "undefined":
+            pg._set_default_backend(ProcessGroup.BackendType.GLOO)
+    elif has("neuron", BACKEND_NAME):
         pg._set_default_backend(ProcessGroup.BackendType.CUSTOM)
 
 
