@@ -82,14 +82,15 @@ def test_collectives_2_ranks_every_core_visible():
 def test_collectives_and_ddp_4_ranks_default_backend():
     """4 ranks, no backend named (neuron is the default for the neuron accelerator);
     the backend sets NEURON_RT_VISIBLE_CORES=<LOCAL_RANK> (checked in the job)."""
-    res = run_world("all", 4, {"DIST_BACKEND": "default",
+    res = run_world("all", 4, {"DIST_BACKEND": "default", "DIST_ONE_CORE": "1",
                                "DIST_CHECKS": "collectives,functional,streams,ddp,dtensor"})
     out = assert_all_ok(res)
-    assert "DDP on digits" in out and "tensor parallel" in out
+    assert "DDP on digits" in out and "tensor parallel" in out and "LOCAL_RANK" in out
 
 
 def test_ddp_fsdp2_dcp_2_ranks(tmp_path):
-    res = run_world("all", 2, {"DIST_CHECKS": "ddp,fsdp", "DIST_CKPT_DIR": str(tmp_path / "ckpt")})
+    res = run_world("all", 2, {"DIST_CHECKS": "ddp,fsdp", "DIST_CKPT_DIR": str(tmp_path / "ckpt"),
+                               "DIST_ONE_CORE": "1"})
     out = assert_all_ok(res)
     assert "FSDP2 Llama" in out and "DCP" in out
 

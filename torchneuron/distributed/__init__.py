@@ -73,6 +73,10 @@ def _wrap_group_creation() -> None:
         return
 
     def _new_process_group_helper(*args, **kwargs):
+        backend = kwargs.get("backend", args[3] if len(args) > 3 else None)
+        if backend is None or str(backend) == "undefined" or BACKEND_NAME in str(backend):
+            # Before PyTorch looks up the accelerator (which starts the runtime).
+            _visible_core_for_local_rank()
         pg, store = helper(*args, **kwargs)
         _default_to_neuron(pg)
         return pg, store
