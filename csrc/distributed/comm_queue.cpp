@@ -72,13 +72,14 @@ void CommOp::finish(std::exception_ptr error) {
       what = name_ + " failed: unknown error";
     }
   }
-  std::vector<Post> posts;
+  std::vector<Post> posts, checks;
   {
     std::lock_guard<std::mutex> g(mu_);
     error_ = error;
     what_ = what;
     done_ = true;
     posts.swap(posts_);
+    checks.swap(checks_);
     cv_.notify_all();
   }
 }
@@ -95,7 +96,7 @@ void CommOp::wait_done() {
 }
 
 std::shared_ptr<CommOp> CommOp::completed(std::string name) {
-  auto op = std::make_shared<CommOp>(std::move(name), std::vector<Post>{}, false);
+  auto op = std::make_shared<CommOp>(std::move(name), std::vector<Post>{}, std::vector<Post>{}, false);
   op->ready_ = true;
   op->finish(nullptr);
   return op;
@@ -161,6 +162,16 @@ void CommQueue::post_loop() {
       if (to_post_.empty()) return;  // stopping, nothing left
       op = std::move(to_post_.front());
       to_post_.pop_front();
+    }
+    std::exception_ptr failed;
+    try {
+      for (auto& check : op->checks_) check();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    if (failed) {  // nothing was posted; the stream's kernel reports it
+      op->finish(failed);
+      continue;
     }
     op->wait_ready();
     if (lease_) lease_->acquire();

@@ -51,10 +51,13 @@ class CommOp {
   using Wait = std::function<void()>;
   using Post = std::function<std::vector<Wait>()>;
 
-  // `collective`: every rank of the group takes part, so the poster may wait
-  // for it before posting the next operation.
-  CommOp(std::string name, std::vector<Post> posts, bool collective)
-      : name_(std::move(name)), posts_(std::move(posts)), collective_(collective) {}
+  // `checks` need no device data (the cross-rank check): they run before the
+  // issuing stream is ready, overlapping the kernels still queued. `collective`:
+  // every rank of the group takes part, so the poster may wait for it before
+  // posting the next operation.
+  CommOp(std::string name, std::vector<Post> checks, std::vector<Post> posts, bool collective)
+      : name_(std::move(name)), checks_(std::move(checks)), posts_(std::move(posts)),
+        collective_(collective) {}
 
   const std::string& name() const { return name_; }
   // An operation that is already done (an empty coalescing block).
@@ -78,6 +81,7 @@ class CommOp {
   void finish(std::exception_ptr error);
 
   std::string name_;
+  std::vector<Post> checks_;
   std::vector<Post> posts_;
   bool collective_;
   std::vector<std::shared_ptr<void>> keep_;

@@ -176,7 +176,7 @@ class NeuronWork : public c10d::Work {
 
 struct ProcessGroupNeuron::Pending {
   NeuronWork::Slot slot = std::make_shared<std::shared_ptr<CommOp>>();
-  std::vector<CommOp::Post> posts;
+  std::vector<CommOp::Post> checks, posts;
   std::vector<at::Tensor> tensors, outputs;
   bool collective = false;
 };
@@ -255,10 +255,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     const char* name, c10d::OpType type, const std::vector<at::Tensor>& tensors,
     std::vector<at::Tensor> outputs, Ordering ordering, const std::vector<at::Tensor>* check,
     bool dtype_only, CommOp::Post post) {
-  std::vector<CommOp::Post> posts;
+  std::vector<CommOp::Post> checks, posts;
   if (check) {
     auto verify = verify_across_ranks(name, type, *check, dtype_only);
-    posts.push_back([verify] {
+    checks.push_back([verify] {
       verify();
       return std::vector<CommOp::Wait>{};
     });
@@ -266,6 +266,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
   posts.push_back(std::move(post));
   if (pending_) {  // inside a coalescing block: one CommOp at the block's end
     auto& p = *pending_;
+    p.checks.insert(p.checks.end(), checks.begin(), checks.end());
     p.posts.insert(p.posts.end(), posts.begin(), posts.end());
     p.tensors.insert(p.tensors.end(), tensors.begin(), tensors.end());
     p.outputs.insert(p.outputs.end(), outputs.begin(), outputs.end());
@@ -277,7 +278,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
   label << "neuron c10d " << name << " (rank " << rank_ << " of " << size_ << ")";
   queue_->sweep();
   const bool collective = ordering != Ordering::kPeer;
-  auto op = std::make_shared<CommOp>(label.str(), std::move(posts), collective);
+  auto op = std::make_shared<CommOp>(label.str(), std::move(checks), std::move(posts), collective);
   const auto device = device_ >= 0 ? device_ : resolve_device(-1);
   if (ordering != Ordering::kStream)
     op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
@@ -325,9 +326,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
     return c10::make_intrusive<NeuronWork>(rank_, c10d::OpType::COALESCED, p->slot, ordering,
                                            device_, std::vector<at::Tensor>{}, nullptr);
   }
+  auto checks = std::move(p->checks);
   auto posts = std::move(p->posts);
   auto work = issue("coalesced", c10d::OpType::COALESCED, p->tensors, p->outputs, ordering,
-                    nullptr, false, [posts] {
+                    nullptr, false, [checks, posts] {
+                      for (const auto& check : checks) check();  // all before any transfer
                       std::vector<CommOp::Wait> waits;
                       for (const auto& post : posts) {
                         auto w = post();
