@@ -49,3 +49,7 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) torchneuron/_C*.so
+
+# all_reduce bandwidth of the c10d backend neuron against CPU tensors on Gloo (2 processes).
+bench-dist: build
+	$(PY) bench/bench_allreduce.py

@@ -75,3 +75,6 @@ def _drain_at_exit() -> None:
 import atexit as _atexit  # noqa: E402
 
 _atexit.register(_drain_at_exit)
+
+
+from . import distributed as _distributed  # noqa: E402,F401  (registers the c10d backend `neuron`)

@@ -32,6 +32,8 @@ c10::DeviceIndex device_count() noexcept;
 std::string runtime_start_error();
 // True in a child forked after the runtime started (the device is unusable).
 bool in_bad_fork();
+// True once the runtime started (NEURON_RT_VISIBLE_CORES is read then).
+bool runtime_started();
 // Throws IndexError-like c10::Error naming the index and the count.
 void check_device_index(c10::DeviceIndex index);
 // The calling thread's current device (as cudaGetDevice), default 0.

@@ -33,6 +33,7 @@ const bool g_fork_handler = [] {
 }  // namespace
 
 bool in_bad_fork() { return g_bad_fork.load(); }
+bool runtime_started() { return g_started.load(); }
 
 rt::Runtime& device_runtime() {
   TORCH_CHECK(!g_bad_fork.load(),

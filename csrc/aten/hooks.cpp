@@ -130,7 +130,15 @@ void NeuronHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new
     auto holder = std::make_shared<c10::DataPtr>(std::move(old));
     launch(device, "resize_storage", [holder, dst, src, n] { std::memcpy(dst, src, n); });
   } else {
-    storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
+    // Queued kernels hold the storage, not its old bytes: free those only
+    // once the current stream has passed them (resize_(0) as FSDP2 frees
+    // unsharded parameters). The allocator is not stream-ordered, so an
+    // immediate free let another stream reuse bytes still to be read.
+    auto old = storage.unsafeGetStorageImpl()->set_data_ptr(std::move(fresh));
+    if (old.get()) {
+      auto holder = std::make_shared<c10::DataPtr>(std::move(old));
+      launch(device, "resize_storage_free", [holder] {});
+    }
   }
   storage.unsafeGetStorageImpl()->set_nbytes(newsize);
 }

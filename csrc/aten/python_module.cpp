@@ -7,6 +7,7 @@
 #include "aten/context.h"
 #include "aten/stats.h"
 #include "profiler/python_bindings.h"
+#include "distributed/bindings.h"
 
 namespace torchneuron {
 namespace {
@@ -70,6 +71,7 @@ PYBIND11_MODULE(_C, m) {
   namespace py = pybind11;
   m.doc() = "torchneuron native module: the `neuron` PrivateUse1 backend";
   set_blocking_wait_hook(&release_gil_while);
+  distributed::init_bindings(m);
   m.def("_device_count", [] { return int(device_count()); });
   m.def("_runtime_info", &runtime_info);
   m.def("_is_in_bad_fork", &in_bad_fork);

@@ -1,0 +1,90 @@
+"""all_reduce bandwidth of the c10d backend `neuron` against CPU tensors on
+Gloo, measured in one run (issue 8).
+
+Two processes (this script launches them with torchrun's environment);
+float32 all_reduce (SUM) of 1, 16 and 64 MiB. Each iteration is timed from
+the call to its completion (neuron: torch.neuron.synchronize(); CPU: the
+blocking call returns), neuron and CPU iterations alternate so both see the
+same machine load. Bus bandwidth as NCCL's tests define it: size x 2(n-1)/n
+/ time. Printed: the median bus bandwidth of each, and the median of the
+per-pair ratios neuron / CPU (target >= 0.9: the device adds no copies).
+
+Run: `.venv/bin/python bench/bench_allreduce.py [--iters N]` (or `make bench-dist`).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+SIZES_MIB = (1, 16, 64)
+WORLD = 2
+
+
+def _launch(iters: int) -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    procs = []
+    for rank in range(WORLD):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
+                   LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(subprocess.Popen([sys.executable, __file__, "--iters", str(iters)], env=env))
+    return max(p.wait() for p in procs)
+
+
+def _worker(iters: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("cpu:gloo,neuron:neuron")
+    rank = dist.get_rank()
+    dev = torch.device("neuron", torch.neuron.current_device())
+    cpu = dist.new_group(backend="gloo")
+    if rank == 0:
+        print(f"all_reduce float32 SUM, {WORLD} processes, {iters} iterations per size, "
+              f"load average {os.getloadavg()[0]:.2f}")
+        print(f"{'size':>8} {'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}")
+    for mib in SIZES_MIB:
+        n = mib * 2**20 // 4
+        xn = torch.ones(n, device=dev)
+        xc = torch.ones(n)
+        for _ in range(2):  # warm-up: connections, allocator, pages
+            dist.all_reduce(xn)
+            torch.neuron.synchronize()
+            dist.all_reduce(xc, group=cpu)
+        tn, tc = [], []
+        for _ in range(iters):
+            dist.barrier(group=cpu)
+            t0 = time.perf_counter()
+            dist.all_reduce(xn)
+            torch.neuron.synchronize()
+            tn.append(time.perf_counter() - t0)
+            dist.barrier(group=cpu)
+            t0 = time.perf_counter()
+            dist.all_reduce(xc, group=cpu)
+            tc.append(time.perf_counter() - t0)
+        bus = mib * 2**20 * 2 * (WORLD - 1) / WORLD / 1e9
+        ratio = statistics.median(c / t for t, c in zip(tn, tc))
+        if rank == 0:
+            print(f"{mib:>5} MiB {bus / statistics.median(tn):>12.2f} "
+                  f"{bus / statistics.median(tc):>10.2f} {ratio:>7.2f}", flush=True)
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=20)
+    args = ap.parse_args()
+    if "RANK" in os.environ:
+        _worker(args.iters)
+    else:
+        sys.exit(_launch(args.iters))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+// The ordered queue of collectives of one process group (no PyTorch).
+//
+// Every operation is issued to the transport in program order by one thread
+// (the poster), after the issuing stream has reached it (its `ready` signal,
+// sent by a kernel on that stream). A collective is waited for there, at once;
+// a send or recv is handed to a second thread (the completer) so that posting
+// never waits for a peer: isend then irecv on both ranks works, as on CPU Gloo.
+// While a transfer may touch device memory an AccessLease keeps it readable.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace torchneuron::distributed {
+
+// Runs `fn` with device memory accessible (Runtime::with_device_access).
+using ScopeFn = std::function<void(const std::function<void()>&)>;
+
+// Keeps device memory accessible between acquire() and the matching
+// release(), on any threads: a thread of its own sits inside the scope while
+// the count is above zero (a scope is a call, a transfer outlives calls).
+class AccessLease {
+ public:
+  explicit AccessLease(ScopeFn scope);
+  ~AccessLease();
+  void acquire();  // returns once memory is accessible
+  void release();
+
+ private:
+  void loop();
+  ScopeFn scope_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int count_ = 0;
+  bool inside_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// One collective, point-to-point op or coalesced batch.
+class CommOp {
+ public:
+  // `post` starts the transfer and returns functions that wait for it.
+  using Wait = std::function<void()>;
+  using Post = std::function<std::vector<Wait>()>;
+
+  // `checks` need no device data (the cross-rank check): they run before the
+  // issuing stream is ready, overlapping the kernels still queued. `collective`:
+  // every rank of the group takes part, so the poster may wait for it before
+  // posting the next operation.
+  CommOp(std::string name, std::vector<Post> checks, std::vector<Post> posts, bool collective)
+      : name_(std::move(name)), checks_(std::move(checks)), posts_(std::move(posts)),
+        collective_(collective) {}
+
+  const std::string& name() const { return name_; }
+  // An operation that is already done (an empty coalescing block).
+  static std::shared_ptr<CommOp> completed(std::string name);
+  // Buffers the transfer uses, kept alive until it is done, then handed to
+  // the queue's sweep().
+  void keep(std::vector<std::shared_ptr<void>> owners) { keep_ = std::move(owners); }
+  std::vector<std::shared_ptr<void>> take_keep();
+
+  // The kernels queued before it on the issuing stream are done.
+  void signal_ready();
+  // Blocks until the transfer finished or failed; rethrows its error.
+  void wait_done();
+  bool done() const;
+  // The error message if it failed, "" otherwise (valid once done()).
+  std::string error() const;
+
+ private:
+  friend class CommQueue;
+  void wait_ready();
+  void finish(std::exception_ptr error);
+
+  std::string name_;
+  std::vector<Post> checks_;
+  std::vector<Post> posts_;
+  bool collective_;
+  std::vector<std::shared_ptr<void>> keep_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool ready_ = false;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::string what_;
+};
+
+class CommQueue {
+ public:
+  // `scope`: the device-access scope, or empty when memory is always accessible.
+  explicit CommQueue(ScopeFn scope);
+  ~CommQueue();
+  CommQueue(const CommQueue&) = delete;
+  CommQueue& operator=(const CommQueue&) = delete;
+
+  void push(std::shared_ptr<CommOp> op);
+  // Releases the kept buffers of finished operations (call from the thread
+  // that issues operations).
+  void sweep();
+
+ private:
+  void post_loop();
+  void complete_loop();
+  void finish(const std::shared_ptr<CommOp>& op, std::exception_ptr error);
+
+  std::unique_ptr<AccessLease> lease_;  // null: memory always accessible
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool posted_all_ = false;
+  std::deque<std::shared_ptr<CommOp>> to_post_;
+  std::deque<std::pair<std::shared_ptr<CommOp>, std::vector<CommOp::Wait>>> to_complete_;
+  std::vector<std::shared_ptr<void>> released_;
+  std::thread poster_, completer_;
+};
+
+}  // namespace torchneuron::distributed

@@ -1,0 +1,635 @@
+// ProcessGroupNeuron: every neuron operation becomes a CommOp, posted to Gloo
+// in program order by the group's CommQueue, over CPU aliases of the tensors'
+// device memory (no copies), once the issuing stream has reached it:
+//   - a kernel on the current stream signals "ready" (the kernels queued
+//     before it are done) and, for collectives, then waits until the transfer
+//     is done, so later kernels of that stream wait for it (as NCCL's stream);
+//   - Work::wait() queues the same wait on the caller's current stream (host
+//     does not block), except barrier, whose wait() blocks the host;
+//   - send/recv block no stream before wait(): isend then irecv on both ranks
+//     completes, as on CPU Gloo.
+// Gloo's own errors and timeouts fail the CommOp; the kernel that waits for it
+// raises the error at the stream's next sync point (or in wait()).
+#include "distributed/process_group_neuron.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+
+#include <sstream>
+
+namespace torchneuron::distributed {
+namespace {
+
+std::vector<at::Tensor> aliases(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(cpu_alias(t));
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> aliases(const std::vector<std::vector<at::Tensor>>& ls) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(ls.size());
+  for (const auto& l : ls) out.push_back(aliases(l));
+  return out;
+}
+
+std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& ls) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : ls) out.insert(out.end(), l.begin(), l.end());
+  return out;
+}
+
+std::vector<at::Tensor> cat(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<CommOp::Wait> waits_of(c10::intrusive_ptr<c10d::Work> w) {
+  return {[w] { w->wait(); }};
+}
+
+std::string describe(const at::Tensor& t) {
+  std::ostringstream s;
+  s << t.scalar_type() << t.sizes();
+  return s.str();
+}
+
+// Gloo tag of the send/recv pairs of a list all_to_all (user tags are small).
+constexpr int kAllToAllTag = 0x4e41;  // "NA"
+
+// What must agree across ranks, as int64 values: [op, count, dtype, dims, sizes...].
+constexpr int kMetaLen = 12;
+constexpr int kMaxDims = kMetaLen - 4;
+
+std::vector<int64_t> meta_of(c10d::OpType type, const std::vector<at::Tensor>& ts,
+                             bool dtype_only) {
+  std::vector<int64_t> m(kMetaLen, -1);
+  m[0] = int64_t(type);
+  m[1] = int64_t(ts.size());
+  if (ts.empty()) return m;
+  m[2] = int64_t(ts[0].scalar_type());
+  if (dtype_only) return m;
+  // Every tensor's shape and dtype enter a hash; the first is spelled out
+  // for the message.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](int64_t v) { h = (h ^ uint64_t(v)) * 1099511628211ull; };
+  for (const auto& t : ts) {
+    mix(int64_t(t.scalar_type()));
+    mix(t.dim());
+    for (auto s : t.sizes()) mix(s);
+  }
+  m[3] = ts[0].dim();
+  for (int i = 0; i < std::min<int64_t>(ts[0].dim(), kMaxDims - 1); ++i) m[4 + i] = ts[0].size(i);
+  m[kMetaLen - 1] = int64_t(h & 0x7fffffffffffffffull);
+  return m;
+}
+
+std::string describe_meta(const int64_t* m) {
+  if (m[1] == 0) return "no tensors";
+  std::ostringstream s;
+  s << (m[1] > 1 ? std::to_string(m[1]) + " tensors, the first " : "")
+    << c10::ScalarType(m[2]);
+  if (m[3] >= 0) {
+    s << "[";
+    for (int i = 0; i < m[3] && i < kMaxDims - 1; ++i) s << (i ? ", " : "") << m[4 + i];
+    if (m[3] > kMaxDims - 1) s << ", ...";
+    s << "]";
+  }
+  return s.str();
+}
+
+// Gloo's reductions (SUM PRODUCT MIN MAX AVG, bitwise on integers), checked
+// here so that an unsupported one fails at the call, not on the stream.
+void check_reduce_op(const char* name, const c10d::ReduceOp& op,
+                     const std::vector<at::Tensor>& tensors) {
+  TORCH_CHECK(op != c10d::ReduceOp::PREMUL_SUM && op != c10d::ReduceOp::UNUSED,
+              "ProcessGroupNeuron::", name, ": ReduceOp.PREMUL_SUM is not supported "
+              "(Gloo, the transport, has SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)");
+  const bool bitwise = op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR ||
+                       op == c10d::ReduceOp::BXOR;
+  for (const auto& t : tensors)
+    TORCH_CHECK(!bitwise || (!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type())),
+                "ProcessGroupNeuron::", name, ": bitwise reductions need integer or bool tensors, got ",
+                t.scalar_type());
+}
+
+}  // namespace
+
+// A Work of this backend: the CommOp (filled when a coalescing block ends),
+// how it joins the streams, and its outputs.
+class NeuronWork : public c10d::Work {
+ public:
+  using Slot = std::shared_ptr<std::shared_ptr<CommOp>>;
+  NeuronWork(int rank, c10d::OpType type, Slot slot, Ordering ordering,
+             c10::DeviceIndex device, std::vector<at::Tensor> outputs,
+             c10::intrusive_ptr<c10::ivalue::Future> future)
+      : c10d::Work(rank, type), slot_(std::move(slot)), ordering_(ordering),
+        device_(device), outputs_(std::move(outputs)), future_(std::move(future)) {}
+
+  bool isCompleted() override { return *slot_ && (*slot_)->done(); }
+  bool isSuccess() const override { return *slot_ && (*slot_)->done() && (*slot_)->error().empty(); }
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+  // As NCCL's: the caller's current stream waits for the operation; its
+  // error is raised at that stream's next sync point (a collective's also on
+  // the issuing stream's). Barrier blocks the host and raises here.
+  bool wait(std::chrono::milliseconds /*timeout: Gloo's own, the group's*/) override {
+    std::shared_ptr<CommOp> op = *slot_;
+    TORCH_CHECK(op, "neuron c10d: wait() on an operation issued inside a coalescing block; "
+                    "wait on the work that ends the block (_coalescing_manager's cm.wait())");
+    if (ordering_ == Ordering::kHost) {
+      std::string err;
+      blocking_wait([&] {
+        try {
+          op->wait_done();
+        } catch (const std::exception& e) {
+          err = e.what();
+        }
+      });
+      TORCH_CHECK(err.empty(), err);
+      return true;
+    }
+    const bool reported = ordering_ == Ordering::kStream;  // by the issuing kernel
+    if (!op->done() || (!reported && !op->error().empty()))
+      launch(device_, "c10d::wait", [op] { op->wait_done(); });
+    return true;
+  }
+
+  void synchronize() override { wait(kNoTimeout); }
+  const Slot& slot() const { return slot_; }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    TORCH_CHECK(future_, "neuron c10d: getFuture() is available for collectives, "
+                         "not for send, recv and barrier (as with Gloo)");
+    return future_;
+  }
+
+ private:
+  Slot slot_;
+  Ordering ordering_;
+  c10::DeviceIndex device_;
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+struct ProcessGroupNeuron::Pending {
+  NeuronWork::Slot slot = std::make_shared<std::shared_ptr<CommOp>>();
+  std::vector<CommOp::Post> checks, posts;
+  std::vector<at::Tensor> tensors, outputs;
+  bool collective = false;
+};
+
+ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank,
+                                       int size)
+    : c10d::Backend(rank, size), gloo_(std::move(gloo)) {
+  TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo backend");
+  ScopeFn scope;  // none needed when device memory is never protected
+  if (device_runtime().config().protect_memory)
+    scope = [](const std::function<void()>& fn) { device_runtime().with_device_access(fn); };
+  queue_ = std::make_unique<CommQueue>(std::move(scope));
+}
+
+ProcessGroupNeuron::~ProcessGroupNeuron() {
+  // Joining the queue's threads may wait for operations that release tensors.
+  blocking_wait([&] { queue_.reset(); });
+  // (the queue's kept buffers go with it, on this thread)
+}
+
+bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>& tensors) {
+  size_t cpu = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    TORCH_CHECK(t.defined(), "ProcessGroupNeuron::", name, ": tensor ", i, " is undefined");
+    if (t.device().is_cpu()) {
+      ++cpu;
+      continue;
+    }
+    TORCH_CHECK(t.device().type() == kNeuron, "ProcessGroupNeuron::", name, ": tensor ", i,
+                " is on ", t.device(), "; this backend serves neuron and cpu tensors");
+  }
+  if (cpu == tensors.size()) return true;
+  TORCH_CHECK(cpu == 0, "ProcessGroupNeuron::", name,
+              ": tensors of one operation must all be on neuron or all on cpu, got a mix");
+  if (device_ < 0) device_ = resolve_device(-1);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    TORCH_CHECK(t.device().index() == device_, "ProcessGroupNeuron::", name, ": tensor ", i,
+                " is on ", t.device(), " but rank ", rank_, " of this process group uses neuron:",
+                int(device_), " (the current device at its first operation; call "
+                "torch.neuron.set_device(local_rank) before communicating)");
+    TORCH_CHECK(t.is_contiguous(), "ProcessGroupNeuron::", name, ": tensor ", i,
+                " must be contiguous (", describe(t), ", strides ", t.strides(), ")");
+    TORCH_CHECK(!t.is_conj() && !t.is_neg(), "ProcessGroupNeuron::", name, ": tensor ", i,
+                " is a lazy conjugate/negative view; call resolve_conj()/resolve_neg() first");
+  }
+  return false;
+}
+
+CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpType type,
+                                                    const std::vector<at::Tensor>& tensors,
+                                                    bool dtype_only) {
+  auto mine = meta_of(type, tensors, dtype_only);
+  auto gloo = gloo_;
+  const int size = size_;
+  const int rank = rank_;
+  std::string op = name;
+  return [gloo, mine, size, rank, op] {
+    auto in = at::tensor(mine, at::kLong);
+    auto all = at::empty({int64_t(size) * kMetaLen}, at::kLong);
+    gloo->_allgather_base(all, in)->wait();
+    const int64_t* m = all.data_ptr<int64_t>();
+    for (int r = 0; r < size; ++r) {
+      if (std::equal(mine.begin(), mine.end(), m + r * kMetaLen)) continue;
+      std::ostringstream s;
+      s << op << ": the ranks' tensors differ (rank " << rank << ": " << describe_meta(mine.data())
+        << "; rank " << r << ": " << describe_meta(m + r * kMetaLen) << ")";
+      if (m[r * kMetaLen] != mine[0]) s << "; the ranks called different collectives";
+      throw std::runtime_error(s.str());
+    }
+  };
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
+    const char* name, c10d::OpType type, const std::vector<at::Tensor>& tensors,
+    std::vector<at::Tensor> outputs, Ordering ordering, const std::vector<at::Tensor>* check,
+    bool dtype_only, CommOp::Post post) {
+  std::vector<CommOp::Post> checks, posts;
+  if (check) {
+    auto verify = verify_across_ranks(name, type, *check, dtype_only);
+    checks.push_back([verify] {
+      verify();
+      return std::vector<CommOp::Wait>{};
+    });
+  }
+  posts.push_back(std::move(post));
+  if (pending_) {  // inside a coalescing block: one CommOp at the block's end
+    auto& p = *pending_;
+    p.checks.insert(p.checks.end(), checks.begin(), checks.end());
+    p.posts.insert(p.posts.end(), posts.begin(), posts.end());
+    p.tensors.insert(p.tensors.end(), tensors.begin(), tensors.end());
+    p.outputs.insert(p.outputs.end(), outputs.begin(), outputs.end());
+    p.collective |= ordering == Ordering::kStream;
+    return c10::make_intrusive<NeuronWork>(rank_, type, p.slot, ordering, device_,
+                                           std::move(outputs), nullptr);
+  }
+  std::ostringstream label;
+  label << "neuron c10d " << name << " (rank " << rank_ << " of " << size_ << ")";
+  queue_->sweep();
+  const bool collective = ordering != Ordering::kPeer;
+  auto op = std::make_shared<CommOp>(label.str(), std::move(checks), std::move(posts), collective);
+  const auto device = device_ >= 0 ? device_ : resolve_device(-1);
+  if (ordering != Ordering::kStream)
+    op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
+  // An idle stream has nothing the transfer must wait for: start it now
+  // (the kernel below still orders later kernels after it).
+  bool idle = false;
+  translate_errors([&] { idle = device_runtime().query_stream(device, current_stream_id(device)); });
+  if (idle) op->signal_ready();
+  queue_->push(op);
+  if (ordering == Ordering::kStream) {
+    // The kernel owns the tensors: released on the stream, as any kernel's.
+    launch(device, name, [op, tensors] {
+      op->signal_ready();
+      op->wait_done();
+    });
+  } else {
+    launch(device, name, [op] { op->signal_ready(); });
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  if (ordering == Ordering::kStream) {
+    // Completed now, as NCCL's: its events follow the kernel above, so
+    // waiting on it orders the waiter's stream after the collective.
+    future = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()),
+        std::vector<c10::Device>{c10::Device(kNeuron, device)});
+    future->markCompleted(c10::IValue(outputs));
+  }
+  auto slot = std::make_shared<std::shared_ptr<CommOp>>(op);
+  return c10::make_intrusive<NeuronWork>(rank_, type, slot, ordering, device,
+                                         std::move(outputs), future);
+}
+
+void ProcessGroupNeuron::startCoalescing() {
+  TORCH_CHECK(!pending_, "ProcessGroupNeuron::startCoalescing: a coalescing block is already open");
+  pending_ = std::make_unique<Pending>();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
+  TORCH_CHECK(pending_, "ProcessGroupNeuron::endCoalescing: no coalescing block is open");
+  auto p = std::move(pending_);
+  pending_.reset();
+  const Ordering ordering = p->collective ? Ordering::kStream : Ordering::kPeer;
+  if (p->posts.empty()) {
+    *p->slot = CommOp::completed("neuron c10d coalesced");
+    return c10::make_intrusive<NeuronWork>(rank_, c10d::OpType::COALESCED, p->slot, ordering,
+                                           device_, std::vector<at::Tensor>{}, nullptr);
+  }
+  auto checks = std::move(p->checks);
+  auto posts = std::move(p->posts);
+  auto work = issue("coalesced", c10d::OpType::COALESCED, p->tensors, p->outputs, ordering,
+                    nullptr, false, [checks, posts] {
+                      for (const auto& check : checks) check();  // all before any transfer
+                      std::vector<CommOp::Wait> waits;
+                      for (const auto& post : posts) {
+                        auto w = post();
+                        waits.insert(waits.end(), w.begin(), w.end());
+                      }
+                      return waits;
+                    });
+  // The block's works wait on the block's CommOp.
+  *p->slot = *static_cast<NeuronWork*>(work.get())->slot();
+  return work;
+}
+
+// ---- collectives -----------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
+    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  if (on_cpu("broadcast", tensors)) return gloo_->broadcast(tensors, opts);
+  auto a = aliases(tensors);
+  auto g = gloo_;
+  return issue("broadcast", c10d::OpType::BROADCAST, tensors, tensors, Ordering::kStream,
+               &tensors, false, [g, a, opts]() mutable { return waits_of(g->broadcast(a, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  if (on_cpu("allreduce", tensors)) return gloo_->allreduce(tensors, opts);
+  check_reduce_op("allreduce", opts.reduceOp, tensors);
+  auto a = aliases(tensors);
+  auto g = gloo_;
+  return issue("allreduce", c10d::OpType::ALLREDUCE, tensors, tensors, Ordering::kStream,
+               &tensors, false, [g, a, opts]() mutable { return waits_of(g->allreduce(a, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  if (on_cpu("allreduce_coalesced", tensors)) return gloo_->allreduce_coalesced(tensors, opts);
+  check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
+  auto a = aliases(tensors);
+  auto g = gloo_;
+  return issue("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors,
+               Ordering::kStream, &tensors, false,
+               [g, a, opts]() mutable { return waits_of(g->allreduce_coalesced(a, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::ReduceOptions& opts) {
+  if (on_cpu("reduce", tensors)) return gloo_->reduce(tensors, opts);
+  check_reduce_op("reduce", opts.reduceOp, tensors);
+  auto a = aliases(tensors);
+  auto g = gloo_;
+  return issue("reduce", c10d::OpType::REDUCE, tensors, tensors, Ordering::kStream, &tensors,
+               false, [g, a, opts]() mutable { return waits_of(g->reduce(a, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto outs = flat(outputs);
+  if (on_cpu("allgather", cat(outs, inputs))) return gloo_->allgather(outputs, inputs, opts);
+  auto ao = aliases(outputs);
+  auto ai = aliases(inputs);
+  auto g = gloo_;
+  return issue("allgather", c10d::OpType::ALLGATHER, cat(outs, inputs), outs, Ordering::kStream,
+               &inputs, false,
+               [g, ao, ai, opts]() mutable { return waits_of(g->allgather(ao, ai, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> ts{output, input};
+  if (on_cpu("_allgather_base", ts)) return gloo_->_allgather_base(output, input, opts);
+  TORCH_CHECK(output.numel() == input.numel() * size_, "ProcessGroupNeuron::all_gather_into_tensor: "
+              "output has ", output.numel(), " elements, expected world size ", size_, " x input's ",
+              input.numel());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ProcessGroupNeuron::all_gather_into_tensor: "
+              "output dtype ", output.scalar_type(), " differs from input dtype ", input.scalar_type());
+  at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
+  auto g = gloo_;
+  std::vector<at::Tensor> in{input};
+  return issue("_allgather_base", c10d::OpType::_ALLGATHER_BASE, ts, {output}, Ordering::kStream,
+               &in, false,
+               [g, ao, ai, opts]() mutable { return waits_of(g->_allgather_base(ao, ai, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto outs = flat(outputs);
+  if (on_cpu("allgather_coalesced", cat(outs, inputs)))
+    return gloo_->allgather_coalesced(outputs, inputs, opts);
+  auto ao = aliases(outputs);
+  auto ai = aliases(inputs);
+  auto g = gloo_;
+  return issue("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, cat(outs, inputs), outs,
+               Ordering::kStream, &inputs, false, [g, ao, ai, opts]() mutable {
+                 return waits_of(g->allgather_coalesced(ao, ai, opts));
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  if (on_cpu("allgather_into_tensor_coalesced", cat(outputs, inputs)))
+    return gloo_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+  TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::allgather_into_tensor_coalesced: ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
+                    outputs[i].scalar_type() == inputs[i].scalar_type(),
+                "ProcessGroupNeuron::allgather_into_tensor_coalesced: output ", i, " (",
+                describe(outputs[i]), ") must hold world size ", size_, " x input ", i, " (",
+                describe(inputs[i]), ")");
+  auto ao = aliases(outputs);
+  auto ai = aliases(inputs);
+  auto g = gloo_;
+  return issue("allgather_into_tensor_coalesced", c10d::OpType::COALESCED, cat(outputs, inputs),
+               outputs, Ordering::kStream, &inputs, false, [g, ao, ai, opts]() mutable {
+                 // One Gloo all_gather per pair (Gloo's own coalesced form wants CPU tensors of
+                 // one dtype; this keeps dtypes free), posted together, waited together.
+                 std::vector<CommOp::Wait> waits;
+                 for (size_t i = 0; i < ai.size(); ++i) {
+                   auto w = waits_of(g->_allgather_base(ao[i], ai[i], opts));
+                   waits.insert(waits.end(), w.begin(), w.end());
+                 }
+                 return waits;
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  auto outs = flat(outputs);
+  if (on_cpu("gather", cat(outs, inputs))) return gloo_->gather(outputs, inputs, opts);
+  auto ao = aliases(outputs);
+  auto ai = aliases(inputs);
+  auto g = gloo_;
+  return issue("gather", c10d::OpType::GATHER, cat(outs, inputs), outs, Ordering::kStream,
+               &inputs, false,
+               [g, ao, ai, opts]() mutable { return waits_of(g->gather(ao, ai, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  auto ins = flat(inputs);
+  if (on_cpu("scatter", cat(outputs, ins))) return gloo_->scatter(outputs, inputs, opts);
+  auto ao = aliases(outputs);
+  auto ai = aliases(inputs);
+  auto g = gloo_;
+  return issue("scatter", c10d::OpType::SCATTER, cat(outputs, ins), outputs, Ordering::kStream,
+               &outputs, false,
+               [g, ao, ai, opts]() mutable { return waits_of(g->scatter(ao, ai, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  auto ins = flat(inputs);
+  if (on_cpu("reduce_scatter", cat(outputs, ins)))
+    return gloo_->reduce_scatter(outputs, inputs, opts);
+  check_reduce_op("reduce_scatter", opts.reduceOp, outputs);
+  auto ao = aliases(outputs);
+  auto ai = aliases(inputs);
+  auto g = gloo_;
+  return issue("reduce_scatter", c10d::OpType::REDUCE_SCATTER, cat(outputs, ins), outputs,
+               Ordering::kStream, &outputs, false,
+               [g, ao, ai, opts]() mutable { return waits_of(g->reduce_scatter(ao, ai, opts)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> ts{output, input};
+  if (on_cpu("_reduce_scatter_base", ts)) return gloo_->_reduce_scatter_base(output, input, opts);
+  check_reduce_op("reduce_scatter_tensor", opts.reduceOp, ts);
+  TORCH_CHECK(input.numel() == output.numel() * size_ && input.scalar_type() == output.scalar_type(),
+              "ProcessGroupNeuron::reduce_scatter_tensor: input (", describe(input),
+              ") must hold world size ", size_, " x output (", describe(output), ")");
+  at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
+  auto g = gloo_;
+  std::vector<at::Tensor> out{output};
+  return issue("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, ts, {output},
+               Ordering::kStream, &out, false, [g, ao, ai, opts]() mutable {
+                 return waits_of(g->_reduce_scatter_base(ao, ai, opts));
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  if (on_cpu("reduce_scatter_tensor_coalesced", cat(outputs, inputs)))
+    return gloo_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  check_reduce_op("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
+  TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
+                    inputs[i].scalar_type() == outputs[i].scalar_type(),
+                "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: input ", i, " (",
+                describe(inputs[i]), ") must hold world size ", size_, " x output ", i, " (",
+                describe(outputs[i]), ")");
+  auto ao = aliases(outputs);
+  auto ai = aliases(inputs);
+  auto g = gloo_;
+  return issue("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, cat(outputs, inputs),
+               outputs, Ordering::kStream, &outputs, false, [g, ao, ai, opts]() mutable {
+                 std::vector<CommOp::Wait> waits;
+                 for (size_t i = 0; i < ai.size(); ++i) {
+                   auto w = waits_of(g->_reduce_scatter_base(ao[i], ai[i], opts));
+                   waits.insert(waits.end(), w.begin(), w.end());
+                 }
+                 return waits;
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  std::vector<at::Tensor> ts{output, input};
+  if (on_cpu("alltoall_base", ts))
+    return gloo_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+  at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
+  auto g = gloo_;
+  auto os = output_split_sizes, is = input_split_sizes;
+  std::vector<at::Tensor> in{input};
+  return issue("alltoall_base", c10d::OpType::ALLTOALL_BASE, ts, {output}, Ordering::kStream, &in,
+               true, [g, ao, ai, os, is, opts]() mutable {
+                 return waits_of(g->alltoall_base(ao, ai, os, is, opts));
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tensor>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllToAllOptions& opts) {
+  if (on_cpu("alltoall", cat(outputs, inputs))) return gloo_->alltoall(outputs, inputs, opts);
+  TORCH_CHECK(int(outputs.size()) == size_ && int(inputs.size()) == size_,
+              "ProcessGroupNeuron::all_to_all: needs world size ", size_, " inputs and outputs, got ",
+              inputs.size(), " and ", outputs.size());
+  for (int j = 0; j < size_; ++j)
+    TORCH_CHECK(outputs[j].scalar_type() == inputs[j].scalar_type(),
+                "ProcessGroupNeuron::all_to_all: output ", j, " is ", outputs[j].scalar_type(),
+                ", input ", j, " is ", inputs[j].scalar_type());
+  // Gloo's list all_to_all wants equal sizes; pairs of send/recv take any
+  // (each rank's own part is copied on the device memory directly).
+  auto ao = aliases(outputs);
+  auto ai = aliases(inputs);
+  auto g = gloo_;
+  const int rank = rank_, size = size_;
+  return issue("alltoall", c10d::OpType::ALLTOALL, cat(outputs, inputs), outputs,
+               Ordering::kStream, &inputs, true, [g, ao, ai, rank, size]() mutable {
+                 std::vector<CommOp::Wait> waits;
+                 for (int k = 1; k < size; ++k) {
+                   const int to = (rank + k) % size, from = (rank - k + size) % size;
+                   std::vector<at::Tensor> s{ai[to]}, r{ao[from]};
+                   auto ws = waits_of(g->send(s, to, kAllToAllTag));
+                   auto wr = waits_of(g->recv(r, from, kAllToAllTag));
+                   waits.insert(waits.end(), ws.begin(), ws.end());
+                   waits.insert(waits.end(), wr.begin(), wr.end());
+                 }
+                 TORCH_CHECK(ao[rank].numel() == ai[rank].numel(), "all_to_all: output ", rank,
+                             " has ", ao[rank].numel(), " elements, input ", rank, " has ",
+                             ai[rank].numel());
+                 ao[rank].copy_(ai[rank]);
+                 return waits;
+               });
+}
+
+// ---- point to point and barrier ---------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>& tensors, int dst,
+                                                        int tag) {
+  if (on_cpu("send", tensors)) return gloo_->send(tensors, dst, tag);
+  auto a = aliases(tensors);
+  auto g = gloo_;
+  return issue("send", c10d::OpType::SEND, tensors, tensors, Ordering::kPeer, nullptr, false,
+               [g, a, dst, tag]() mutable { return waits_of(g->send(a, dst, tag)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor>& tensors, int src,
+                                                        int tag) {
+  if (on_cpu("recv", tensors)) return gloo_->recv(tensors, src, tag);
+  auto a = aliases(tensors);
+  auto g = gloo_;
+  return issue("recv", c10d::OpType::RECV, tensors, tensors, Ordering::kPeer, nullptr, false,
+               [g, a, src, tag]() mutable { return waits_of(g->recv(a, src, tag)); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions& opts) {
+  // Gloo's barrier also waits for this group's earlier operations (the queue
+  // posts in order); the ready kernel makes it follow the current stream too.
+  auto g = gloo_;
+  c10d::BarrierOptions o = opts;
+  o.device_ids.clear();
+  return issue("barrier", c10d::OpType::BARRIER, {}, {}, Ordering::kHost, nullptr, false,
+               [g, o]() mutable { return waits_of(g->barrier(o)); });
+}
+
+c10::intrusive_ptr<c10d::Backend> create_process_group_neuron(
+    c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size) {
+  return c10::make_intrusive<ProcessGroupNeuron>(std::move(gloo), rank, size);
+}
+
+}  // namespace torchneuron::distributed

@@ -1,0 +1,107 @@
+// The c10d backend `neuron`: collectives over Gloo on device memory,
+// ordered with the streams of the device.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "aten/context.h"
+#include "distributed/comm_queue.h"
+
+namespace torchneuron::distributed {
+
+// How a Work joins the streams (see process_group_neuron.cpp).
+enum class Ordering {
+  kStream,  // collective: the issuing stream waits for it (NCCL)
+  kPeer,    // send/recv: only wait() orders the current stream (CPU Gloo)
+  kHost,    // barrier: wait() blocks the host
+};
+
+// Backend for neuron tensors; CPU tensors go to the wrapped Gloo backend as is.
+class ProcessGroupNeuron : public c10d::Backend {
+ public:
+  // `gloo`: a ProcessGroupGloo of the same store, rank and size.
+  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size);
+  ~ProcessGroupNeuron() override;
+
+  const std::string getBackendName() const override { return "neuron"; }
+  bool supportsCoalescing() const override { return true; }
+  void setTimeout(std::chrono::milliseconds timeout) override { gloo_->setTimeout(timeout); }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  struct Pending;  // an open coalescing block
+  // The common path of every neuron operation; `check` lists tensors whose
+  // dtype and shape must agree across ranks (nullopt: no cross-rank check).
+  c10::intrusive_ptr<c10d::Work> issue(const char* name, c10d::OpType type,
+                                       const std::vector<at::Tensor>& tensors,
+                                       std::vector<at::Tensor> outputs, Ordering ordering,
+                                       const std::vector<at::Tensor>* check, bool dtype_only,
+                                       CommOp::Post post);
+  // True if every tensor is on the CPU (served by Gloo as is); throws on a mix,
+  // on another device type or core, or on a non-contiguous neuron tensor.
+  bool on_cpu(const char* name, const std::vector<at::Tensor>& tensors);
+  CommOp::Wait verify_across_ranks(const char* name, c10d::OpType type,
+                                   const std::vector<at::Tensor>& tensors, bool dtype_only);
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  c10::DeviceIndex device_ = -1;  // bound at the first neuron operation
+  std::unique_ptr<Pending> pending_;
+  std::unique_ptr<CommQueue> queue_;
+};
+
+// Factory for Python: wraps a ProcessGroupGloo created over the same store.
+c10::intrusive_ptr<c10d::Backend> create_process_group_neuron(
+    c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size);
+
+}  // namespace torchneuron::distributed

@@ -1,0 +1,549 @@
+"""Multi-process jobs of tests/test_distributed.py (not collected by pytest).
+
+Run as ``python tests/dist_jobs.py JOB`` in every rank, with torchrun's
+environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT). Each
+job groups many checks (a spawned process costs seconds); every check
+compares neuron against an independent reference (the same collective on
+CPU tensors over Gloo, or the same training in one process) and prints
+``ok <name>``; the last line of a passing rank is ``ALL OK``.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import tempfile
+import time
+import warnings
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", category=UserWarning)
+
+RANK = int(os.environ["RANK"])
+WS = int(os.environ["WORLD_SIZE"])
+LOCAL_RANK = int(os.environ["LOCAL_RANK"])
+
+
+def ok(name: str) -> None:
+    print(f"ok {name}", flush=True)
+
+
+def same(a: torch.Tensor, b: torch.Tensor, name: str, atol: float = 0.0) -> None:
+    a, b = a.cpu(), b.cpu()
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{name}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
+    if atol:
+        diff = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+        assert diff <= atol, f"{name}: max |neuron - reference| = {diff:.3g} > {atol}"
+    else:
+        assert torch.equal(a, b), f"{name}: neuron {a} != cpu {b}"
+
+
+def init(backend: str | None) -> torch.device:
+    """The process group and this rank's device (the only visible core under
+    the LOCAL_RANK rule, or set_device(local_rank) with every core visible)."""
+    dist.init_process_group(backend, timeout=timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "60"))))
+    if torch.neuron.device_count() > 1:
+        torch.neuron.set_device(LOCAL_RANK)
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def data(seed: int, *shape, dtype=torch.float32, rank: int | None = None) -> torch.Tensor:
+    """Rank ``rank``'s (default: this rank's) deterministic input."""
+    g = torch.Generator().manual_seed(seed * 1000 + (RANK if rank is None else rank))
+    if dtype.is_floating_point:
+        return torch.randn(*shape, generator=g).to(dtype)
+    return torch.randint(-50, 50, shape, generator=g).to(dtype)
+
+
+# ---------------------------------------------------------------- collectives
+
+def check_collectives(dev: torch.device, cpu) -> None:
+    """Every collective on neuron tensors equals the same one on CPU tensors (Gloo)."""
+    R = dist.ReduceOp
+    for op, dtype in [(R.SUM, torch.float32), (R.PRODUCT, torch.float32), (R.MIN, torch.float32),
+                      (R.MAX, torch.float32), (R.AVG, torch.float32), (R.SUM, torch.int64),
+                      (R.BAND, torch.int32), (R.BOR, torch.int32), (R.BXOR, torch.int32),
+                      (R.MAX, torch.bfloat16)]:
+        x = data(1, 5, 3, dtype=dtype)
+        n, c = x.to(dev), x.clone()
+        dist.all_reduce(n, op=op)
+        dist.all_reduce(c, op=op, group=cpu)
+        same(n, c, f"all_reduce {op} {dtype}")
+    ok("all_reduce every ReduceOp")
+
+    x = data(2, 7)
+    n = x.to(dev)
+    w = dist.all_reduce(n, async_op=True)
+    w.wait()
+    n2 = n * 2  # a later kernel reads the result
+    c = x.clone()
+    dist.all_reduce(c, group=cpu)
+    same(n2, c * 2, "all_reduce async_op")
+    ok("all_reduce async_op + wait")
+
+    src = WS - 1
+    n, c = data(3, 4).to(dev), data(3, 4)
+    dist.broadcast(n, src)
+    dist.broadcast(c, src, group=cpu)
+    same(n, c, "broadcast")
+    ok("broadcast")
+
+    dst = 1 % WS
+    n, c = data(4, 6).to(dev), data(4, 6)
+    dist.reduce(n, dst)
+    dist.reduce(c, dst, group=cpu)
+    if RANK == dst:
+        same(n, c, "reduce")
+    ok("reduce")
+
+    x = data(5, 3, 2)
+    nl = [torch.empty(3, 2, device=dev) for _ in range(WS)]
+    cl = [torch.empty(3, 2) for _ in range(WS)]
+    dist.all_gather(nl, x.to(dev))
+    dist.all_gather(cl, x, group=cpu)
+    for a, b in zip(nl, cl):
+        same(a, b, "all_gather")
+    no, co = torch.empty(WS * 3, 2, device=dev), torch.empty(WS * 3, 2)
+    dist.all_gather_into_tensor(no, x.to(dev))
+    dist.all_gather_into_tensor(co, x, group=cpu)
+    same(no, co, "all_gather_into_tensor")
+    ok("all_gather, all_gather_into_tensor")
+
+    xs = [data(6 + i, 4) for i in range(WS)]
+    n, c = torch.empty(4, device=dev), torch.empty(4)
+    dist.reduce_scatter(n, [t.to(dev) for t in xs])
+    dist.reduce_scatter(c, xs, group=cpu)
+    same(n, c, "reduce_scatter")
+    x = data(9, WS * 4, 2)
+    n, c = torch.empty(4, 2, device=dev), torch.empty(4, 2)
+    dist.reduce_scatter_tensor(n, x.to(dev))
+    dist.reduce_scatter_tensor(c, x, group=cpu)
+    same(n, c, "reduce_scatter_tensor")
+    ok("reduce_scatter, reduce_scatter_tensor")
+
+    # Unequal splits: rank r sends (r + j + 1) rows to rank j.
+    in_splits = [RANK + j + 1 for j in range(WS)]
+    out_splits = [j + RANK + 1 for j in range(WS)]
+    x = data(10, sum(in_splits), 3)
+    n, c = torch.empty(sum(out_splits), 3, device=dev), torch.empty(sum(out_splits), 3)
+    dist.all_to_all_single(n, x.to(dev), out_splits, in_splits)
+    dist.all_to_all_single(c, x, out_splits, in_splits, group=cpu)
+    same(n, c, "all_to_all_single unequal")
+    # CPU Gloo's list all_to_all wants equal sizes: the reference is built from
+    # every rank's input (regenerated here).
+    ins = list(x.split(in_splits))
+    nl = [torch.empty(s, 3, device=dev) for s in out_splits]
+    dist.all_to_all(nl, [t.to(dev) for t in ins])
+    for j, a in enumerate(nl):
+        theirs = data(10, sum(j + k + 1 for k in range(WS)), 3, rank=j)
+        start = sum(j + k + 1 for k in range(RANK))
+        same(a, theirs[start:start + RANK + j + 1], f"all_to_all unequal from rank {j}")
+    ok("all_to_all, all_to_all_single (unequal splits)")
+
+    x = data(11, 5)
+    nl = [torch.empty(5, device=dev) for _ in range(WS)] if RANK == 0 else None
+    cl = [torch.empty(5) for _ in range(WS)] if RANK == 0 else None
+    dist.gather(x.to(dev), nl, dst=0)
+    dist.gather(x, cl, dst=0, group=cpu)
+    if RANK == 0:
+        for a, b in zip(nl, cl):
+            same(a, b, "gather")
+    parts = [data(12 + i, 4) for i in range(WS)]
+    n, c = torch.empty(4, device=dev), torch.empty(4)
+    dist.scatter(n, [p.to(dev) for p in parts] if RANK == 0 else None, src=0)
+    dist.scatter(c, parts if RANK == 0 else None, src=0, group=cpu)
+    same(n, c, "scatter")
+    ok("gather, scatter")
+
+    # Ring exchange with isend before irecv on every rank (completes on CPU Gloo).
+    nxt, prv = (RANK + 1) % WS, (RANK - 1) % WS
+    x = data(13, 6)
+    r = torch.empty(6, device=dev)
+    ws_ = [dist.isend(x.to(dev), nxt), dist.irecv(r, prv)]
+    for w in ws_:
+        w.wait()
+    cr = torch.empty(6)
+    cws = [dist.isend(x, nxt, group=cpu), dist.irecv(cr, prv, group=cpu)]
+    for w in cws:
+        w.wait()
+    same(r, cr, "isend/irecv ring")
+    if RANK in (0, 1) and WS >= 2:
+        t = x.to(dev) if RANK == 0 else torch.empty(6, device=dev)
+        if RANK == 0:
+            dist.send(t, 1)
+        else:
+            dist.recv(t, 0)
+            same(t, data(13, 6, rank=0), "send/recv")
+    r2 = torch.empty(6, device=dev)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, x.to(dev) * 3, nxt),
+                                   dist.P2POp(dist.irecv, r2, prv)])
+    for q in reqs:
+        q.wait()
+    same(r2, cr * 3, "batch_isend_irecv")
+    ok("send/recv, isend/irecv, batch_isend_irecv")
+
+    # Coalesced forms (integer-valued floats: exact in any summation order, as
+    # Gloo's coalesced algorithms order sums differently from single ones).
+    xs = [data(20 + i, 3 + i, dtype=torch.int32).float() for i in range(3)]
+    ns = [t.to(dev) for t in xs]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for t in ns:
+            dist.all_reduce(t)
+    cm.wait()
+    for t, c in zip(ns, xs):
+        dist.all_reduce(c, group=cpu)
+        same(t, c, "coalesced all_reduce")
+    outs = [torch.empty(WS * t.numel(), device=dev) for t in xs]
+    with dist._coalescing_manager():
+        for o, t in zip(outs, xs):
+            dist.all_gather_into_tensor(o, t.to(dev))
+    for o, t in zip(outs, xs):
+        co = torch.empty(WS * t.numel())
+        dist.all_gather_into_tensor(co, t, group=cpu)
+        same(o, co, "coalesced all_gather_into_tensor")
+    big = [data(30 + i, WS * 2, dtype=torch.int32).float() for i in range(2)]
+    outs = [torch.empty(2, device=dev) for _ in big]
+    with dist._coalescing_manager():
+        for o, t in zip(outs, big):
+            dist.reduce_scatter_tensor(o, t.to(dev))
+    for o, t in zip(outs, big):
+        co = torch.empty(2)
+        dist.reduce_scatter_tensor(co, t, group=cpu)
+        same(o, co, "coalesced reduce_scatter_tensor")
+    ns = [t.to(dev) for t in xs]
+    dist.all_reduce_coalesced(ns)
+    cs = [t.clone() for t in xs]
+    dist.all_reduce_coalesced(cs, group=cpu)
+    for a, b in zip(ns, cs):
+        same(a, b, "all_reduce_coalesced")
+    ok("coalesced: _coalescing_manager (all_reduce, all_gather_into_tensor, reduce_scatter_tensor), all_reduce_coalesced")
+
+    # Subgroups and barrier on a subgroup.
+    sub_ranks = [0, 1]
+    sub = dist.new_group(sub_ranks)
+    sub_cpu = dist.new_group(sub_ranks, backend="gloo")
+    subs, _ = dist.new_subgroups(group_size=2)
+    if RANK in sub_ranks:
+        n, c = data(40, 4).to(dev), data(40, 4)
+        dist.all_reduce(n, group=sub)
+        dist.all_reduce(c, group=sub_cpu)
+        same(n, c, "new_group all_reduce")
+        dist.barrier(group=sub)
+    n = data(41, 3).to(dev)
+    dist.all_reduce(n, group=subs)
+    c = data(41, 3)
+    parts = [torch.empty(3) for _ in range(WS)]
+    dist.all_gather(parts, c, group=cpu)
+    base = (RANK // 2) * 2
+    same(n, parts[base] + parts[base + 1], "new_subgroups all_reduce")
+    dist.barrier(group=subs)
+    dist.barrier()
+    ok("new_group, new_subgroups, barrier on every group")
+
+
+def check_functional(dev: torch.device, cpu) -> None:
+    """torch.distributed._functional_collectives on neuron tensors."""
+    import torch.distributed._functional_collectives as fc
+
+    world = dist.group.WORLD
+    x = data(50, 4, 3)
+    same(fc.all_reduce(x.to(dev), "sum", world), fc.all_reduce(x, "sum", cpu), "funcol all_reduce")
+    same(fc.all_gather_tensor(x.to(dev), 0, world), fc.all_gather_tensor(x, 0, cpu), "funcol all_gather_tensor")
+    y = data(51, WS * 2, 3)
+    same(fc.reduce_scatter_tensor(y.to(dev), "sum", 0, world),
+         fc.reduce_scatter_tensor(y, "sum", 0, cpu), "funcol reduce_scatter_tensor")
+    splits = [2] * WS
+    same(fc.all_to_all_single(y.to(dev), splits, splits, world),
+         fc.all_to_all_single(y, splits, splits, cpu), "funcol all_to_all_single")
+    n = fc.all_reduce(x.to(dev), "max", world)
+    out = fc.wait_tensor(n) + 1
+    same(out, fc.all_reduce(x, "max", cpu) + 1, "funcol wait_tensor")
+    ok("functional collectives")
+
+
+def check_streams(dev: torch.device, cpu) -> None:
+    """A collective waits for the kernels queued before it; later kernels wait for it."""
+    a = data(60, 256, 256)
+    n = a.to(dev)
+    for _ in range(8):  # queued kernels the collective must wait for
+        n = torch.tanh(n @ n / 16)
+    s = n.sum(dim=0)
+    dist.all_reduce(s)
+    t = s * 2 + 1
+    c = a.clone()
+    for _ in range(8):
+        c = torch.tanh(c @ c / 16)
+    cs = c.sum(dim=0)
+    dist.all_reduce(cs, group=cpu)
+    same(t, cs * 2 + 1, "stream order", atol=1e-4)
+    # async on a side stream; wait() orders the current stream after it.
+    side = torch.neuron.Stream()
+    x = data(61, 1000)
+    n = x.to(dev)
+    side.wait_stream(torch.neuron.current_stream())
+    with torch.neuron.stream(side):
+        w = dist.all_reduce(n, async_op=True)
+    w.wait()
+    y = n + 1
+    c = x.clone()
+    dist.all_reduce(c, group=cpu)
+    same(y, c + 1, "async on a side stream")
+    fut = dist.all_reduce(x.to(dev), async_op=True).get_future()
+    v = fut.then(lambda f: f.value()[0] * 3).wait()
+    same(v, c * 3, "get_future().then")
+    ok("stream ordering, async_op on a side stream, futures")
+
+
+def check_errors(dev: torch.device, cpu) -> None:
+    """Bad input: a clear error naming the problem; the group keeps working."""
+    if torch.neuron.device_count() > 1:
+        other = torch.ones(2, device=f"neuron:{(dev.index + 1) % torch.neuron.device_count()}")
+        try:
+            dist.all_reduce(other)
+            raise AssertionError("all_reduce on another core did not raise")
+        except RuntimeError as e:
+            assert "uses neuron:" in str(e), e
+        ok("wrong core is an error")
+    for bad, what in [(torch.ones(RANK + 2, device=dev), "shape"),
+                      (torch.ones(3, device=dev, dtype=torch.float32 if RANK == 0 else torch.int32), "dtype")]:
+        dist.all_reduce(bad)
+        try:
+            torch.neuron.synchronize()
+            raise AssertionError(f"{what} mismatch across ranks did not raise")
+        except RuntimeError as e:
+            assert "differ" in str(e) and "rank" in str(e), e
+        ok(f"{what} mismatch across ranks is an error")
+    try:
+        dist.all_reduce(torch.ones(4, 4, device=dev).t()[0])
+        raise AssertionError("non-contiguous did not raise")
+    except RuntimeError as e:
+        assert "contiguous" in str(e), e
+    try:
+        dist.all_reduce(torch.ones(4, device=dev), op=dist.ReduceOp.BAND)
+        raise AssertionError("BAND on float did not raise")
+    except RuntimeError as e:
+        assert "bitwise" in str(e), e
+    n = torch.full((3,), float(RANK), device=dev)
+    dist.all_reduce(n)
+    same(n, torch.full((3,), float(sum(range(WS)))), "group works after errors")
+    ok("bad input errors; the group keeps working")
+
+
+# ---------------------------------------------------------------- training
+
+def check_ddp(dev: torch.device) -> None:
+    """DDP (several buckets, no_sync, find_unused_parameters) on a CNN over sklearn's
+    digits: 20 SGD steps on WS ranks equal one process on the full batch."""
+    from sklearn.datasets import load_digits
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+            self.conv2 = nn.Conv2d(8, 16, 3)
+            self.fc = nn.Linear(16 * 2 * 2, 10)
+            self.unused = nn.Linear(10, 10)  # never called: find_unused_parameters
+
+        def forward(self, x):
+            x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+            x = torch.relu(self.conv2(x))
+            return self.fc(x.flatten(1))
+
+    digits = load_digits()
+    X = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    Y = torch.tensor(digits.target, dtype=torch.long)
+    torch.manual_seed(0)
+    ref = Net().to(dev)
+    model = copy.deepcopy(ref)
+    # find_unused_parameters: DDP's reducer stages its used-parameter map in
+    # pinned host memory for a PrivateUse1 device (an internal assert otherwise).
+    find_unused = torch.empty(1, pin_memory=True).is_pinned()
+    if not find_unused:
+        print("skip find_unused_parameters: no pinned host memory on neuron in this build", flush=True)
+        del model.unused
+        del ref.unused
+    ddp = DDP(model, bucket_cap_mb=0.001, find_unused_parameters=find_unused)
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    per_rank = 16
+    batch = per_rank * WS
+    for step in range(20):
+        xb, yb = X[step * batch:(step + 1) * batch], Y[step * batch:(step + 1) * batch]
+        opt_ref.zero_grad()
+        nn.functional.cross_entropy(ref(xb.to(dev)), yb.to(dev)).backward()
+        opt_ref.step()
+        mine = slice(RANK * per_rank, (RANK + 1) * per_rank)
+        xm, ym = xb[mine].to(dev), yb[mine].to(dev)
+        opt.zero_grad()
+        if step % 2:  # gradient accumulation: two micro-batches, the first without sync
+            with ddp.no_sync():
+                (nn.functional.cross_entropy(ddp(xm[:8]), ym[:8]) / 2).backward()
+            (nn.functional.cross_entropy(ddp(xm[8:]), ym[8:]) / 2).backward()
+        else:
+            nn.functional.cross_entropy(ddp(xm), ym).backward()
+        opt.step()
+    assert len(ddp.reducer._get_zeros_like_grad_buckets()) > 1, "expected several gradient buckets"
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        same(p, q, f"ddp {name}", atol=1e-5)
+    ok("DDP on digits equals one process on the full batch"
+       + (" (find_unused_parameters)" if find_unused else ""))
+
+
+def check_dtensor(dev: torch.device) -> None:
+    """DTensor Shard/Replicate, redistribute, and TP (Colwise/Rowwise) on an MLP."""
+    from torch import nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    mesh = init_device_mesh("neuron", (WS,))
+    torch.manual_seed(1)
+    full = torch.randn(WS * 3, 5)
+    d = distribute_tensor(full.to(dev), mesh, [Shard(0)])
+    same(d.to_local(), full[RANK * 3:(RANK + 1) * 3], "Shard(0) local")
+    r = d.redistribute(mesh, [Replicate()])
+    same(r.to_local(), full, "redistribute to Replicate")
+    s1 = r.redistribute(mesh, [Shard(1)])
+    same(s1.full_tensor(), full, "Shard(1) full_tensor")
+    same((d * 2).full_tensor(), full * 2, "sharded arithmetic")
+    ok("DTensor distribute_tensor, redistribute")
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.Linear(8, 16 * WS)
+            self.down = nn.Linear(16 * WS, 8)
+
+        def forward(self, x):
+            return self.down(torch.relu(self.up(x)))
+
+    torch.manual_seed(2)
+    ref = MLP().to(dev)
+    tp = parallelize_module(copy.deepcopy(ref), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.05)
+    opt = torch.optim.SGD(tp.parameters(), lr=0.05)
+    for step in range(3):
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step)).to(dev)
+        out_ref = ref(x)
+        out = tp(x)
+        same(out, out_ref, f"TP forward step {step}", atol=1e-5)
+        opt_ref.zero_grad()
+        out_ref.square().mean().backward()
+        opt_ref.step()
+        opt.zero_grad()
+        out.square().mean().backward()
+        opt.step()
+    for (name, p), q in zip(tp.named_parameters(), ref.parameters()):
+        same(p.full_tensor(), q, f"TP {name}", atol=1e-5)
+    ok("tensor parallel MLP equals one process")
+
+
+def check_fsdp(dev: torch.device) -> None:
+    """FSDP2 fully_shard on a 2-layer HF Llama: 10 AdamW steps equal one process;
+    sharded state_dict save/load through torch.distributed.checkpoint."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.fsdp import fully_shard
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    torch.manual_seed(3)
+    ref = LlamaForCausalLM(cfg).to(dev)
+    model = copy.deepcopy(ref)
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    per_rank, seq = 2, 12
+    for step in range(10):
+        ids = torch.randint(0, 64, (per_rank * WS, seq), generator=torch.Generator().manual_seed(100 + step))
+        opt_ref.zero_grad()
+        ref(input_ids=ids.to(dev), labels=ids.to(dev)).loss.backward()
+        opt_ref.step()
+        mine = ids[RANK * per_rank:(RANK + 1) * per_rank].to(dev)
+        opt.zero_grad()
+        model(input_ids=mine, labels=mine).loss.backward()
+        opt.step()
+    bad = []
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        diff = (p.full_tensor().cpu() - q.cpu()).abs().max().item()
+        if diff > 1e-5:
+            bad.append(f"{name}: {diff:.3g}")
+    assert not bad, "FSDP2 differs from one process: " + "; ".join(bad)
+    ok("FSDP2 Llama 10 AdamW steps equal one process")
+
+    ckpt = os.environ["DIST_CKPT_DIR"]
+    dcp.save({"model": model.state_dict()}, checkpoint_id=ckpt)
+    saved = {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    sd = {"model": model.state_dict()}
+    dcp.load(sd, checkpoint_id=ckpt)
+    model.load_state_dict(sd["model"])
+    for k, v in model.state_dict().items():
+        same(v.full_tensor(), saved[k], f"dcp {k}")
+    ok("FSDP2 sharded state_dict save/load round trip (DCP)")
+
+
+# ---------------------------------------------------------------- faults
+
+def job_fault(kind: str) -> None:
+    """The last rank dies (or hangs); the others raise a clear error within the timeout."""
+    dev = init("neuron")
+    x = torch.ones(4, device=dev)
+    dist.all_reduce(x)
+    torch.neuron.synchronize()
+    if RANK == WS - 1:
+        if kind == "dead":
+            os._exit(3)
+        time.sleep(float(os.environ["DIST_TIMEOUT"]) * 2 + 2)
+        os._exit(4)
+    start = time.monotonic()
+    dist.all_reduce(x)
+    try:
+        torch.neuron.synchronize()
+        raise AssertionError("a collective with a dead/hung peer completed")
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        print(f"error after {took:.1f}s: {e}", flush=True)
+        assert "allreduce" in str(e) and f"rank {RANK}" in str(e), e
+        assert took < float(os.environ["DIST_TIMEOUT"]) * 2 + 5, took
+    # The device still computes.
+    y = torch.arange(4.0, device=dev) * 2
+    same(y, torch.arange(4.0) * 2, "device after fault")
+    print("ALL OK", flush=True)
+    os._exit(0)  # the group is broken; no collective teardown
+
+
+def main() -> None:
+    job = sys.argv[1]
+    if job.startswith("fault-"):
+        job_fault(job[len("fault-"):])
+        return
+    backend = os.environ.get("DIST_BACKEND", "neuron")
+    backend = None if backend == "default" else backend
+    dev = init(backend)
+    if os.environ.get("DIST_ONE_CORE"):  # the backend narrowed the view to LOCAL_RANK's core
+        assert torch.neuron.device_count() == 1, torch.neuron.device_count()
+        assert os.environ.get("NEURON_RT_VISIBLE_CORES") == str(LOCAL_RANK), os.environ.get("NEURON_RT_VISIBLE_CORES")
+        ok("NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>")
+    cpu = dist.new_group(backend="gloo")
+    for name in os.environ.get("DIST_CHECKS", job).split(","):
+        globals()[f"check_{name}"](dev, cpu) if name in ("collectives", "functional", "streams", "errors") \
+            else globals()[f"check_{name}"](dev)
+    dist.barrier()
+    dist.destroy_process_group()
+    print("ALL OK", flush=True)
+
+
+if __name__ == "__main__":
+    main()

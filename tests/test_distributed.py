@@ -1,0 +1,123 @@
+"""The c10d backend `neuron`: every collective against CPU Gloo, stream
+ordering, faults, DDP, FSDP2 (+ DCP), DTensor/TP, with 2 and 4 processes.
+
+Each test starts one process per rank with torchrun's environment and runs a
+job of tests/dist_jobs.py (many checks per job: a process start costs seconds).
+The README's torchrun example is run by torchrun itself.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import _DEVICE_ENV
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DEVICE_ENV}
+    env.update(extra)
+    return env
+
+
+def run_world(job: str, nprocs: int, env: dict[str, str] | None = None,
+              timeout: float = 240) -> list[subprocess.CompletedProcess]:
+    """Run ``dist_jobs.py job`` in ``nprocs`` ranks (torchrun's variables)."""
+    port = str(_free_port())
+    procs = []
+    for rank in range(nprocs):
+        e = _env({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nprocs),
+                  "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1",
+                  "MASTER_PORT": port, "OMP_NUM_THREADS": "1", **(env or {})})
+        procs.append(subprocess.Popen([sys.executable, str(HERE / "dist_jobs.py"), job], env=e,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            out.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return out
+
+
+def assert_all_ok(results, ranks=None) -> str:
+    ranks = range(len(results)) if ranks is None else ranks
+    for r in ranks:
+        res = results[r]
+        if res.returncode != 0 or not res.stdout.rstrip().endswith("ALL OK"):
+            pytest.fail(f"rank {r} failed (rc={res.returncode}):\n--- stdout\n{res.stdout}\n"
+                        f"--- stderr\n{res.stderr[-6000:]}")
+    return results[0].stdout
+
+
+def test_collectives_2_ranks_every_core_visible():
+    """2 ranks seeing all 4 cores, torch.neuron.set_device(local_rank), backend string
+    "cpu:gloo,neuron:neuron"; includes the error checks (wrong core needs >1 core)."""
+    res = run_world("all", 2, {"NEURON_RT_VISIBLE_CORES": "0-3", "DIST_BACKEND": "cpu:gloo,neuron:neuron",
+                               "DIST_CHECKS": "collectives,functional,streams,errors,dtensor"})
+    out = assert_all_ok(res)
+    for check in ("all_reduce every ReduceOp", "unequal splits", "batch_isend_irecv", "coalesced",
+                  "barrier on every group", "functional collectives", "stream ordering",
+                  "wrong core is an error", "shape mismatch", "dtype mismatch", "tensor parallel"):
+        assert check in out, check
+
+
+def test_collectives_and_ddp_4_ranks_default_backend():
+    """4 ranks, no backend named (neuron is the default for the neuron accelerator);
+    the backend sets NEURON_RT_VISIBLE_CORES=<LOCAL_RANK> (checked in the job)."""
+    res = run_world("all", 4, {"DIST_BACKEND": "default", "DIST_ONE_CORE": "1",
+                               "DIST_CHECKS": "collectives,functional,streams,ddp,dtensor"})
+    out = assert_all_ok(res)
+    assert "DDP on digits" in out and "tensor parallel" in out and "LOCAL_RANK" in out
+
+
+def test_ddp_fsdp2_dcp_2_ranks(tmp_path):
+    res = run_world("all", 2, {"DIST_CHECKS": "ddp,fsdp", "DIST_CKPT_DIR": str(tmp_path / "ckpt"),
+                               "DIST_ONE_CORE": "1"})
+    out = assert_all_ok(res)
+    assert "FSDP2 Llama" in out and "DCP" in out
+
+
+@pytest.mark.parametrize("kind", ["dead", "hung"])
+def test_dead_or_hung_rank_is_an_error_within_timeout(kind):
+    res = run_world(f"fault-{kind}", 2, {"DIST_TIMEOUT": "4"}, timeout=120)
+    out = assert_all_ok(res, ranks=[0])
+    took = float(re.search(r"error after ([0-9.]+)s", out).group(1))
+    assert took < 13, out
+
+
+def test_readme_torchrun_example(tmp_path):
+    """The README's distributed example, run by torchrun as written there."""
+    readme = (REPO / "README.md").read_text()
+    m = re.search(r"<!-- distributed-example -->\s*```python\n(.*?)```", readme, re.S)
+    assert m, "README has no distributed example"
+    script = tmp_path / "train_ddp.py"
+    script.write_text(m.group(1))
+    cmd = re.search(r"<!-- distributed-command -->\s*```sh\n(.*?)\n```", readme, re.S).group(1)
+    argv = cmd.split()
+    assert argv[:2] == ["torchrun", "--nproc_per_node=2"], argv
+    argv = [str(Path(sys.executable).parent / "torchrun"), *argv[1:-1],
+            f"--master_port={_free_port()}", str(script)]
+    proc = subprocess.run(argv, env=_env({"OMP_NUM_THREADS": "1"}), capture_output=True,
+                          text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    assert "rank 0: neuron:0 of 1 visible core(s)" in proc.stdout, proc.stdout
+    assert "rank 1: neuron:0 of 1 visible core(s)" in proc.stdout, proc.stdout
+    assert "final loss" in proc.stdout

@@ -1,0 +1,97 @@
+"""The c10d backend ``neuron`` (``torch.distributed`` on neuron tensors).
+
+Importing torchneuron registers it: ``init_process_group("neuron")``,
+``"cpu:gloo,neuron:neuron"``, or no backend on a process whose accelerator is
+neuron. The transport is Gloo (shipped with PyTorch) over the tensors' device
+memory; ordering with the streams is done in C++ (``csrc/distributed/``).
+CPU tensors given to this backend are served by its Gloo group as is.
+
+Under torchrun, the first group of a process sets ``NEURON_RT_VISIBLE_CORES``
+to ``LOCAL_RANK`` (as TorchNeuron does) when it is unset and the device has
+not been used yet; otherwise every core stays visible and
+``torch.neuron.set_device(local_rank)`` selects the rank's core.
+"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from .. import _C
+
+BACKEND_NAME = "neuron"
+
+
+def _visible_core_for_local_rank() -> None:
+    local_rank = os.environ.get("LOCAL_RANK")
+    if local_rank is None or os.environ.get("NEURON_RT_VISIBLE_CORES"):
+        return
+    if _C._distributed._runtime_started():
+        return  # too late to narrow the view; set_device(local_rank) selects the core
+    os.environ["NEURON_RT_VISIBLE_CORES"] = local_rank
+
+
+def _create_backend(store, rank: int, size: int, timeout: timedelta):
+    """Backend factory given to ``Backend.register_backend`` (store, group rank,
+    group size, timeout: the group's, for every Gloo operation)."""
+    _visible_core_for_local_rank()
+    gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+    return _C._distributed._create_backend(gloo, rank, size)
+
+
+def _default_to_neuron(pg) -> None:
+    """Give a group a default backend it has. With no backend named, PyTorch
+    makes Gloo the default (anything but NCCL) although only ``neuron`` was
+    created for the neuron accelerator, and DDP's logger then fails with
+    "Could not find backend type 1"; with "cpu:gloo,neuron:neuron" it sets
+    none (a warning at destroy_process_group)."""
+    from torch._C._distributed_c10d import ProcessGroup
+
+    if not isinstance(pg, ProcessGroup) or pg._get_backend_name() not in ("gloo", "undefined"):
+        return
+
+    def has(device: str, name: str) -> bool:
+        try:
+            return pg._get_backend(torch.device(device)).name() == name
+        except RuntimeError:
+            return False
+
+    if has("cpu", "gloo"):
+        if pg._get_backend_name() == "undefined":
+            pg._set_default_backend(ProcessGroup.BackendType.GLOO)
+    elif has("neuron", BACKEND_NAME):
+        pg._set_default_backend(ProcessGroup.BackendType.CUSTOM)
+
+
+def _wrap_group_creation() -> None:
+    import torch.distributed.distributed_c10d as c10d
+
+    helper = c10d._new_process_group_helper
+    if getattr(helper, "_torchneuron", False):
+        return
+
+    def _new_process_group_helper(*args, **kwargs):
+        backend = kwargs.get("backend", args[3] if len(args) > 3 else None)
+        if backend is None or str(backend) == "undefined" or BACKEND_NAME in str(backend):
+            # Before PyTorch looks up the accelerator (which starts the runtime).
+            _visible_core_for_local_rank()
+        pg, store = helper(*args, **kwargs)
+        _default_to_neuron(pg)
+        return pg, store
+
+    _new_process_group_helper._torchneuron = True
+    c10d._new_process_group_helper = _new_process_group_helper
+
+
+def _register() -> None:
+    if not dist.is_available() or BACKEND_NAME in dist.Backend.backend_list:
+        return
+    # cpu too: object collectives and checkpoint metadata of a group created
+    # with backend="neuron" travel as CPU tensors.
+    dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["neuron", "cpu"])
+    _wrap_group_creation()
+
+
+_register()
