@@ -183,6 +183,17 @@ def reset_narrowing_stats() -> None:
     _C._reset_narrowing_stats()
 
 
+def full_width_stats() -> dict[str, int]:
+    """``{op_name: calls}`` of operators with float64/int64 inputs computed at
+    full width because the narrowed dtype has no kernel (int64 convolution and
+    average pooling): the 64-bit policy never turns a working call into an error."""
+    return _C._full_width_stats()
+
+
+def reset_full_width_stats() -> None:
+    _C._reset_full_width_stats()
+
+
 @contextlib.contextmanager
 def fallback_mode(mode: str):
     """Temporarily set the fallback mode: ``"warn"`` or ``"error"``."""

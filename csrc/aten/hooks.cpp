@@ -24,16 +24,36 @@ struct NeuronGeneratorImpl final : public c10::GeneratorImpl {
                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
         cpu_(at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val)) {}
 
-  void set_current_seed(uint64_t seed) override { cpu_.set_current_seed(seed); }
-  void set_offset(uint64_t offset) override { cpu_.set_offset(offset); }
-  uint64_t get_offset() const override { return cpu_.get_offset(); }
+  // Kernels draw when they run on the stream, not when launched: reading or
+  // reseeding the state first waits for the draws already queued on this
+  // core (else torch.manual_seed right after torch.randn reseeds under it).
+  void set_current_seed(uint64_t seed) override {
+    drain();
+    cpu_.set_current_seed(seed);
+  }
+  void set_offset(uint64_t offset) override {
+    drain();
+    cpu_.set_offset(offset);
+  }
+  uint64_t get_offset() const override {
+    drain();
+    return cpu_.get_offset();
+  }
   uint64_t current_seed() const override { return cpu_.current_seed(); }
-  uint64_t seed() override { return cpu_.seed(); }
+  uint64_t seed() override {
+    drain();
+    return cpu_.seed();
+  }
   void set_state(const c10::TensorImpl& new_state) override {
+    drain();
     cpu_.unsafeGetGeneratorImpl()->set_state(new_state);
   }
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    drain();
     return cpu_.unsafeGetGeneratorImpl()->get_state();
+  }
+  void drain() const {
+    if (!in_bad_fork()) sync_device(device_.index());
   }
   NeuronGeneratorImpl* clone_impl() const override {
     auto* g = new NeuronGeneratorImpl(device_.index());

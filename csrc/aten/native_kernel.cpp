@@ -5,6 +5,9 @@
 // current stream. 64-bit inputs are narrowed to 32 bits (TorchNeuron's
 // policy) unless TORCHNEURON_NARROW_64BIT=0.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
@@ -356,51 +359,6 @@ void redispatch_cpu(const c10::OperatorHandle& op, Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
-// Synchronous path: the result's size depends on the data.
-void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
-              c10::DeviceIndex device, bool narrow) {
-  const auto& s = op.schema();
-  std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
-  torch::jit::drop(*stack, plan.num_args);
-  sync_current_stream(device);
-  // Which widths to restore on results (no meta kernel tells us here).
-  bool had_double = false, had_long = false;
-  for (const auto& v : args)
-    map_tensors(v, [&](const at::Tensor& t) {
-      if (t.defined() && t.device().type() == kNeuron) {
-        had_double = had_double || t.scalar_type() == c10::kDouble;
-        had_long = had_long || t.scalar_type() == c10::kLong;
-      }
-      return t;
-    });
-  std::vector<IValue> results;
-  translate_errors([&] {
-    device_runtime().with_device_access([&] {
-      CpuArgs ca = cpu_args(plan, s, args, narrow, device);
-      const auto& compute = plan.compute_op ? *plan.compute_op : op;
-      redispatch_cpu(compute, &ca.stack);
-      for (auto& [alias, n] : ca.writeback) alias.copy_(n);
-      for (size_t r = 0; r < ca.stack.size(); ++r) {
-        IValue& v = ca.stack[r];
-        if (r < plan.ret_alias.size() && plan.ret_alias[r] >= 0) {
-          results.push_back(args[plan.ret_alias[r]]);
-        } else if (v.isTensor() && v.toTensor().defined()) {
-          const at::Tensor& t = v.toTensor();
-          auto dt = t.scalar_type();
-          if (narrow && dt == c10::kFloat && had_double) dt = c10::kDouble;
-          if (narrow && dt == c10::kInt && had_long) dt = c10::kLong;
-          at::Tensor d = empty_strided_neuron(t.sizes(), t.strides(), dt, device);
-          cpu_alias(d).copy_(t);
-          results.emplace_back(d);
-        } else {
-          results.push_back(std::move(v));
-        }
-      }
-    });
-  });
-  for (auto& v : results) stack->push_back(std::move(v));
-}
-
 // Geometry of an op's results, as the Meta device computes it.
 struct ResultGeometry {
   bool defined = false;
@@ -409,6 +367,12 @@ struct ResultGeometry {
 };
 struct Geometry {
   std::vector<ResultGeometry> results;
+  // The CPU kernel's results differ from the Meta kernel's (dtype, shape or
+  // strides): results are computed by the functional kernel and copied.
+  bool cpu_differs = false;
+  // The narrowed dtype has no CPU kernel (int64 convolution as int32): this
+  // signature computes at full width (counted in full_width_stats).
+  bool full_width = false;
 };
 
 // Meta kernels of PyTorch 2.13 are mostly Python (torch._meta_registrations),
@@ -486,8 +450,59 @@ std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t 
   std::string k;
   k.reserve(256);
   put(k, static_cast<const void*>(&op.schema()));
+  // Global state that changes a result's dtype, shape or strides (or which
+  // kernel runs): default dtype (bool / int division, scalar promotion), grad
+  // and inference mode, deterministic algorithms, the 64-bit policy.
+  put(k, c10::typeMetaToScalarType(c10::get_default_dtype()));
+  put(k, c10::GradMode::is_enabled());
+  put(k, c10::InferenceMode::is_enabled());
+  put(k, at::globalContext().deterministicAlgorithms());
+  put(k, g_narrow.load(std::memory_order_relaxed));
   for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i]);
   return k;
+}
+
+std::vector<int64_t> dense_strides(c10::IntArrayRef sizes) {
+  auto d = c10::contiguous_strides(sizes);
+  return std::vector<int64_t>(d.begin(), d.end());
+}
+
+bool on_device_memory(const at::Tensor& t) {
+  return t.defined() && t.numel() > 0 && device_runtime().device_of(t.data_ptr()) >= 0;
+}
+
+bool is_generator_arg(const c10::Argument& arg) {
+  return arg.type()->kind() == c10::TypeKind::OptionalType &&
+         arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType;
+}
+
+bool is_out_arg(const c10::FunctionSchema& s, size_t i) {
+  const auto* ai = s.arguments()[i].alias_info();
+  return ai && ai->isWrite() && s.arguments()[i].kwarg_only();
+}
+
+// The Meta kernel rejected the call. The CPU kernel, run on zero-filled host
+// tensors of the same geometry, raises what the CPU raises for it (type and
+// message: IndexError for a reduction over a zero-size dimension, where Meta
+// raises RuntimeError). Returns when the CPU accepts the call.
+void raise_as_cpu(const c10::OperatorHandle& compute, const Plan& plan, const Stack& stack,
+                  size_t base) {
+  const auto& s = compute.schema();
+  Stack cpu;
+  cpu.reserve(plan.num_args);
+  for (size_t i = 0; i < plan.num_args; ++i) {
+    if (is_generator_arg(s.arguments()[i])) {
+      cpu.emplace_back(at::make_generator<at::CPUGeneratorImpl>(0));  // leaves the CPU's own RNG alone
+      continue;
+    }
+    cpu.push_back(map_tensors(stack[base + i], [](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined() || t.device().type() != kNeuron) return t;
+      at::Tensor h = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
+      if (h.storage().nbytes() > 0) std::memset(h.storage().mutable_data(), 0, h.storage().nbytes());
+      return h;
+    }));
+  }
+  redispatch_cpu(compute, &cpu);
 }
 
 // Run the op (or its compute alias) on Meta. nullopt: no usable meta kernel
@@ -518,7 +533,8 @@ std::optional<Geometry> infer_geometry(const c10::OperatorHandle& op, const Plan
         msg.find("data-dependent") != std::string::npos ||
         msg.find("data dependent") != std::string::npos)
       return std::nullopt;
-    throw;
+    raise_as_cpu(shape_op, plan, stack, base);
+    return std::nullopt;  // the CPU accepts what Meta rejected: compute with the data
   } catch (const std::exception& e) {
     // A meta kernel written in Python (torch._meta_registrations) reports a
     // data-dependent shape (nonzero behind x[mask]) as a Python error.
@@ -526,7 +542,8 @@ std::optional<Geometry> infer_geometry(const c10::OperatorHandle& op, const Plan
     if (msg.find("data-independent") != std::string::npos ||
         msg.find("data-dependent") != std::string::npos)
       return std::nullopt;
-    throw;
+    raise_as_cpu(shape_op, plan, stack, base);
+    return std::nullopt;
   }
   Geometry g;
   for (const IValue& v : meta) {
@@ -543,25 +560,268 @@ std::optional<Geometry> infer_geometry(const c10::OperatorHandle& op, const Plan
   return g;
 }
 
+std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const Plan& plan,
+                                      const std::vector<IValue>& args, bool narrow,
+                                      c10::DeviceIndex device);
+
+// Synchronous path: the result's size depends on the data (or no Meta kernel).
+void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
+              c10::DeviceIndex device, bool narrow) {
+  const auto& s = op.schema();
+  std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
+  torch::jit::drop(*stack, plan.num_args);
+  sync_current_stream(device);
+  // Which widths to restore on results (no meta kernel tells us here).
+  bool had_double = false, had_long = false;
+  for (const auto& v : args)
+    map_tensors(v, [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == kNeuron) {
+        had_double = had_double || t.scalar_type() == c10::kDouble;
+        had_long = had_long || t.scalar_type() == c10::kLong;
+      }
+      return t;
+    });
+  const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
+  std::vector<IValue> got;
+  translate_errors([&] {
+    device_runtime().with_device_access([&] {
+      got = run_cpu_host_outs(compute, plan, args, narrow, device);
+      for (auto& v : got)
+        if (v.isTensor() && on_device_memory(v.toTensor())) v = v.toTensor().clone();
+    });
+  });
+  std::vector<IValue> results;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  bool resized = false;
+  for (size_t r = 0; r < got.size(); ++r) {
+    const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
+    if (alias >= 0) {
+      at::Tensor t = args[alias].toTensor();
+      if (is_out_arg(s, alias) && got[r].isTensor() && got[r].toTensor().defined()) {
+        const at::Tensor& h = got[r].toTensor();
+        if (t.sizes() != h.sizes()) {
+          t.resize_(h.sizes());  // as the CPU kernel resized its out= tensor
+          resized = true;
+        }
+        copies.emplace_back(t, h);
+      }
+      results.emplace_back(t);
+    } else if (got[r].isTensor() && got[r].toTensor().defined()) {
+      const at::Tensor& h = got[r].toTensor();
+      auto dt = h.scalar_type();
+      if (narrow && dt == c10::kFloat && had_double) dt = c10::kDouble;
+      if (narrow && dt == c10::kInt && had_long) dt = c10::kLong;
+      auto strides = h.is_non_overlapping_and_dense() ? h.strides().vec()
+                                                      : dense_strides(h.sizes());
+      at::Tensor d = empty_strided_neuron(h.sizes(), strides, dt, device);
+      copies.emplace_back(d, h);
+      results.emplace_back(d);
+    } else {
+      results.push_back(got[r]);
+    }
+  }
+  if (resized) sync_current_stream(device);
+  translate_errors([&] {
+    device_runtime().with_device_access([&] {
+      for (auto& [d, h] : copies) cpu_alias(d).copy_(h);
+    });
+  });
+  for (auto& v : results) stack->push_back(std::move(v));
+}
+
+std::mutex& full_width_mu() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+std::map<std::string, int64_t>& full_width_counts() {
+  static auto* m = new std::map<std::string, int64_t>();
+  return *m;
+}
+void note_full_width(const std::string& name) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(full_width_mu());
+    first = full_width_counts()[name]++ == 0;
+  }
+  if (first)
+    TORCH_WARN("neuron: ", name, " has no 32-bit kernel for narrowed float64/int64 inputs; "
+                    "computed at full width (counted in torch.neuron.full_width_stats()).");
+}
+
+// Runs the CPU kernel of `compute` over device memory (host access granted):
+// out= arguments are replaced by host tensors the kernel may resize as it
+// does on the CPU; with narrowing, an out= op computes its functional form.
+// Returns the CPU kernel's results.
+std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const Plan& plan,
+                                      const std::vector<IValue>& args, bool narrow,
+                                      c10::DeviceIndex device) {
+  if (narrow && plan.functional_op) {
+    std::vector<IValue> in(args.begin(), args.end() - plan.num_out);
+    CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device);
+    redispatch_cpu(*plan.functional_op, &ca.stack);
+    return std::vector<IValue>(ca.stack.begin(), ca.stack.end());
+  }
+  const auto& s = compute.schema();
+  CpuArgs ca = cpu_args(plan, s, args, narrow, device);
+  for (size_t i = 0; i < plan.num_args; ++i)
+    if (is_out_arg(s, i) && ca.stack[i].isTensor() && ca.stack[i].toTensor().defined()) {
+      const at::Tensor& a = ca.stack[i].toTensor();
+      ca.stack[i] = at::empty_strided(a.sizes(), a.strides(), a.options());
+    }
+  redispatch_cpu(compute, &ca.stack);
+  for (auto& [alias, n] : ca.writeback) alias.copy_(n);
+  return std::vector<IValue>(ca.stack.begin(), ca.stack.end());
+}
+
+ResultGeometry geometry_of(const at::Tensor& t) {
+  ResultGeometry r;
+  r.defined = true;
+  r.sizes = t.sizes().vec();
+  r.strides = t.strides().vec();
+  r.dtype = t.scalar_type();
+  return r;
+}
+
+bool same_geometry(const ResultGeometry& a, const ResultGeometry& b) {
+  return a.defined == b.defined &&
+         (!a.defined || (a.sizes == b.sizes && a.strides == b.strides && a.dtype == b.dtype));
+}
+
+// Results the device gives back. `got` are the CPU kernel's results (host
+// tensors); written arguments return as themselves. out= arguments the CPU
+// kernel resized are resized on the device. Fills (device tensor, host
+// result) pairs to copy and the geometry to cache.
+std::vector<IValue> device_results(const Plan& plan, const c10::FunctionSchema& s,
+                                   const std::vector<IValue>& args, const std::vector<IValue>& got,
+                                   bool narrowed, const Geometry* meta, c10::DeviceIndex device,
+                                   Geometry* geo,
+                                   std::vector<std::pair<at::Tensor, at::Tensor>>* copies,
+                                   bool* resized) {
+  std::vector<IValue> results;
+  for (size_t r = 0; r < got.size(); ++r) {
+    const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
+    const ResultGeometry* m = meta && r < meta->results.size() ? &meta->results[r] : nullptr;
+    ResultGeometry rg;
+    if (alias >= 0) {
+      at::Tensor t = args[alias].toTensor();
+      if (is_out_arg(s, alias) && got[r].isTensor() && got[r].toTensor().defined()) {
+        const at::Tensor& h = got[r].toTensor();
+        if (t.sizes() != h.sizes()) {
+          t.resize_(h.sizes());
+          *resized = true;
+        }
+        copies->emplace_back(t, h);
+      }
+      rg = geometry_of(t);
+      results.emplace_back(t);
+    } else if (got[r].isTensor() && got[r].toTensor().defined()) {
+      const at::Tensor& h = got[r].toTensor();
+      auto dt = h.scalar_type();
+      // 64-bit policy: a narrowed result regains the width Meta gives it.
+      if (narrowed && m && m->defined && is_narrowable(m->dtype) &&
+          dt == (m->dtype == c10::kDouble ? c10::kFloat : c10::kInt))
+        dt = m->dtype;
+      std::vector<int64_t> strides;
+      if (h.is_non_overlapping_and_dense())
+        strides = h.strides().vec();
+      else if (m && m->defined && m->sizes == h.sizes().vec())
+        strides = m->strides;
+      else
+        strides = dense_strides(h.sizes());
+      at::Tensor d = empty_strided_neuron(h.sizes(), strides, dt, device);
+      copies->emplace_back(d, h);
+      rg = geometry_of(d);
+      results.emplace_back(d);
+    } else {
+      results.push_back(got[r]);
+    }
+    if (m && !same_geometry(*m, rg)) geo->cpu_differs = true;
+    geo->results.push_back(std::move(rg));
+  }
+  if (meta && meta->results.size() != got.size()) geo->cpu_differs = true;
+  return results;
+}
+
+// First call of a signature: synchronous, so the CPU kernel's results (the
+// truth) give the geometry the device keeps for this signature, whatever the
+// Meta kernel said; data errors of this call raise at once with the CPU's type.
+void run_first(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
+               c10::DeviceIndex device, bool narrow, const Geometry& meta, const std::string& key) {
+  const auto& s = op.schema();
+  std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
+  torch::jit::drop(*stack, plan.num_args);
+  const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
+  sync_current_stream(device);
+  bool full_width = false;
+  std::vector<IValue> got;
+  translate_errors([&] {
+    device_runtime().with_device_access([&] {
+      try {
+        got = run_cpu_host_outs(compute, plan, args, narrow, device);
+      } catch (const c10::NotImplementedError&) {
+        if (!narrow) throw;
+        got = run_cpu_host_outs(compute, plan, args, false, device);
+        full_width = true;
+      }
+      for (size_t r = 0; r < got.size(); ++r) {
+        const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
+        if (alias >= 0 && !is_out_arg(s, alias)) continue;  // written in place
+        if (got[r].isTensor() && on_device_memory(got[r].toTensor()))
+          got[r] = got[r].toTensor().clone();  // a view of an input's device memory
+      }
+    });
+  });
+  if (full_width)
+    note_full_width(plan.name);
+  else if (narrow)
+    note_narrowing(plan.name);
+  Geometry geo;
+  geo.full_width = full_width;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  bool resized = false;
+  std::vector<IValue> results = device_results(plan, s, args, got, narrow && !full_width, &meta,
+                                               device, &geo, &copies, &resized);
+  if (resized) sync_current_stream(device);  // resize_ copies old bytes on the stream
+  translate_errors([&] {
+    device_runtime().with_device_access([&] {
+      for (auto& [d, h] : copies) cpu_alias(d).copy_(h);
+    });
+  });
+  geometry_cache().insert(key, std::move(geo));
+  for (auto& v : results) stack->push_back(std::move(v));
+}
+
 void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
   const Plan& plan = plan_for(op);
   const auto& s = op.schema();
   const size_t base = stack->size() - plan.num_args;
   if (plan.host_indices >= 0) indices_to_device(plan, *stack, base);
   c10::DeviceIndex device = check_devices(plan, s, *stack, base);
-  const bool narrow = wants_narrowing(plan, s, *stack, base);
-  if (narrow) note_narrowing(plan.name);
+  bool narrow = wants_narrowing(plan, s, *stack, base);
 
-  if (plan.sync) return run_sync(op, plan, stack, device, narrow);
+  if (plan.sync) {
+    if (narrow) note_narrowing(plan.name);
+    return run_sync(op, plan, stack, device, narrow);
+  }
 
   // Result geometry: from the cache, or by running the op on Meta (errors
-  // surface here, before anything runs, and leave the inputs intact).
+  // surface here, before anything runs, and leave the inputs intact), then
+  // once synchronously on the CPU kernel, whose results are the truth.
   std::string key = geometry_key(op, *stack, base, plan.num_args);
   std::shared_ptr<const Geometry> geo = geometry_cache().find(key);
   if (!geo) {
     auto g = infer_geometry(op, plan, *stack, base);
-    if (!g) return run_sync(op, plan, stack, device, narrow);
-    geo = geometry_cache().insert(key, std::move(*g));
+    if (!g) {
+      if (narrow) note_narrowing(plan.name);
+      return run_sync(op, plan, stack, device, narrow);
+    }
+    return run_first(op, plan, stack, device, narrow, *g, key);
+  }
+  if (geo->full_width) {
+    narrow = false;
+    note_full_width(plan.name);
+  } else if (narrow) {
+    note_narrowing(plan.name);
   }
 
   std::vector<IValue> args(stack->begin() + base, stack->end());
@@ -584,7 +844,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     }
   }
 
-  const auto* out_op = plan.out_op && !narrow ? &*plan.out_op : nullptr;
+  const auto* out_op = plan.out_op && !narrow && !geo->cpu_differs ? &*plan.out_op : nullptr;
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   // The kernel sees the tensors as they are now (launch_view), not as the
   // caller may change them before it runs (rot90 = flip, then transpose_).
@@ -639,6 +899,15 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
 }  // namespace
 
 bool narrow_64bit_enabled() { return g_narrow.load(); }
+
+std::map<std::string, int64_t> full_width_stats() {
+  std::lock_guard<std::mutex> lock(full_width_mu());
+  return full_width_counts();
+}
+void reset_full_width_stats() {
+  std::lock_guard<std::mutex> lock(full_width_mu());
+  full_width_counts().clear();
+}
 void set_narrow_64bit(bool on) { g_narrow.store(on); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
