@@ -151,7 +151,7 @@ def test_generator_on_another_core():
     assert g.device == torch.device("neuron", 2)
     got = torch.randn(5, device="neuron:2", generator=g).cpu()
     assert torch.equal(got, torch.randn(5, generator=torch.Generator().manual_seed(9)))
-    with pytest.raises(IndexError, match="invalid neuron device index 9"):
+    with pytest.raises(torch.AcceleratorError, match="invalid neuron device index 9"):
         torch.Generator(device="neuron:9")
 
 

@@ -92,7 +92,8 @@ def current_device() -> int:
 
 
 def set_device(device: Any) -> None:
-    """Set the calling thread's current NeuronCore. Raises IndexError on a bad index."""
+    """Set the calling thread's current NeuronCore. Raises torch.AcceleratorError
+    (a RuntimeError, "invalid device ordinal", as CUDA) on a bad index."""
     idx = _get_device_index(device)
     if idx >= 0:
         _C._set_device(idx)

@@ -152,6 +152,8 @@ const Plan& plan_for(const c10::OperatorHandle& op) {
     if (base == ca.op) p->compute_op = c10::Dispatcher::singleton().findOp({std::string("aten::") + ca.computed_as, ""});
   for (const char* n : kSyncNativeOps)
     if (p->name == std::string("aten::") + n) p->sync = true;
+  for (const char* n : kCheckedIndexOps)
+    if (p->name == std::string("aten::") + n) p->sync = true;
   for (const char* n : kHostIndexOps)
     if (p->name == std::string("aten::") + n)
       for (size_t i = 0; i < s.arguments().size(); ++i)
@@ -314,8 +316,17 @@ struct CpuArgs {
   std::vector<std::pair<at::Tensor, at::Tensor>> writeback;  // (alias, narrowed copy)
 };
 
+// A zero-filled host tensor of t's geometry (the geometry probe's input).
+at::Tensor zero_host_like(const at::Tensor& t) {
+  at::Tensor h = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
+  if (h.storage().nbytes() > 0) std::memset(h.storage().mutable_data(), 0, h.storage().nbytes());
+  return h;
+}
+
+// probe: zero-filled host copies in place of device memory and a scratch
+// generator (no device access, no draw from the device's generator).
 CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vector<IValue>& args,
-                 bool narrow, c10::DeviceIndex device) {
+                 bool narrow, c10::DeviceIndex device, bool probe = false) {
   CpuArgs out;
   out.stack.reserve(args.size() + 4);
   bool narrows_long = false;
@@ -329,6 +340,10 @@ CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vect
     const auto& arg = s.arguments()[i];
     if (arg.type()->kind() == c10::TypeKind::OptionalType &&
         arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
+      if (probe) {
+        out.stack.emplace_back(at::make_generator<at::CPUGeneratorImpl>(0));
+        continue;
+      }
       const auto& gen = args[i].isNone() ? default_generator(device) : args[i].toGenerator();
       out.stack.emplace_back(cpu_generator_of(gen));
       continue;
@@ -343,7 +358,7 @@ CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vect
     bool narrow_this = narrow && !plan.is_index[i] && !is_out;
     out.stack.push_back(map_tensors(args[i], [&](const at::Tensor& t) -> at::Tensor {
       if (!t.defined() || t.device().type() != kNeuron) return t;
-      at::Tensor a = cpu_alias(t);
+      at::Tensor a = probe ? zero_host_like(t) : cpu_alias(t);
       if (narrow_this && is_narrowable(t.scalar_type())) {
         at::Tensor n = narrowed(a);
         if (writes) out.writeback.emplace_back(a, n);
@@ -496,10 +511,7 @@ void raise_as_cpu(const c10::OperatorHandle& compute, const Plan& plan, const St
       continue;
     }
     cpu.push_back(map_tensors(stack[base + i], [](const at::Tensor& t) -> at::Tensor {
-      if (!t.defined() || t.device().type() != kNeuron) return t;
-      at::Tensor h = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
-      if (h.storage().nbytes() > 0) std::memset(h.storage().mutable_data(), 0, h.storage().nbytes());
-      return h;
+      return t.defined() && t.device().type() == kNeuron ? zero_host_like(t) : t;
     }));
   }
   redispatch_cpu(compute, &cpu);
@@ -562,7 +574,7 @@ std::optional<Geometry> infer_geometry(const c10::OperatorHandle& op, const Plan
 
 std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const Plan& plan,
                                       const std::vector<IValue>& args, bool narrow,
-                                      c10::DeviceIndex device);
+                                      c10::DeviceIndex device, bool probe = false);
 
 // Synchronous path: the result's size depends on the data (or no Meta kernel).
 void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
@@ -654,15 +666,15 @@ void note_full_width(const std::string& name) {
 // Returns the CPU kernel's results.
 std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const Plan& plan,
                                       const std::vector<IValue>& args, bool narrow,
-                                      c10::DeviceIndex device) {
+                                      c10::DeviceIndex device, bool probe) {
   if (narrow && plan.functional_op) {
     std::vector<IValue> in(args.begin(), args.end() - plan.num_out);
-    CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device);
+    CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device, probe);
     redispatch_cpu(*plan.functional_op, &ca.stack);
     return std::vector<IValue>(ca.stack.begin(), ca.stack.end());
   }
   const auto& s = compute.schema();
-  CpuArgs ca = cpu_args(plan, s, args, narrow, device);
+  CpuArgs ca = cpu_args(plan, s, args, narrow, device, probe);
   for (size_t i = 0; i < plan.num_args; ++i)
     if (is_out_arg(s, i) && ca.stack[i].isTensor() && ca.stack[i].toTensor().defined()) {
       const at::Tensor& a = ca.stack[i].toTensor();
@@ -687,108 +699,60 @@ bool same_geometry(const ResultGeometry& a, const ResultGeometry& b) {
          (!a.defined || (a.sizes == b.sizes && a.strides == b.strides && a.dtype == b.dtype));
 }
 
-// Results the device gives back. `got` are the CPU kernel's results (host
-// tensors); written arguments return as themselves. out= arguments the CPU
-// kernel resized are resized on the device. Fills (device tensor, host
-// result) pairs to copy and the geometry to cache.
-std::vector<IValue> device_results(const Plan& plan, const c10::FunctionSchema& s,
-                                   const std::vector<IValue>& args, const std::vector<IValue>& got,
-                                   bool narrowed, const Geometry* meta, c10::DeviceIndex device,
-                                   Geometry* geo,
-                                   std::vector<std::pair<at::Tensor, at::Tensor>>* copies,
-                                   bool* resized) {
-  std::vector<IValue> results;
+// The geometry of the CPU kernel's results (the truth, whatever the Meta
+// kernel said about dtype, shape or strides), learned once per signature by
+// running the CPU kernel on zero-filled host copies of the inputs: no device
+// access, so the call stays asynchronous. Where the narrowed dtype has no
+// CPU kernel, the signature computes at full width. nullopt: the CPU kernel
+// rejected the zero inputs; the caller computes with the data, synchronously
+// (raising the CPU's error for the real call at once).
+std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan& plan,
+                                       const Stack& stack, size_t base, bool narrow,
+                                       const Geometry& meta, c10::DeviceIndex device) {
+  const auto& s = op.schema();
+  const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
+  std::vector<IValue> args(stack.begin() + base, stack.begin() + base + plan.num_args);
+  Geometry geo;
+  std::vector<IValue> got;
+  try {
+    try {
+      got = run_cpu_host_outs(compute, plan, args, narrow, device, /*probe=*/true);
+    } catch (const c10::NotImplementedError&) {
+      if (!narrow) throw;
+      got = run_cpu_host_outs(compute, plan, args, false, device, /*probe=*/true);
+      geo.full_width = true;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const bool narrowed = narrow && !geo.full_width;
   for (size_t r = 0; r < got.size(); ++r) {
     const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
-    const ResultGeometry* m = meta && r < meta->results.size() ? &meta->results[r] : nullptr;
+    const ResultGeometry* m = r < meta.results.size() ? &meta.results[r] : nullptr;
     ResultGeometry rg;
     if (alias >= 0) {
-      at::Tensor t = args[alias].toTensor();
-      if (is_out_arg(s, alias) && got[r].isTensor() && got[r].toTensor().defined()) {
-        const at::Tensor& h = got[r].toTensor();
-        if (t.sizes() != h.sizes()) {
-          t.resize_(h.sizes());
-          *resized = true;
-        }
-        copies->emplace_back(t, h);
-      }
+      const at::Tensor& t = args[alias].toTensor();
       rg = geometry_of(t);
-      results.emplace_back(t);
+      if (is_out_arg(s, alias) && got[r].isTensor() && got[r].toTensor().defined() &&
+          got[r].toTensor().sizes() != t.sizes()) {
+        rg.sizes = got[r].toTensor().sizes().vec();  // resize_ makes it contiguous
+        rg.strides = dense_strides(rg.sizes);
+      }
     } else if (got[r].isTensor() && got[r].toTensor().defined()) {
       const at::Tensor& h = got[r].toTensor();
-      auto dt = h.scalar_type();
+      rg = geometry_of(h);
       // 64-bit policy: a narrowed result regains the width Meta gives it.
       if (narrowed && m && m->defined && is_narrowable(m->dtype) &&
-          dt == (m->dtype == c10::kDouble ? c10::kFloat : c10::kInt))
-        dt = m->dtype;
-      std::vector<int64_t> strides;
-      if (h.is_non_overlapping_and_dense())
-        strides = h.strides().vec();
-      else if (m && m->defined && m->sizes == h.sizes().vec())
-        strides = m->strides;
-      else
-        strides = dense_strides(h.sizes());
-      at::Tensor d = empty_strided_neuron(h.sizes(), strides, dt, device);
-      copies->emplace_back(d, h);
-      rg = geometry_of(d);
-      results.emplace_back(d);
-    } else {
-      results.push_back(got[r]);
+          rg.dtype == (m->dtype == c10::kDouble ? c10::kFloat : c10::kInt))
+        rg.dtype = m->dtype;
+      if (!h.is_non_overlapping_and_dense())
+        rg.strides = m && m->defined && m->sizes == rg.sizes ? m->strides : dense_strides(rg.sizes);
     }
-    if (m && !same_geometry(*m, rg)) geo->cpu_differs = true;
-    geo->results.push_back(std::move(rg));
+    if (!m || !same_geometry(*m, rg)) geo.cpu_differs = true;
+    geo.results.push_back(std::move(rg));
   }
-  if (meta && meta->results.size() != got.size()) geo->cpu_differs = true;
-  return results;
-}
-
-// First call of a signature: synchronous, so the CPU kernel's results (the
-// truth) give the geometry the device keeps for this signature, whatever the
-// Meta kernel said; data errors of this call raise at once with the CPU's type.
-void run_first(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
-               c10::DeviceIndex device, bool narrow, const Geometry& meta, const std::string& key) {
-  const auto& s = op.schema();
-  std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
-  torch::jit::drop(*stack, plan.num_args);
-  const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
-  sync_current_stream(device);
-  bool full_width = false;
-  std::vector<IValue> got;
-  translate_errors([&] {
-    device_runtime().with_device_access([&] {
-      try {
-        got = run_cpu_host_outs(compute, plan, args, narrow, device);
-      } catch (const c10::NotImplementedError&) {
-        if (!narrow) throw;
-        got = run_cpu_host_outs(compute, plan, args, false, device);
-        full_width = true;
-      }
-      for (size_t r = 0; r < got.size(); ++r) {
-        const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
-        if (alias >= 0 && !is_out_arg(s, alias)) continue;  // written in place
-        if (got[r].isTensor() && on_device_memory(got[r].toTensor()))
-          got[r] = got[r].toTensor().clone();  // a view of an input's device memory
-      }
-    });
-  });
-  if (full_width)
-    note_full_width(plan.name);
-  else if (narrow)
-    note_narrowing(plan.name);
-  Geometry geo;
-  geo.full_width = full_width;
-  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
-  bool resized = false;
-  std::vector<IValue> results = device_results(plan, s, args, got, narrow && !full_width, &meta,
-                                               device, &geo, &copies, &resized);
-  if (resized) sync_current_stream(device);  // resize_ copies old bytes on the stream
-  translate_errors([&] {
-    device_runtime().with_device_access([&] {
-      for (auto& [d, h] : copies) cpu_alias(d).copy_(h);
-    });
-  });
-  geometry_cache().insert(key, std::move(geo));
-  for (auto& v : results) stack->push_back(std::move(v));
+  if (meta.results.size() != got.size()) geo.cpu_differs = true;
+  return geo;
 }
 
 void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
@@ -806,16 +770,17 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
 
   // Result geometry: from the cache, or by running the op on Meta (errors
   // surface here, before anything runs, and leave the inputs intact), then
-  // once synchronously on the CPU kernel, whose results are the truth.
+  // corrected by the CPU kernel's own results (probe_geometry).
   std::string key = geometry_key(op, *stack, base, plan.num_args);
   std::shared_ptr<const Geometry> geo = geometry_cache().find(key);
   if (!geo) {
-    auto g = infer_geometry(op, plan, *stack, base);
+    auto m = infer_geometry(op, plan, *stack, base);
+    auto g = m ? probe_geometry(op, plan, *stack, base, narrow, *m, device) : std::nullopt;
     if (!g) {
       if (narrow) note_narrowing(plan.name);
       return run_sync(op, plan, stack, device, narrow);
     }
-    return run_first(op, plan, stack, device, narrow, *g, key);
+    geo = geometry_cache().insert(key, std::move(*g));
   }
   if (geo->full_width) {
     narrow = false;

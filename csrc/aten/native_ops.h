@@ -139,6 +139,12 @@ inline constexpr const char* kHostIndexOps[] = {
     "index.Tensor", "index_put_", "_index_put_impl_", "index_put",
 };
 
+// Indexing operators computed synchronously, so an index out of range raises
+// at the call with the CPU's type (IndexError), as on the CPU.
+inline constexpr const char* kCheckedIndexOps[] = {
+    "index.Tensor", "index_put_", "_index_put_impl_", "index_put",
+};
+
 // Argument names that carry indices, not values: never narrowed to 32 bits
 // (ATen's index kernels require int64 there; an index is an address).
 inline constexpr const char* kIndexArgNames[] = {"index", "indices", "offsets", "target"};
