@@ -77,3 +77,17 @@ def test_exchange_device():
     assert torch.neuron.maybe_exchange_device(0) == 2
     assert torch.neuron.current_device() == 0
     assert torch.neuron.exchange_device(-1) == -1
+
+
+# docs/device_module_audit.md: what torch's device-generic code reads.
+AUDITED = ["_initialized", "device", "get_rng_state", "set_rng_state", "default_generators",
+           "_get_generator", "device_count", "current_device", "set_device", "is_available",
+           "is_initialized", "get_device_name", "Stream", "Event", "stream", "current_stream",
+           "synchronize", "memory_allocated", "memory_reserved", "memory_stats", "empty_cache",
+           "get_amp_supported_dtype", "_utils", "exchange_device", "maybe_exchange_device"]
+
+
+@pytest.mark.parametrize("name", AUDITED)
+def test_device_module_has_what_torch_reads(name):
+    assert hasattr(torch.neuron, name)
+    assert torch.get_device_module("neuron") is torch.neuron
