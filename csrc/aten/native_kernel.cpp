@@ -1,15 +1,18 @@
 // The generic native kernel: every operator in native_ops.h runs here.
-// 1. check devices; 2. infer result geometry on the Meta device (so shape
-// errors are raised at once and inputs stay intact); 3. allocate results on
-// the device; 4. enqueue ATen's CPU kernel over the device memory on the
-// current stream. 64-bit inputs are narrowed to 32 bits (TorchNeuron's
+// 1. check devices; 2. result geometry: the CPU kernel's, learned once per
+// signature from zero-filled host copies (errors are raised at once, inputs
+// stay intact); 3. allocate results on the device; 4. enqueue ATen's CPU
+// kernel over the device memory on the current stream. 64-bit inputs are narrowed to 32 bits (TorchNeuron's
 // policy) unless TORCHNEURON_NARROW_64BIT=0.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -50,7 +53,7 @@ struct Plan {
   std::optional<c10::OperatorHandle> functional_op;  // out= overload -> its functional one
   size_t num_out = 0;          // out= arguments (kwarg-only, written), last in the schema
   std::optional<c10::OperatorHandle> compute_op;  // kComputeAliases
-  std::atomic<bool> sync{false};  // kSyncNativeOps, or no usable meta kernel (set once, any thread)
+  std::atomic<bool> sync{false};  // kSyncNativeOps / kCheckedIndexOps (set once, any thread)
   int host_indices = -1;       // kHostIndexOps: the `indices` argument
 };
 
@@ -236,12 +239,6 @@ void indices_to_device(const Plan& plan, Stack& stack, size_t base) {
   });
 }
 
-at::Tensor to_meta(const at::Tensor& t) {
-  if (!t.defined() || t.device().type() != kNeuron) return t;
-  auto m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  return m;
-}
-
 bool is_narrowable(c10::ScalarType st) {
   return st == c10::kDouble || st == c10::kLong;
 }
@@ -317,10 +314,16 @@ struct CpuArgs {
 };
 
 // A zero-filled host tensor of t's geometry (the geometry probe's input).
+// An anonymous private mapping reads as the kernel's zero page: read-only
+// inputs cost neither memory nor a memset; writes copy only touched pages.
 at::Tensor zero_host_like(const at::Tensor& t) {
-  at::Tensor h = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
-  if (h.storage().nbytes() > 0) std::memset(h.storage().mutable_data(), 0, h.storage().nbytes());
-  return h;
+  const size_t n = at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.dtype().itemsize());
+  const auto options = t.options().device(c10::kCPU);
+  if (n == 0) return at::empty_strided(t.sizes(), t.strides(), options);
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "neuron: no host memory for a ", n,
+                   "-byte shape probe");
+  return at::from_blob(p, t.sizes(), t.strides(), [n](void* q) { munmap(q, n); }, options);
 }
 
 // probe: zero-filled host copies in place of device memory and a scratch
@@ -374,7 +377,7 @@ void redispatch_cpu(const c10::OperatorHandle& op, Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
-// Geometry of an op's results, as the Meta device computes it.
+// Geometry of an op's results, as the CPU kernel gives it.
 struct ResultGeometry {
   bool defined = false;
   std::vector<int64_t> sizes, strides;
@@ -382,18 +385,15 @@ struct ResultGeometry {
 };
 struct Geometry {
   std::vector<ResultGeometry> results;
-  // The CPU kernel's results differ from the Meta kernel's (dtype, shape or
-  // strides): results are computed by the functional kernel and copied.
-  bool cpu_differs = false;
   // The narrowed dtype has no CPU kernel (int64 convolution as int32): this
   // signature computes at full width (counted in full_width_stats).
   bool full_width = false;
 };
 
-// Meta kernels of PyTorch 2.13 are mostly Python (torch._meta_registrations),
-// ~100 us a call; results depend only on the arguments' metadata and
-// non-tensor values, so they are cached per signature (as a graph compiler
-// caches per input shapes).
+// Results of the operators computed asynchronously depend only on the
+// arguments' metadata, non-tensor values and global state, so their geometry
+// is learned once per signature (as a graph compiler compiles per input
+// shapes) and cached.
 class GeometryCache {
  public:
   std::shared_ptr<const Geometry> find(const std::string& key) {
@@ -496,94 +496,20 @@ bool is_out_arg(const c10::FunctionSchema& s, size_t i) {
   return ai && ai->isWrite() && s.arguments()[i].kwarg_only();
 }
 
-// The Meta kernel rejected the call. The CPU kernel, run on zero-filled host
-// tensors of the same geometry, raises what the CPU raises for it (type and
-// message: IndexError for a reduction over a zero-size dimension, where Meta
-// raises RuntimeError). Returns when the CPU accepts the call.
-void raise_as_cpu(const c10::OperatorHandle& compute, const Plan& plan, const Stack& stack,
-                  size_t base) {
-  const auto& s = compute.schema();
-  Stack cpu;
-  cpu.reserve(plan.num_args);
-  for (size_t i = 0; i < plan.num_args; ++i) {
-    if (is_generator_arg(s.arguments()[i])) {
-      cpu.emplace_back(at::make_generator<at::CPUGeneratorImpl>(0));  // leaves the CPU's own RNG alone
-      continue;
-    }
-    cpu.push_back(map_tensors(stack[base + i], [](const at::Tensor& t) -> at::Tensor {
-      return t.defined() && t.device().type() == kNeuron ? zero_host_like(t) : t;
-    }));
-  }
-  redispatch_cpu(compute, &cpu);
-}
-
-// Run the op (or its compute alias) on Meta. nullopt: no usable meta kernel
-// (or data-dependent sizes): the caller takes the synchronous path.
-std::optional<Geometry> infer_geometry(const c10::OperatorHandle& op, const Plan& plan,
-                                       const Stack& stack, size_t base) {
-  const auto& s = op.schema();
-  Stack meta;
-  meta.reserve(plan.num_args);
-  for (size_t i = 0; i < plan.num_args; ++i) {
-    const auto& arg = s.arguments()[i];
-    if (arg.type()->kind() == c10::TypeKind::OptionalType &&
-        arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
-      meta.emplace_back();  // meta kernels draw nothing
-      continue;
-    }
-    meta.push_back(map_tensors(stack[base + i], to_meta));
-  }
-  const auto& shape_op = plan.compute_op ? *plan.compute_op : op;
-  try {
-    shape_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
-  } catch (const c10::NotImplementedError&) {
-    const_cast<Plan&>(plan).sync = true;  // no meta kernel: size from the data
-    return std::nullopt;
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    if (msg.find("meta") != std::string::npos || msg.find("Meta") != std::string::npos ||
-        msg.find("data-dependent") != std::string::npos ||
-        msg.find("data dependent") != std::string::npos)
-      return std::nullopt;
-    raise_as_cpu(shape_op, plan, stack, base);
-    return std::nullopt;  // the CPU accepts what Meta rejected: compute with the data
-  } catch (const std::exception& e) {
-    // A meta kernel written in Python (torch._meta_registrations) reports a
-    // data-dependent shape (nonzero behind x[mask]) as a Python error.
-    std::string msg = e.what();
-    if (msg.find("data-independent") != std::string::npos ||
-        msg.find("data-dependent") != std::string::npos)
-      return std::nullopt;
-    raise_as_cpu(shape_op, plan, stack, base);
-    return std::nullopt;
-  }
-  Geometry g;
-  for (const IValue& v : meta) {
-    ResultGeometry r;
-    if (v.isTensor() && v.toTensor().defined()) {
-      const at::Tensor& t = v.toTensor();
-      r.defined = true;
-      r.sizes = t.sizes().vec();
-      r.strides = t.strides().vec();
-      r.dtype = t.scalar_type();
-    }
-    g.results.push_back(std::move(r));
-  }
-  return g;
-}
-
 std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const Plan& plan,
                                       const std::vector<IValue>& args, bool narrow,
                                       c10::DeviceIndex device, bool probe = false);
+void note_full_width(const std::string& name);
 
-// Synchronous path: the result's size depends on the data (or no Meta kernel).
+// Synchronous path: the result's size depends on the data, or the geometry
+// probe failed (the real call raises the CPU's error here, at once).
 void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
               c10::DeviceIndex device, bool narrow) {
   const auto& s = op.schema();
   std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
   torch::jit::drop(*stack, plan.num_args);
   sync_current_stream(device);
-  // Which widths to restore on results (no meta kernel tells us here).
+  // Which widths to restore on results.
   bool had_double = false, had_long = false;
   for (const auto& v : args)
     map_tensors(v, [&](const at::Tensor& t) {
@@ -597,7 +523,14 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
   std::vector<IValue> got;
   translate_errors([&] {
     device_runtime().with_device_access([&] {
-      got = run_cpu_host_outs(compute, plan, args, narrow, device);
+      try {
+        got = run_cpu_host_outs(compute, plan, args, narrow, device);
+      } catch (const c10::NotImplementedError&) {
+        if (!narrow) throw;
+        narrow = false;  // no 32-bit kernel: full width
+        got = run_cpu_host_outs(compute, plan, args, false, device);
+        note_full_width(plan.name);
+      }
       for (auto& v : got)
         if (v.isTensor() && on_device_memory(v.toTensor())) v = v.toTensor().clone();
     });
@@ -694,41 +627,33 @@ ResultGeometry geometry_of(const at::Tensor& t) {
   return r;
 }
 
-bool same_geometry(const ResultGeometry& a, const ResultGeometry& b) {
-  return a.defined == b.defined &&
-         (!a.defined || (a.sizes == b.sizes && a.strides == b.strides && a.dtype == b.dtype));
-}
 
-// The geometry of the CPU kernel's results (the truth, whatever the Meta
-// kernel said about dtype, shape or strides), learned once per signature by
-// running the CPU kernel on zero-filled host copies of the inputs: no device
-// access, so the call stays asynchronous. Where the narrowed dtype has no
-// CPU kernel, the signature computes at full width. nullopt: the CPU kernel
-// rejected the zero inputs; the caller computes with the data, synchronously
-// (raising the CPU's error for the real call at once).
+// Result geometry: the CPU kernel's own results (the truth; ATen's Meta
+// kernels disagree with it on some dtypes, shapes and strides), learned once
+// per signature by running it on zero-filled host copies of the inputs: no
+// device access, so the call stays asynchronous, and no Python meta kernel
+// (whose first use imports torch._dynamo and sympy, seconds). Only operators
+// whose result sizes follow from metadata are computed this way (the others
+// are kSyncNativeOps). With narrowing, a second probe at 32 bits checks that
+// the narrowed kernel exists and agrees in shape; else the signature computes
+// at full width. nullopt: the CPU kernel rejects the call (or its zeros);
+// the caller computes with the data synchronously, which raises the CPU's
+// error at the call.
 std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan& plan,
                                        const Stack& stack, size_t base, bool narrow,
-                                       const Geometry& meta, c10::DeviceIndex device) {
+                                       c10::DeviceIndex device) {
   const auto& s = op.schema();
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   std::vector<IValue> args(stack.begin() + base, stack.begin() + base + plan.num_args);
-  Geometry geo;
   std::vector<IValue> got;
   try {
-    try {
-      got = run_cpu_host_outs(compute, plan, args, narrow, device, /*probe=*/true);
-    } catch (const c10::NotImplementedError&) {
-      if (!narrow) throw;
-      got = run_cpu_host_outs(compute, plan, args, false, device, /*probe=*/true);
-      geo.full_width = true;
-    }
+    got = run_cpu_host_outs(compute, plan, args, false, device, /*probe=*/true);
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  const bool narrowed = narrow && !geo.full_width;
+  Geometry geo;
   for (size_t r = 0; r < got.size(); ++r) {
     const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
-    const ResultGeometry* m = r < meta.results.size() ? &meta.results[r] : nullptr;
     ResultGeometry rg;
     if (alias >= 0) {
       const at::Tensor& t = args[alias].toTensor();
@@ -741,17 +666,23 @@ std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan
     } else if (got[r].isTensor() && got[r].toTensor().defined()) {
       const at::Tensor& h = got[r].toTensor();
       rg = geometry_of(h);
-      // 64-bit policy: a narrowed result regains the width Meta gives it.
-      if (narrowed && m && m->defined && is_narrowable(m->dtype) &&
-          rg.dtype == (m->dtype == c10::kDouble ? c10::kFloat : c10::kInt))
-        rg.dtype = m->dtype;
-      if (!h.is_non_overlapping_and_dense())
-        rg.strides = m && m->defined && m->sizes == rg.sizes ? m->strides : dense_strides(rg.sizes);
+      if (!h.is_non_overlapping_and_dense()) rg.strides = dense_strides(rg.sizes);
     }
-    if (!m || !same_geometry(*m, rg)) geo.cpu_differs = true;
     geo.results.push_back(std::move(rg));
   }
-  if (meta.results.size() != got.size()) geo.cpu_differs = true;
+  if (narrow) {
+    std::vector<IValue> n;
+    try {
+      n = run_cpu_host_outs(compute, plan, args, true, device, /*probe=*/true);
+    } catch (const std::exception&) {
+      geo.full_width = true;  // no 32-bit kernel (int64 convolution, avg_pool2d)
+    }
+    for (size_t r = 0; r < n.size() && !geo.full_width; ++r)
+      if (r < got.size() && got[r].isTensor() && n[r].isTensor() &&
+          got[r].toTensor().defined() == n[r].toTensor().defined() &&
+          got[r].toTensor().defined() && got[r].toTensor().sizes() != n[r].toTensor().sizes())
+        geo.full_width = true;
+  }
   return geo;
 }
 
@@ -768,14 +699,12 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     return run_sync(op, plan, stack, device, narrow);
   }
 
-  // Result geometry: from the cache, or by running the op on Meta (errors
-  // surface here, before anything runs, and leave the inputs intact), then
-  // corrected by the CPU kernel's own results (probe_geometry).
+  // Result geometry: from the cache, or from the CPU kernel on zero-filled
+  // copies (probe_geometry; errors surface at the call, inputs intact).
   std::string key = geometry_key(op, *stack, base, plan.num_args);
   std::shared_ptr<const Geometry> geo = geometry_cache().find(key);
   if (!geo) {
-    auto m = infer_geometry(op, plan, *stack, base);
-    auto g = m ? probe_geometry(op, plan, *stack, base, narrow, *m, device) : std::nullopt;
+    auto g = probe_geometry(op, plan, *stack, base, narrow, device);
     if (!g) {
       if (narrow) note_narrowing(plan.name);
       return run_sync(op, plan, stack, device, narrow);
@@ -809,7 +738,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     }
   }
 
-  const auto* out_op = plan.out_op && !narrow && !geo->cpu_differs ? &*plan.out_op : nullptr;
+  const auto* out_op = plan.out_op && !narrow ? &*plan.out_op : nullptr;
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   // The kernel sees the tensors as they are now (launch_view), not as the
   // caller may change them before it runs (rot90 = flip, then transpose_).
@@ -848,12 +777,8 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
              const at::Tensor& got = ca.stack[r].toTensor();
              at::Tensor dst = cpu_alias(results[r]);
              if (got.sizes() != dst.sizes()) {
-               // Meta (like CUDA) and CPU disagree only where the CPU returns
-               // an empty placeholder: batch norm in eval mode gives [0]-sized
-               // save_mean/save_invstd, CUDA [C] of unspecified values.
-               TORCH_CHECK(got.numel() == 0, plan.name, ": the CPU kernel returned shape ",
-                           got.sizes(), " where shape inference gave ", dst.sizes());
-               continue;
+               TORCH_CHECK(false, plan.name, ": the CPU kernel returned shape ", got.sizes(),
+                           " where its geometry probe gave ", dst.sizes());
              }
              if (got.data_ptr() != dst.data_ptr()) dst.copy_(got);
            }
