@@ -1,0 +1,53 @@
+"""Start-up cost of the device: a whole process that does its first
+``x @ x + x`` on ``neuron`` against the same process on the CPU (issue 7,
+section 5; target: at most 0.3 s more).
+
+Each launch is a fresh ``python -c`` (import torch, which autoloads
+torchneuron; build a 256x256 float32 tensor; ``(x @ x + x).cpu()``) timed
+from spawn to exit. CPU and neuron launches alternate so both see the same
+machine load; printed are the medians, their difference (s) and ratio.
+Run: ``.venv/bin/python bench/bench_startup.py [--launches N]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+PROGRAM = """
+import torch
+x = torch.ones(256, 256, device="{device}") / 256
+y = (x @ x + x).cpu()
+assert float(y[0, 0]) == 1.0 / 256 + 1.0 / 256
+"""
+
+
+def launch(device: str) -> float:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", PROGRAM.format(device=device)], check=True, env=env)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--launches", type=int, default=7, help="launches per device (median)")
+    args = ap.parse_args()
+    launch("neuron")  # warm the page cache for both
+    cpu, dev = [], []
+    for _ in range(args.launches):
+        cpu.append(launch("cpu"))
+        dev.append(launch("neuron"))
+    c, d = statistics.median(cpu), statistics.median(dev)
+    print(f"load average: {os.getloadavg()[0]:.2f}")
+    print(f"process with a first x @ x + x, median of {args.launches} launches:")
+    print(f"  cpu    {c:.3f} s")
+    print(f"  neuron {d:.3f} s")
+    print(f"  neuron - cpu = {d - c:+.3f} s (target <= 0.3), neuron / cpu = {d / c:.2f}")
+
+
+if __name__ == "__main__":
+    main()
