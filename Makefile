@@ -8,7 +8,7 @@ LOCK := flock /tmp/torchneuron-build-$(shell id -u).lock
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup build test test-runtime test-python test-protected demo bench clean
+.PHONY: setup build test test-runtime test-python test-protected demo bench clean conformance
 
 setup: $(VENV)/.deps-stamp
 
@@ -44,3 +44,8 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) torchneuron/_C*.so
+
+# The whole OpInfo conformance sweep (issue 7 section 4); writes docs/conformance.md.
+# `make test` runs its CI subset (tests/test_conformance.py).
+conformance: build
+	$(PY) tests/conformance_sweep.py --report docs/conformance.md --max-samples 2

@@ -165,3 +165,13 @@ def test_out_tensor_resized_as_on_the_cpu():
         torch.add(a, b, out=o_cpu)
         torch.add(a.to(DEV), b.to(DEV), out=o_dev)
     _same(o_cpu, o_dev)
+
+
+def test_strided_input_uses_the_functional_kernel():
+    # ATen's native_batch_norm.out computes wrong statistics for a strided
+    # input (PyTorch 2.13 CPU); the device must give the functional result.
+    x = torch.randn(5, 5, 10, generator=_g())[..., ::2]
+    w, b = torch.randn(5, generator=_g(1)), torch.randn(5, generator=_g(2))
+    for _ in range(2):
+        _both(lambda x, w, b: torch.native_batch_norm(x, w, b, None, None, True, 0.5, 0.6), x, w, b)
+        _both(lambda x: F.batch_norm(x, None, None, training=True), x)

@@ -738,7 +738,17 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     }
   }
 
-  const auto* out_op = plan.out_op && !narrow ? &*plan.out_op : nullptr;
+  // The out= kernel writes straight into the results, saving a copy; only for
+  // contiguous inputs: some out= kernels of ATen's CPU disagree with their
+  // functional form on strided inputs (native_batch_norm.out, PyTorch 2.13),
+  // and the functional kernel is the truth.
+  bool contiguous_inputs = true;
+  for (size_t i = 0; i < args.size() && contiguous_inputs; ++i)
+    map_tensors(args[i], [&](const at::Tensor& t) {
+      if (t.defined() && !t.is_contiguous()) contiguous_inputs = false;
+      return t;
+    });
+  const auto* out_op = plan.out_op && !narrow && contiguous_inputs ? &*plan.out_op : nullptr;
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   // The kernel sees the tensors as they are now (launch_view), not as the
   // caller may change them before it runs (rot90 = flip, then transpose_).
