@@ -175,3 +175,17 @@ def test_strided_input_uses_the_functional_kernel():
     for _ in range(2):
         _both(lambda x, w, b: torch.native_batch_norm(x, w, b, None, None, True, 0.5, 0.6), x, w, b)
         _both(lambda x: F.batch_norm(x, None, None, training=True), x)
+
+
+def test_cpu_index_tensor_accepted_as_on_cuda():
+    idx = torch.tensor([1, 3])
+    want = torch.zeros(5).index_fill_(0, idx, 2.0)
+    got = torch.zeros(5, device=DEV).index_fill_(0, idx, 2.0)
+    assert torch.equal(got.cpu(), want)
+
+
+def test_take_out_of_range_raises_index_error_at_once():
+    t = torch.zeros(5, device=DEV)
+    with pytest.raises(IndexError, match="out of range"):
+        t.take(torch.tensor([9], device=DEV))
+    torch.neuron.synchronize()

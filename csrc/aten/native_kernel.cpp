@@ -160,7 +160,8 @@ const Plan& plan_for(const c10::OperatorHandle& op) {
   for (const char* n : kHostIndexOps)
     if (p->name == std::string("aten::") + n)
       for (size_t i = 0; i < s.arguments().size(); ++i)
-        if (s.arguments()[i].name() == "indices") p->host_indices = int(i);
+        if (s.arguments()[i].name() == "indices" || s.arguments()[i].name() == "index")
+          p->host_indices = int(i);
   if (!p->returns_tensors_only) p->sync = true;
   if (!p->writes_args && !p->compute_op) p->out_op = find_out_variant(s);
   if (p->num_out > 0) p->functional_op = find_functional_variant(s, p->num_out);
@@ -827,8 +828,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     }
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&native_kernel>());
   };
-  for (const char* n : kNativeOps) reg(n);
-  for (const char* n : kSyncNativeOps) reg(n);
+  std::set<std::string> listed;
+  for (const char* n : kNativeOps) listed.insert(n);
+  for (const char* n : kSyncNativeOps) listed.insert(n);
+  for (const auto& n : listed) reg(n.c_str());
+  // The out= overload of every native functional operator is native too (it
+  // would otherwise take the CPU fallback): same kernel, found by signature.
+  std::set<std::string> outs;
+  for (const auto& n : listed) {
+    auto dot = n.find('.');
+    auto h = d.findOp({"aten::" + n.substr(0, dot),
+                       dot == std::string::npos ? "" : n.substr(dot + 1)});
+    if (!h || h->schema().is_mutable()) continue;
+    if (auto o = find_out_variant(h->schema())) {
+      std::string name = o->schema().name().substr(6) + "." + o->schema().overload_name();
+      if (!listed.count(name)) outs.insert(name);
+    }
+  }
+  for (const auto& n : outs) reg(n.c_str());
 }
 
 }  // namespace torchneuron

@@ -137,12 +137,13 @@ inline constexpr const char* kDataMovementOps[] = {
 // (x[torch.tensor([0, 2])] of a device tensor): copied to the device first.
 inline constexpr const char* kHostIndexOps[] = {
     "index.Tensor", "index_put_", "_index_put_impl_", "index_put",
+    "index_fill_.int_Scalar", "index_fill_.int_Tensor",  // `index` (as CUDA accepts)
 };
 
 // Indexing operators computed synchronously, so an index out of range raises
 // at the call with the CPU's type (IndexError), as on the CPU.
 inline constexpr const char* kCheckedIndexOps[] = {
-    "index.Tensor", "index_put_", "_index_put_impl_", "index_put",
+    "index.Tensor", "index_put_", "_index_put_impl_", "index_put", "take",
 };
 
 // Argument names that carry indices, not values: never narrowed to 32 bits
