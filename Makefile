@@ -48,4 +48,4 @@ clean:
 # The whole OpInfo conformance sweep (issue 7 section 4); writes docs/conformance.md.
 # `make test` runs its CI subset (tests/test_conformance.py).
 conformance: build
-	$(PY) tests/conformance_sweep.py --report docs/conformance.md --max-samples 2
+	$(PY) tests/conformance_sweep.py --report docs/conformance.md --max-samples 5
