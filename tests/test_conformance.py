@@ -10,7 +10,9 @@ from conformance_sweep import CONFIGS, OPS, Outcome, _op_id, check, render, swee
 CI_OPS = ["add", "mul", "div.no_rounding_mode", "sub", "abs", "neg", "exp", "where", "sum",
           "mean", "amax", "argmax", "softmax", "nn.functional.gelu", "nn.functional.layer_norm",
           "matmul", "nn.functional.linear", "cat", "index_select", "gather", "masked_fill",
-          "nonzero", "cumsum", "clamp", "eq", "nn.functional.embedding", "transpose", "tril"]
+          "nonzero", "cumsum", "clamp", "eq", "nn.functional.embedding", "transpose", "tril",
+          "addr", "log_softmax.with_dtype", "native_batch_norm", "nn.functional.conv2d",
+          "nn.functional.avg_pool2d", "index_put", "index_fill", "take"]
 BY_NAME = {_op_id(o): o for o in OPS}
 
 

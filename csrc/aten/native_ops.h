@@ -12,7 +12,7 @@ inline constexpr const char* kNativeOps[] = {
     // matmul family
     "mm", "mm.out", "bmm", "bmm.out", "addmm", "addmm.out", "addmm_", "_addmm_activation",
     "_addmm_activation.out", "baddbmm", "baddbmm.out", "baddbmm_", "mv", "mv.out", "dot",
-    "addmv", "addmv.out",
+    "addmv", "addmv.out", "addr", "addr.out", "addr_",  // addr: ATen's math fallback rounds twice
     // convolution and pooling
     "convolution_overrideable", "max_pool2d_with_indices", "max_pool2d_with_indices.out",
     "avg_pool2d", "avg_pool2d.out", "_adaptive_avg_pool2d", "adaptive_max_pool2d",
