@@ -722,8 +722,8 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   std::vector<IValue> args(stack->begin() + base, stack->end());
   torch::jit::drop(*stack, plan.num_args);
 
-  // Results: written arguments come back as themselves (resized as the
-  // meta kernel resized them, for out= of the wrong size); others are new.
+  // Results: written arguments come back as themselves (resized as the CPU
+  // kernel resized them, for out= of the wrong size); others are new.
   std::vector<at::Tensor> results;
   for (size_t r = 0; r < geo->results.size(); ++r) {
     const auto& m = geo->results[r];
