@@ -189,3 +189,13 @@ def test_take_out_of_range_raises_index_error_at_once():
     with pytest.raises(IndexError, match="out of range"):
         t.take(torch.tensor([9], device=DEV))
     torch.neuron.synchronize()
+
+
+def test_op_whose_probe_rejects_zeros_still_computes():
+    # multinomial rejects all-zero weights (the geometry probe's inputs): the
+    # call computes with the data, and its results give the geometry after.
+    p = torch.rand(4, 5, generator=_g()) + 0.1
+    for _ in range(2):
+        torch.neuron.manual_seed(3)
+        got = torch.multinomial(p.to(DEV), 3).cpu()
+        assert torch.equal(got, torch.multinomial(p, 3, generator=torch.Generator().manual_seed(3)))

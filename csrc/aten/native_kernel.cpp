@@ -501,11 +501,12 @@ std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const 
                                       const std::vector<IValue>& args, bool narrow,
                                       c10::DeviceIndex device, bool probe = false);
 void note_full_width(const std::string& name);
+ResultGeometry geometry_of(const at::Tensor& t);
 
 // Synchronous path: the result's size depends on the data, or the geometry
 // probe failed (the real call raises the CPU's error here, at once).
 void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
-              c10::DeviceIndex device, bool narrow) {
+              c10::DeviceIndex device, bool narrow, const std::string* cache_key = nullptr) {
   const auto& s = op.schema();
   std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
   torch::jit::drop(*stack, plan.num_args);
@@ -522,6 +523,7 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
     });
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   std::vector<IValue> got;
+  bool full_width = false;
   translate_errors([&] {
     device_runtime().with_device_access([&] {
       try {
@@ -531,6 +533,7 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
         narrow = false;  // no 32-bit kernel: full width
         got = run_cpu_host_outs(compute, plan, args, false, device);
         note_full_width(plan.name);
+        full_width = true;
       }
       for (auto& v : got)
         if (v.isTensor() && on_device_memory(v.toTensor())) v = v.toTensor().clone();
@@ -572,6 +575,18 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
       for (auto& [d, h] : copies) cpu_alias(d).copy_(h);
     });
   });
+  if (cache_key) {
+    // The geometry probe failed on zeros (multinomial of zero weights) but
+    // the data is valid: this call's results give the signature's geometry.
+    Geometry g;
+    g.full_width = full_width;
+    for (const auto& v : results) {
+      ResultGeometry rg;
+      if (v.isTensor() && v.toTensor().defined()) rg = geometry_of(v.toTensor());
+      g.results.push_back(std::move(rg));
+    }
+    geometry_cache().insert(*cache_key, std::move(g));
+  }
   for (auto& v : results) stack->push_back(std::move(v));
 }
 
@@ -708,7 +723,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     auto g = probe_geometry(op, plan, *stack, base, narrow, device);
     if (!g) {
       if (narrow) note_narrowing(plan.name);
-      return run_sync(op, plan, stack, device, narrow);
+      return run_sync(op, plan, stack, device, narrow, &key);
     }
     geo = geometry_cache().insert(key, std::move(*g));
   }
