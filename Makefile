@@ -8,7 +8,8 @@ LOCK := flock /tmp/torchneuron-build-$(shell id -u).lock
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup build test test-runtime ensure-gtest test-python test-protected demo bench clean
+
+.PHONY: setup build test test-runtime ensure-gtest test-python test-protected demo bench bench-dist clean conformance
 
 setup: $(VENV)/.deps-stamp
 
@@ -53,3 +54,7 @@ clean:
 # all_reduce bandwidth of the c10d backend neuron against CPU tensors on Gloo (2 processes).
 bench-dist: build
 	$(PY) bench/bench_allreduce.py
+# The whole OpInfo conformance sweep (issue 7 section 4); writes docs/conformance.md.
+# `make test` runs its CI subset (tests/test_conformance.py).
+conformance: build
+	$(PY) tests/conformance_sweep.py --report docs/conformance.md --max-samples 5

@@ -114,7 +114,7 @@ def test_module_on_the_device_with_a_cpu_input():
     lambda: N.memory_allocated(4),
 ])
 def test_invalid_device_index(make):
-    with pytest.raises(IndexError, match=r"invalid neuron device index \d+: 4 NeuronCore"):
+    with pytest.raises(torch.AcceleratorError, match=r"invalid neuron device index \d+: 4 NeuronCore"):
         make()
     assert N.current_device() == 0
     assert_device_works()

@@ -85,21 +85,21 @@ def test_torch_device_guard_on_tensor_device():
 
 @pytest.mark.parametrize("bad", [4, 17, "neuron:4", torch.device("neuron", 9)])
 def test_invalid_device_index_errors_name_index_and_count(bad):
-    with pytest.raises(IndexError, match=r"invalid neuron device index \d+: 4 NeuronCore"):
+    with pytest.raises(torch.AcceleratorError, match=r"invalid neuron device index \d+: 4 NeuronCore"):
         torch.neuron.set_device(bad)
     assert torch.neuron.current_device() == 0
-    with pytest.raises(IndexError, match="4 NeuronCore"):
+    with pytest.raises(torch.AcceleratorError, match="4 NeuronCore"):
         torch.neuron.get_device_properties(bad)
-    with pytest.raises(IndexError):
+    with pytest.raises(torch.AcceleratorError):
         with torch.neuron.device(bad):
             pass
     assert_device_works()
 
 
 def test_invalid_device_index_for_tensors():
-    with pytest.raises(IndexError, match=r"invalid neuron device index 4: 4 NeuronCore"):
+    with pytest.raises(torch.AcceleratorError, match=r"invalid neuron device index 4: 4 NeuronCore"):
         torch.ones(2, device="neuron:4")
-    with pytest.raises(IndexError, match="invalid neuron device index 7"):
+    with pytest.raises(torch.AcceleratorError, match="invalid neuron device index 7"):
         torch.ones(2).to("neuron:7")
     with pytest.raises(RuntimeError):
         torch.device("neuron:-2")

@@ -151,7 +151,7 @@ def test_generator_on_another_core():
     assert g.device == torch.device("neuron", 2)
     got = torch.randn(5, device="neuron:2", generator=g).cpu()
     assert torch.equal(got, torch.randn(5, generator=torch.Generator().manual_seed(9)))
-    with pytest.raises(IndexError, match="invalid neuron device index 9"):
+    with pytest.raises(torch.AcceleratorError, match="invalid neuron device index 9"):
         torch.Generator(device="neuron:9")
 
 
@@ -188,3 +188,23 @@ def test_seed_gives_a_new_nondeterministic_seed():
     assert s != 1
     N.seed()
     assert N.initial_seed() != s
+
+
+def test_reseeding_waits_for_queued_draws():
+    # A draw still queued behind slow work must not see the new seed.
+    torch.randn(64, device="neuron").cpu()  # a known signature: launched asynchronously
+    a = torch.randn(512, 512, device="neuron")
+    for _ in range(6):
+        a = a @ a
+    torch.randn(64, device="neuron")  # queued behind the matmuls
+    torch.neuron.manual_seed(1)
+    got = torch.rand(64, device="neuron").cpu()
+    assert torch.equal(got, torch.rand(64, generator=torch.Generator().manual_seed(1)))
+    g = torch.Generator(device="neuron").manual_seed(3)
+    for _ in range(4):
+        a = a @ a
+    torch.randn(64, device="neuron", generator=g)
+    state = g.get_state()
+    want = torch.rand(8, device="neuron", generator=g).cpu()
+    g.set_state(state)
+    assert torch.equal(torch.rand(8, device="neuron", generator=g).cpu(), want)

@@ -12,8 +12,9 @@ def _get_device_index(device: Any, optional: bool = False) -> int:
     """Index of a neuron device given as int, str ("neuron:1") or torch.device.
 
     None (with ``optional``) and a device without an index mean the current
-    device. Raises ValueError for another device type, IndexError for an index
-    that is not visible.
+    device. Raises ValueError for another device type, ``torch.AcceleratorError``
+    (a RuntimeError, "invalid device ordinal", as CUDA) for an index that is
+    not visible.
     """
     if device is None:
         if optional:
@@ -31,5 +32,7 @@ def _get_device_index(device: Any, optional: bool = False) -> int:
         raise TypeError(f"expected a neuron device, int or str, got {type(device).__name__}")
     n = _C._device_count()
     if idx < -1 or idx >= n:
-        raise IndexError(f"invalid neuron device index {idx}: {n} NeuronCore(s) visible")
+        raise torch.AcceleratorError(
+            f"neuron error: invalid device ordinal (invalid neuron device index {idx}: {n} "
+            "NeuronCore(s) visible; NEURON_RT_VISIBLE_CORES, NEURON_LOGICAL_NC_CONFIG)")
     return _C._get_device() if idx == -1 else idx

@@ -27,7 +27,9 @@ from .memory import (  # noqa: F401
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from . import random as _random
 from .random import (  # noqa: F401
+    _get_generator,
     get_rng_state,
     get_rng_state_all,
     initial_seed,
@@ -51,8 +53,35 @@ def is_initialized() -> bool:
     return True
 
 
+# torch.utils.checkpoint (and torch.random.fork_rng's callers) save and
+# restore a device's RNG state only when its module says it is initialized,
+# as torch.cuda._initialized does after lazy init. The runtime starts on
+# first use, so the device module is always initialized.
+_initialized = True
+
+
 def _lazy_init() -> None:
     """Nothing to do: the runtime starts on first use."""
+
+
+def exchange_device(device: int) -> int:
+    """Make ``device`` current and return the previous index (as
+    ``torch.cuda._exchange_device``); -1 changes nothing and returns -1."""
+    if device < 0:
+        return -1
+    prev = current_device()
+    if prev != device:
+        set_device(device)
+    return prev
+
+
+def maybe_exchange_device(device: int) -> int:
+    """As ``exchange_device`` (no device context to avoid creating here)."""
+    return exchange_device(device)
+
+
+_exchange_device = exchange_device
+_maybe_exchange_device = maybe_exchange_device
 
 
 def device_count() -> int:
@@ -66,7 +95,8 @@ def current_device() -> int:
 
 
 def set_device(device: Any) -> None:
-    """Set the calling thread's current NeuronCore. Raises IndexError on a bad index."""
+    """Set the calling thread's current NeuronCore. Raises torch.AcceleratorError
+    (a RuntimeError, "invalid device ordinal", as CUDA) on a bad index."""
     idx = _get_device_index(device)
     if idx >= 0:
         _C._set_device(idx)
@@ -157,6 +187,17 @@ def reset_narrowing_stats() -> None:
     _C._reset_narrowing_stats()
 
 
+def full_width_stats() -> dict[str, int]:
+    """``{op_name: calls}`` of operators with float64/int64 inputs computed at
+    full width because the narrowed dtype has no kernel (int64 convolution and
+    average pooling): the 64-bit policy never turns a working call into an error."""
+    return _C._full_width_stats()
+
+
+def reset_full_width_stats() -> None:
+    _C._reset_full_width_stats()
+
+
 @contextlib.contextmanager
 def fallback_mode(mode: str):
     """Temporarily set the fallback mode: ``"warn"`` or ``"error"``."""
@@ -177,3 +218,10 @@ def _is_in_bad_fork() -> bool:
     """True in a process forked after the device was used: its stream workers
     did not survive the fork, so the device is unusable there (as CUDA)."""
     return _C._is_in_bad_fork()
+
+
+def __getattr__(name: str):
+    # Computed on access: the visible cores are known once the runtime started.
+    if name == "default_generators":
+        return _random.default_generators()
+    raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")

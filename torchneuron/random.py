@@ -59,3 +59,17 @@ def seed_all() -> None:
 
 def initial_seed() -> int:
     return _gen().initial_seed()
+
+
+def default_generators() -> tuple:
+    """The per-core default generators, as ``torch.cuda.default_generators``
+    (torch._prims' graph-safe RNG reads it); exposed as an attribute."""
+    return tuple(_C._default_generator(i) for i in range(_C._device_count()))
+
+
+def _get_generator(device: Any) -> torch.Generator:
+    """The default generator of ``device`` (torch.device, int or str); read
+    by torch._functorch's graph-safe RNG state."""
+    if isinstance(device, torch.device) and device.index is None:
+        device = None
+    return _gen(device)

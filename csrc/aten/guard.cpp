@@ -1,5 +1,6 @@
 // Device guard (c10::impl::DeviceGuardImplInterface) for `neuron`: current
 // device and stream per thread, streams and events over the runtime.
+#include <sstream>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -81,9 +82,15 @@ void check_device_index(c10::DeviceIndex index) {
     auto why = runtime_start_error();
     TORCH_CHECK(why.empty(), "no neuron device is usable: ", why);
   }
-  TORCH_CHECK_INDEX(index >= 0 && index < n, "invalid neuron device index ", int(index),
-                    ": ", int(n), " NeuronCore(s) visible (NEURON_RT_VISIBLE_CORES, "
-                    "NEURON_LOGICAL_NC_CONFIG)");
+  if (index >= 0 && index < n) return;
+  // As CUDA: torch.AcceleratorError (a RuntimeError), "invalid device
+  // ordinal"; code 101 is cudaErrorInvalidDevice.
+  std::ostringstream msg;
+  msg << "neuron error: invalid device ordinal (invalid neuron device index " << int(index)
+      << ": " << int(n)
+      << " NeuronCore(s) visible; NEURON_RT_VISIBLE_CORES, NEURON_LOGICAL_NC_CONFIG)";
+  throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 101,
+                              msg.str());
 }
 
 namespace {

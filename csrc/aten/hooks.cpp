@@ -24,42 +24,41 @@ struct NeuronGeneratorImpl final : public c10::GeneratorImpl {
                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
         cpu_(at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val)) {}
 
-  // Queued draws read the state when they run: the host settles the core's
-  // streams before it reads or replaces the state, so that manual_seed after
-  // a queued randn cannot reseed that draw (as a CUDA draw takes its offset
-  // at launch).
+  // Kernels draw when they run on the stream, not when launched: reading or
+  // reseeding the state first waits for the draws already queued on this
+  // core (else torch.manual_seed right after torch.randn reseeds under it).
   void set_current_seed(uint64_t seed) override {
-    settle();
+    drain();
     cpu_.set_current_seed(seed);
   }
   void set_offset(uint64_t offset) override {
-    settle();
+    drain();
     cpu_.set_offset(offset);
   }
   uint64_t get_offset() const override {
-    settle();
+    drain();
     return cpu_.get_offset();
   }
   uint64_t current_seed() const override { return cpu_.current_seed(); }
   uint64_t seed() override {
-    settle();
+    drain();
     return cpu_.seed();
   }
   void set_state(const c10::TensorImpl& new_state) override {
-    settle();
+    drain();
     cpu_.unsafeGetGeneratorImpl()->set_state(new_state);
   }
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
-    settle();
+    drain();
     return cpu_.unsafeGetGeneratorImpl()->get_state();
+  }
+  void drain() const {
+    if (!in_bad_fork()) sync_device(device_.index());
   }
   NeuronGeneratorImpl* clone_impl() const override {
     auto* g = new NeuronGeneratorImpl(device_.index());
     g->cpu_ = cpu_.clone();
     return g;
-  }
-  void settle() const {
-    if (!in_bad_fork()) sync_device(device_.index());
   }
   at::Generator cpu_;
 };

@@ -1,12 +1,18 @@
 // The generic native kernel: every operator in native_ops.h runs here.
-// 1. check devices; 2. infer result geometry on the Meta device (so shape
-// errors are raised at once and inputs stay intact); 3. allocate results on
-// the device; 4. enqueue ATen's CPU kernel over the device memory on the
-// current stream. 64-bit inputs are narrowed to 32 bits (TorchNeuron's
+// 1. check devices; 2. result geometry: the CPU kernel's, learned once per
+// signature from zero-filled host copies (errors are raised at once, inputs
+// stay intact); 3. allocate results on the device; 4. enqueue ATen's CPU
+// kernel over the device memory on the current stream. 64-bit inputs are narrowed to 32 bits (TorchNeuron's
 // policy) unless TORCHNEURON_NARROW_64BIT=0.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -48,7 +54,7 @@ struct Plan {
   std::optional<c10::OperatorHandle> functional_op;  // out= overload -> its functional one
   size_t num_out = 0;          // out= arguments (kwarg-only, written), last in the schema
   std::optional<c10::OperatorHandle> compute_op;  // kComputeAliases
-  std::atomic<bool> sync{false};  // kSyncNativeOps, or no usable meta kernel (set once, any thread)
+  std::atomic<bool> sync{false};  // kSyncNativeOps / kCheckedIndexOps (set once, any thread)
   int host_indices = -1;       // kHostIndexOps: the `indices` argument
 };
 
@@ -150,10 +156,13 @@ const Plan& plan_for(const c10::OperatorHandle& op) {
     if (base == ca.op) p->compute_op = c10::Dispatcher::singleton().findOp({std::string("aten::") + ca.computed_as, ""});
   for (const char* n : kSyncNativeOps)
     if (p->name == std::string("aten::") + n) p->sync = true;
+  for (const char* n : kCheckedIndexOps)
+    if (p->name == std::string("aten::") + n) p->sync = true;
   for (const char* n : kHostIndexOps)
     if (p->name == std::string("aten::") + n)
       for (size_t i = 0; i < s.arguments().size(); ++i)
-        if (s.arguments()[i].name() == "indices") p->host_indices = int(i);
+        if (s.arguments()[i].name() == "indices" || s.arguments()[i].name() == "index")
+          p->host_indices = int(i);
   if (!p->returns_tensors_only) p->sync = true;
   if (!p->writes_args && !p->compute_op) p->out_op = find_out_variant(s);
   if (p->num_out > 0) p->functional_op = find_functional_variant(s, p->num_out);
@@ -232,12 +241,6 @@ void indices_to_device(const Plan& plan, Stack& stack, size_t base) {
   });
 }
 
-at::Tensor to_meta(const at::Tensor& t) {
-  if (!t.defined() || t.device().type() != kNeuron) return t;
-  auto m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  return m;
-}
-
 bool is_narrowable(c10::ScalarType st) {
   return st == c10::kDouble || st == c10::kLong;
 }
@@ -312,8 +315,23 @@ struct CpuArgs {
   std::vector<std::pair<at::Tensor, at::Tensor>> writeback;  // (alias, narrowed copy)
 };
 
+// A zero-filled host tensor of t's geometry (the geometry probe's input).
+// An anonymous private mapping reads as the kernel's zero page: read-only
+// inputs cost neither memory nor a memset; writes copy only touched pages.
+at::Tensor zero_host_like(const at::Tensor& t) {
+  const size_t n = at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.dtype().itemsize());
+  const auto options = t.options().device(c10::kCPU);
+  if (n == 0) return at::empty_strided(t.sizes(), t.strides(), options);
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "neuron: no host memory for a ", n,
+                   "-byte shape probe");
+  return at::from_blob(p, t.sizes(), t.strides(), [n](void* q) { munmap(q, n); }, options);
+}
+
+// probe: zero-filled host copies in place of device memory and a scratch
+// generator (no device access, no draw from the device's generator).
 CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vector<IValue>& args,
-                 bool narrow, c10::DeviceIndex device) {
+                 bool narrow, c10::DeviceIndex device, bool probe = false) {
   CpuArgs out;
   out.stack.reserve(args.size() + 4);
   bool narrows_long = false;
@@ -327,6 +345,10 @@ CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vect
     const auto& arg = s.arguments()[i];
     if (arg.type()->kind() == c10::TypeKind::OptionalType &&
         arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
+      if (probe) {
+        out.stack.emplace_back(at::make_generator<at::CPUGeneratorImpl>(0));
+        continue;
+      }
       const auto& gen = args[i].isNone() ? default_generator(device) : args[i].toGenerator();
       out.stack.emplace_back(cpu_generator_of(gen));
       continue;
@@ -341,7 +363,7 @@ CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vect
     bool narrow_this = narrow && !plan.is_index[i] && !is_out;
     out.stack.push_back(map_tensors(args[i], [&](const at::Tensor& t) -> at::Tensor {
       if (!t.defined() || t.device().type() != kNeuron) return t;
-      at::Tensor a = cpu_alias(t);
+      at::Tensor a = probe ? zero_host_like(t) : cpu_alias(t);
       if (narrow_this && is_narrowable(t.scalar_type())) {
         at::Tensor n = narrowed(a);
         if (writes) out.writeback.emplace_back(a, n);
@@ -357,58 +379,7 @@ void redispatch_cpu(const c10::OperatorHandle& op, Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
-// Synchronous path: the result's size depends on the data.
-void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
-              c10::DeviceIndex device, bool narrow) {
-  const auto& s = op.schema();
-  std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
-  torch::jit::drop(*stack, plan.num_args);
-  sync_current_stream(device);
-  // Which widths to restore on results (no meta kernel tells us here).
-  bool had_double = false, had_long = false;
-  for (const auto& v : args)
-    map_tensors(v, [&](const at::Tensor& t) {
-      if (t.defined() && t.device().type() == kNeuron) {
-        had_double = had_double || t.scalar_type() == c10::kDouble;
-        had_long = had_long || t.scalar_type() == c10::kLong;
-      }
-      return t;
-    });
-  std::vector<IValue> results;
-  // The host runs it in the current stream's place: a kernel on that stream's
-  // profiler row (runtime/activity.h), so its time is device time.
-  const int64_t trace_t0 = rt::activity::enabled() ? rt::activity::now_ns() : 0;
-  translate_errors([&] {
-    device_runtime().with_device_access([&] {
-      CpuArgs ca = cpu_args(plan, s, args, narrow, device);
-      const auto& compute = plan.compute_op ? *plan.compute_op : op;
-      redispatch_cpu(compute, &ca.stack);
-      for (auto& [alias, n] : ca.writeback) alias.copy_(n);
-      for (size_t r = 0; r < ca.stack.size(); ++r) {
-        IValue& v = ca.stack[r];
-        if (r < plan.ret_alias.size() && plan.ret_alias[r] >= 0) {
-          results.push_back(args[plan.ret_alias[r]]);
-        } else if (v.isTensor() && v.toTensor().defined()) {
-          const at::Tensor& t = v.toTensor();
-          auto dt = t.scalar_type();
-          if (narrow && dt == c10::kFloat && had_double) dt = c10::kDouble;
-          if (narrow && dt == c10::kInt && had_long) dt = c10::kLong;
-          at::Tensor d = empty_strided_neuron(t.sizes(), t.strides(), dt, device);
-          cpu_alias(d).copy_(t);
-          results.emplace_back(d);
-        } else {
-          results.push_back(std::move(v));
-        }
-      }
-    });
-  });
-  if (trace_t0)
-    rt::activity::record_on_stream(rt::ActivityKind::kKernel, rt::activity::intern(plan.name), device,
-                                   current_stream_id(device), trace_t0, rt::activity::now_ns());
-  for (auto& v : results) stack->push_back(std::move(v));
-}
-
-// Geometry of an op's results, as the Meta device computes it.
+// Geometry of an op's results, as the CPU kernel gives it.
 struct ResultGeometry {
   bool defined = false;
   std::vector<int64_t> sizes, strides;
@@ -416,12 +387,15 @@ struct ResultGeometry {
 };
 struct Geometry {
   std::vector<ResultGeometry> results;
+  // The narrowed dtype has no CPU kernel (int64 convolution as int32): this
+  // signature computes at full width (counted in full_width_stats).
+  bool full_width = false;
 };
 
-// Meta kernels of PyTorch 2.13 are mostly Python (torch._meta_registrations),
-// ~100 us a call; results depend only on the arguments' metadata and
-// non-tensor values, so they are cached per signature (as a graph compiler
-// caches per input shapes).
+// Results of the operators computed asynchronously depend only on the
+// arguments' metadata, non-tensor values and global state, so their geometry
+// is learned once per signature (as a graph compiler compiles per input
+// shapes) and cached.
 class GeometryCache {
  public:
   std::shared_ptr<const Geometry> find(const std::string& key) {
@@ -493,61 +467,246 @@ std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t 
   std::string k;
   k.reserve(256);
   put(k, static_cast<const void*>(&op.schema()));
+  // Global state that changes a result's dtype, shape or strides (or which
+  // kernel runs): default dtype (bool / int division, scalar promotion), grad
+  // and inference mode, deterministic algorithms, the 64-bit policy.
+  put(k, c10::typeMetaToScalarType(c10::get_default_dtype()));
+  put(k, c10::GradMode::is_enabled());
+  put(k, c10::InferenceMode::is_enabled());
+  put(k, at::globalContext().deterministicAlgorithms());
+  put(k, g_narrow.load(std::memory_order_relaxed));
   for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i]);
   return k;
 }
 
-// Run the op (or its compute alias) on Meta. nullopt: no usable meta kernel
-// (or data-dependent sizes): the caller takes the synchronous path.
-std::optional<Geometry> infer_geometry(const c10::OperatorHandle& op, const Plan& plan,
-                                       const Stack& stack, size_t base) {
+std::vector<int64_t> dense_strides(c10::IntArrayRef sizes) {
+  auto d = c10::contiguous_strides(sizes);
+  return std::vector<int64_t>(d.begin(), d.end());
+}
+
+bool on_device_memory(const at::Tensor& t) {
+  return t.defined() && t.numel() > 0 && device_runtime().device_of(t.data_ptr()) >= 0;
+}
+
+bool is_generator_arg(const c10::Argument& arg) {
+  return arg.type()->kind() == c10::TypeKind::OptionalType &&
+         arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType;
+}
+
+bool is_out_arg(const c10::FunctionSchema& s, size_t i) {
+  const auto* ai = s.arguments()[i].alias_info();
+  return ai && ai->isWrite() && s.arguments()[i].kwarg_only();
+}
+
+std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const Plan& plan,
+                                      const std::vector<IValue>& args, bool narrow,
+                                      c10::DeviceIndex device, bool probe = false);
+void note_full_width(const std::string& name);
+ResultGeometry geometry_of(const at::Tensor& t);
+
+// Synchronous path: the result's size depends on the data, or the geometry
+// probe failed (the real call raises the CPU's error here, at once).
+void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
+              c10::DeviceIndex device, bool narrow, const std::string* cache_key = nullptr) {
   const auto& s = op.schema();
-  Stack meta;
-  meta.reserve(plan.num_args);
-  for (size_t i = 0; i < plan.num_args; ++i) {
-    const auto& arg = s.arguments()[i];
-    if (arg.type()->kind() == c10::TypeKind::OptionalType &&
-        arg.type()->containedType(0)->kind() == c10::TypeKind::GeneratorType) {
-      meta.emplace_back();  // meta kernels draw nothing
-      continue;
+  std::vector<IValue> args(stack->end() - plan.num_args, stack->end());
+  torch::jit::drop(*stack, plan.num_args);
+  sync_current_stream(device);
+  // Which widths to restore on results.
+  bool had_double = false, had_long = false;
+  for (const auto& v : args)
+    map_tensors(v, [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == kNeuron) {
+        had_double = had_double || t.scalar_type() == c10::kDouble;
+        had_long = had_long || t.scalar_type() == c10::kLong;
+      }
+      return t;
+    });
+  const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
+  std::vector<IValue> got;
+  bool full_width = false;
+  // The host runs it in the current stream's place: a kernel on that stream's
+  // profiler row (runtime/activity.h), so its time is device time.
+  const int64_t trace_t0 = rt::activity::enabled() ? rt::activity::now_ns() : 0;
+  translate_errors([&] {
+    device_runtime().with_device_access([&] {
+      try {
+        got = run_cpu_host_outs(compute, plan, args, narrow, device);
+      } catch (const c10::NotImplementedError&) {
+        if (!narrow) throw;
+        narrow = false;  // no 32-bit kernel: full width
+        got = run_cpu_host_outs(compute, plan, args, false, device);
+        note_full_width(plan.name);
+        full_width = true;
+      }
+      for (auto& v : got)
+        if (v.isTensor() && on_device_memory(v.toTensor())) v = v.toTensor().clone();
+    });
+  });
+  if (trace_t0)
+    rt::activity::record_on_stream(rt::ActivityKind::kKernel, rt::activity::intern(plan.name), device,
+                                   current_stream_id(device), trace_t0, rt::activity::now_ns());
+  std::vector<IValue> results;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  bool resized = false;
+  for (size_t r = 0; r < got.size(); ++r) {
+    const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
+    if (alias >= 0) {
+      at::Tensor t = args[alias].toTensor();
+      if (is_out_arg(s, alias) && got[r].isTensor() && got[r].toTensor().defined()) {
+        const at::Tensor& h = got[r].toTensor();
+        if (t.sizes() != h.sizes()) {
+          t.resize_(h.sizes());  // as the CPU kernel resized its out= tensor
+          resized = true;
+        }
+        copies.emplace_back(t, h);
+      }
+      results.emplace_back(t);
+    } else if (got[r].isTensor() && got[r].toTensor().defined()) {
+      const at::Tensor& h = got[r].toTensor();
+      auto dt = h.scalar_type();
+      if (narrow && dt == c10::kFloat && had_double) dt = c10::kDouble;
+      if (narrow && dt == c10::kInt && had_long) dt = c10::kLong;
+      auto strides = h.is_non_overlapping_and_dense() ? h.strides().vec()
+                                                      : dense_strides(h.sizes());
+      at::Tensor d = empty_strided_neuron(h.sizes(), strides, dt, device);
+      copies.emplace_back(d, h);
+      results.emplace_back(d);
+    } else {
+      results.push_back(got[r]);
     }
-    meta.push_back(map_tensors(stack[base + i], to_meta));
   }
-  const auto& shape_op = plan.compute_op ? *plan.compute_op : op;
+  if (resized) sync_current_stream(device);
+  translate_errors([&] {
+    device_runtime().with_device_access([&] {
+      for (auto& [d, h] : copies) cpu_alias(d).copy_(h);
+    });
+  });
+  if (cache_key) {
+    // The geometry probe failed on zeros (multinomial of zero weights) but
+    // the data is valid: this call's results give the signature's geometry.
+    Geometry g;
+    g.full_width = full_width;
+    for (const auto& v : results) {
+      ResultGeometry rg;
+      if (v.isTensor() && v.toTensor().defined()) rg = geometry_of(v.toTensor());
+      g.results.push_back(std::move(rg));
+    }
+    geometry_cache().insert(*cache_key, std::move(g));
+  }
+  for (auto& v : results) stack->push_back(std::move(v));
+}
+
+std::mutex& full_width_mu() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+std::map<std::string, int64_t>& full_width_counts() {
+  static auto* m = new std::map<std::string, int64_t>();
+  return *m;
+}
+void note_full_width(const std::string& name) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(full_width_mu());
+    first = full_width_counts()[name]++ == 0;
+  }
+  if (first)
+    TORCH_WARN("neuron: ", name, " has no 32-bit kernel for narrowed float64/int64 inputs; "
+                    "computed at full width (counted in torch.neuron.full_width_stats()).");
+}
+
+// Runs the CPU kernel of `compute` over device memory (host access granted):
+// out= arguments are replaced by host tensors the kernel may resize as it
+// does on the CPU; with narrowing, an out= op computes its functional form.
+// Returns the CPU kernel's results.
+std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const Plan& plan,
+                                      const std::vector<IValue>& args, bool narrow,
+                                      c10::DeviceIndex device, bool probe) {
+  if (narrow && plan.functional_op) {
+    std::vector<IValue> in(args.begin(), args.end() - plan.num_out);
+    CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device, probe);
+    redispatch_cpu(*plan.functional_op, &ca.stack);
+    return std::vector<IValue>(ca.stack.begin(), ca.stack.end());
+  }
+  const auto& s = compute.schema();
+  CpuArgs ca = cpu_args(plan, s, args, narrow, device, probe);
+  for (size_t i = 0; i < plan.num_args; ++i)
+    if (is_out_arg(s, i) && ca.stack[i].isTensor() && ca.stack[i].toTensor().defined()) {
+      const at::Tensor& a = ca.stack[i].toTensor();
+      ca.stack[i] = at::empty_strided(a.sizes(), a.strides(), a.options());
+    }
+  redispatch_cpu(compute, &ca.stack);
+  for (auto& [alias, n] : ca.writeback) alias.copy_(n);
+  return std::vector<IValue>(ca.stack.begin(), ca.stack.end());
+}
+
+ResultGeometry geometry_of(const at::Tensor& t) {
+  ResultGeometry r;
+  r.defined = true;
+  r.sizes = t.sizes().vec();
+  r.strides = t.strides().vec();
+  r.dtype = t.scalar_type();
+  return r;
+}
+
+
+// Result geometry: the CPU kernel's own results (the truth; ATen's Meta
+// kernels disagree with it on some dtypes, shapes and strides), learned once
+// per signature by running it on zero-filled host copies of the inputs: no
+// device access, so the call stays asynchronous, and no Python meta kernel
+// (whose first use imports torch._dynamo and sympy, seconds). Only operators
+// whose result sizes follow from metadata are computed this way (the others
+// are kSyncNativeOps). With narrowing, a second probe at 32 bits checks that
+// the narrowed kernel exists and agrees in shape; else the signature computes
+// at full width. nullopt: the CPU kernel rejects the call (or its zeros);
+// the caller computes with the data synchronously, which raises the CPU's
+// error at the call.
+std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan& plan,
+                                       const Stack& stack, size_t base, bool narrow,
+                                       c10::DeviceIndex device) {
+  const auto& s = op.schema();
+  const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
+  std::vector<IValue> args(stack.begin() + base, stack.begin() + base + plan.num_args);
+  std::vector<IValue> got;
   try {
-    shape_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
-  } catch (const c10::NotImplementedError&) {
-    const_cast<Plan&>(plan).sync = true;  // no meta kernel: size from the data
+    got = run_cpu_host_outs(compute, plan, args, false, device, /*probe=*/true);
+  } catch (const std::exception&) {
     return std::nullopt;
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    if (msg.find("meta") != std::string::npos || msg.find("Meta") != std::string::npos ||
-        msg.find("data-dependent") != std::string::npos ||
-        msg.find("data dependent") != std::string::npos)
-      return std::nullopt;
-    throw;
-  } catch (const std::exception& e) {
-    // A meta kernel written in Python (torch._meta_registrations) reports a
-    // data-dependent shape (nonzero behind x[mask]) as a Python error.
-    std::string msg = e.what();
-    if (msg.find("data-independent") != std::string::npos ||
-        msg.find("data-dependent") != std::string::npos)
-      return std::nullopt;
-    throw;
   }
-  Geometry g;
-  for (const IValue& v : meta) {
-    ResultGeometry r;
-    if (v.isTensor() && v.toTensor().defined()) {
-      const at::Tensor& t = v.toTensor();
-      r.defined = true;
-      r.sizes = t.sizes().vec();
-      r.strides = t.strides().vec();
-      r.dtype = t.scalar_type();
+  Geometry geo;
+  for (size_t r = 0; r < got.size(); ++r) {
+    const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
+    ResultGeometry rg;
+    if (alias >= 0) {
+      const at::Tensor& t = args[alias].toTensor();
+      rg = geometry_of(t);
+      if (is_out_arg(s, alias) && got[r].isTensor() && got[r].toTensor().defined() &&
+          got[r].toTensor().sizes() != t.sizes()) {
+        rg.sizes = got[r].toTensor().sizes().vec();  // resize_ makes it contiguous
+        rg.strides = dense_strides(rg.sizes);
+      }
+    } else if (got[r].isTensor() && got[r].toTensor().defined()) {
+      const at::Tensor& h = got[r].toTensor();
+      rg = geometry_of(h);
+      if (!h.is_non_overlapping_and_dense()) rg.strides = dense_strides(rg.sizes);
     }
-    g.results.push_back(std::move(r));
+    geo.results.push_back(std::move(rg));
   }
-  return g;
+  if (narrow) {
+    std::vector<IValue> n;
+    try {
+      n = run_cpu_host_outs(compute, plan, args, true, device, /*probe=*/true);
+    } catch (const std::exception&) {
+      geo.full_width = true;  // no 32-bit kernel (int64 convolution, avg_pool2d)
+    }
+    for (size_t r = 0; r < n.size() && !geo.full_width; ++r)
+      if (r < got.size() && got[r].isTensor() && n[r].isTensor() &&
+          got[r].toTensor().defined() == n[r].toTensor().defined() &&
+          got[r].toTensor().defined() && got[r].toTensor().sizes() != n[r].toTensor().sizes())
+        geo.full_width = true;
+  }
+  return geo;
 }
 
 void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
@@ -556,26 +715,37 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   const size_t base = stack->size() - plan.num_args;
   if (plan.host_indices >= 0) indices_to_device(plan, *stack, base);
   c10::DeviceIndex device = check_devices(plan, s, *stack, base);
-  const bool narrow = wants_narrowing(plan, s, *stack, base);
-  if (narrow) note_narrowing(plan.name);
+  bool narrow = wants_narrowing(plan, s, *stack, base);
 
-  if (plan.sync) return run_sync(op, plan, stack, device, narrow);
+  if (plan.sync) {
+    if (narrow) note_narrowing(plan.name);
+    return run_sync(op, plan, stack, device, narrow);
+  }
 
-  // Result geometry: from the cache, or by running the op on Meta (errors
-  // surface here, before anything runs, and leave the inputs intact).
+  // Result geometry: from the cache, or from the CPU kernel on zero-filled
+  // copies (probe_geometry; errors surface at the call, inputs intact).
   std::string key = geometry_key(op, *stack, base, plan.num_args);
   std::shared_ptr<const Geometry> geo = geometry_cache().find(key);
   if (!geo) {
-    auto g = infer_geometry(op, plan, *stack, base);
-    if (!g) return run_sync(op, plan, stack, device, narrow);
+    auto g = probe_geometry(op, plan, *stack, base, narrow, device);
+    if (!g) {
+      if (narrow) note_narrowing(plan.name);
+      return run_sync(op, plan, stack, device, narrow, &key);
+    }
     geo = geometry_cache().insert(key, std::move(*g));
+  }
+  if (geo->full_width) {
+    narrow = false;
+    note_full_width(plan.name);
+  } else if (narrow) {
+    note_narrowing(plan.name);
   }
 
   std::vector<IValue> args(stack->begin() + base, stack->end());
   torch::jit::drop(*stack, plan.num_args);
 
-  // Results: written arguments come back as themselves (resized as the
-  // meta kernel resized them, for out= of the wrong size); others are new.
+  // Results: written arguments come back as themselves (resized as the CPU
+  // kernel resized them, for out= of the wrong size); others are new.
   std::vector<at::Tensor> results;
   for (size_t r = 0; r < geo->results.size(); ++r) {
     const auto& m = geo->results[r];
@@ -591,7 +761,17 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     }
   }
 
-  const auto* out_op = plan.out_op && !narrow ? &*plan.out_op : nullptr;
+  // The out= kernel writes straight into the results, saving a copy; only for
+  // contiguous inputs: some out= kernels of ATen's CPU disagree with their
+  // functional form on strided inputs (native_batch_norm.out, PyTorch 2.13),
+  // and the functional kernel is the truth.
+  bool contiguous_inputs = true;
+  for (size_t i = 0; i < args.size() && contiguous_inputs; ++i)
+    map_tensors(args[i], [&](const at::Tensor& t) {
+      if (t.defined() && !t.is_contiguous()) contiguous_inputs = false;
+      return t;
+    });
+  const auto* out_op = plan.out_op && !narrow && contiguous_inputs ? &*plan.out_op : nullptr;
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   // The kernel sees the tensors as they are now (launch_view), not as the
   // caller may change them before it runs (rot90 = flip, then transpose_).
@@ -630,12 +810,8 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
              const at::Tensor& got = ca.stack[r].toTensor();
              at::Tensor dst = cpu_alias(results[r]);
              if (got.sizes() != dst.sizes()) {
-               // Meta (like CUDA) and CPU disagree only where the CPU returns
-               // an empty placeholder: batch norm in eval mode gives [0]-sized
-               // save_mean/save_invstd, CUDA [C] of unspecified values.
-               TORCH_CHECK(got.numel() == 0, plan.name, ": the CPU kernel returned shape ",
-                           got.sizes(), " where shape inference gave ", dst.sizes());
-               continue;
+               TORCH_CHECK(false, plan.name, ": the CPU kernel returned shape ", got.sizes(),
+                           " where its geometry probe gave ", dst.sizes());
              }
              if (got.data_ptr() != dst.data_ptr()) dst.copy_(got);
            }
@@ -646,6 +822,15 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
 }  // namespace
 
 bool narrow_64bit_enabled() { return g_narrow.load(); }
+
+std::map<std::string, int64_t> full_width_stats() {
+  std::lock_guard<std::mutex> lock(full_width_mu());
+  return full_width_counts();
+}
+void reset_full_width_stats() {
+  std::lock_guard<std::mutex> lock(full_width_mu());
+  full_width_counts().clear();
+}
 void set_narrow_64bit(bool on) { g_narrow.store(on); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -665,8 +850,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     }
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&native_kernel>());
   };
-  for (const char* n : kNativeOps) reg(n);
-  for (const char* n : kSyncNativeOps) reg(n);
+  std::set<std::string> listed;
+  for (const char* n : kNativeOps) listed.insert(n);
+  for (const char* n : kSyncNativeOps) listed.insert(n);
+  for (const auto& n : listed) reg(n.c_str());
+  // The out= overload of every native functional operator is native too (it
+  // would otherwise take the CPU fallback): same kernel, found by signature.
+  std::set<std::string> outs;
+  for (const auto& n : listed) {
+    auto dot = n.find('.');
+    auto h = d.findOp({"aten::" + n.substr(0, dot),
+                       dot == std::string::npos ? "" : n.substr(dot + 1)});
+    if (!h || h->schema().is_mutable()) continue;
+    if (auto o = find_out_variant(h->schema())) {
+      std::string name = o->schema().name().substr(6) + "." + o->schema().overload_name();
+      if (!listed.count(name)) outs.insert(name);
+    }
+  }
+  for (const auto& n : outs) reg(n.c_str());
 }
 
 }  // namespace torchneuron

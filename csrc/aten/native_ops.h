@@ -12,7 +12,7 @@ inline constexpr const char* kNativeOps[] = {
     // matmul family
     "mm", "mm.out", "bmm", "bmm.out", "addmm", "addmm.out", "addmm_", "_addmm_activation",
     "_addmm_activation.out", "baddbmm", "baddbmm.out", "baddbmm_", "mv", "mv.out", "dot",
-    "addmv", "addmv.out",
+    "addmv", "addmv.out", "addr", "addr.out", "addr_",  // addr: ATen's math fallback rounds twice
     // convolution and pooling
     "convolution_overrideable", "max_pool2d_with_indices", "max_pool2d_with_indices.out",
     "avg_pool2d", "avg_pool2d.out", "_adaptive_avg_pool2d", "adaptive_max_pool2d",
@@ -147,6 +147,13 @@ inline constexpr const char* kDataMovementOps[] = {
 // (x[torch.tensor([0, 2])] of a device tensor): copied to the device first.
 inline constexpr const char* kHostIndexOps[] = {
     "index.Tensor", "index_put_", "_index_put_impl_", "index_put",
+    "index_fill_.int_Scalar", "index_fill_.int_Tensor",  // `index` (as CUDA accepts)
+};
+
+// Indexing operators computed synchronously, so an index out of range raises
+// at the call with the CPU's type (IndexError), as on the CPU.
+inline constexpr const char* kCheckedIndexOps[] = {
+    "index.Tensor", "index_put_", "_index_put_impl_", "index_put", "take",
 };
 
 // Argument names that carry indices, not values: never narrowed to 32 bits

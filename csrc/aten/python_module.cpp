@@ -115,6 +115,12 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_narrowing_stats", &reset_narrowing_stats);
+  m.def("_full_width_stats", [] {
+    py::dict out;
+    for (const auto& [op, n] : full_width_stats()) out[py::str(op)] = n;
+    return out;
+  });
+  m.def("_reset_full_width_stats", &reset_full_width_stats);
   m.def("_narrow_64bit", &narrow_64bit_enabled);
   m.def("_set_narrow_64bit", &set_narrow_64bit);
   m.def("_counters", [](int d) {

@@ -21,6 +21,11 @@ void record_narrowing(const std::string& op);
 std::map<std::string, int64_t> narrowing_stats();
 void reset_narrowing_stats();
 
+// Calls whose narrowed dtype has no CPU kernel, computed at full width
+// (native_kernel.cpp).
+std::map<std::string, int64_t> full_width_stats();
+void reset_full_width_stats();
+
 // "warn" (default: CPU fallback, warned once per op) or "error"
 // (TORCHNEURON_FALLBACK=error: NotImplementedError naming the op).
 std::string fallback_mode();
