@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--baseline", metavar="DIR", help="compare outputs and metrics with the baseline in DIR")
     g.add_argument("--max-latency-regression", type=float, metavar="FRACTION",
                    help="fail when p50 latency exceeds the baseline's by more than this (default 0.10)")
+    g.add_argument("--max-rounds", type=_int, default=3, metavar="N",
+                   help="measurement rounds before a latency comparison too noisy to decide is "
+                        "reported inconclusive (exit code 3; default 3)")
     g.add_argument("--max-memory-regression", type=float, metavar="FRACTION",
                    help="fail when peak device memory exceeds the baseline's by more than this (default 0.10)")
     g = c.add_argument_group("cost")
@@ -101,7 +104,7 @@ def _config(a: argparse.Namespace, argv: list[str]):
         model=a.model, batch_size=a.batch_size, dtype=a.dtype, seed=a.seed, device=a.device,
         reference=a.reference, tol=a.tol, fallback=a.fallback, iterations=iterations, seconds=a.seconds,
         max_warmup=a.max_warmup, cv_window=a.cv_window, cv_threshold=a.cv_threshold,
-        skip_reference_perf=a.skip_reference_perf, baseline=a.baseline, save_baseline=a.save_baseline,
+        skip_reference_perf=a.skip_reference_perf, max_rounds=a.max_rounds, baseline=a.baseline, save_baseline=a.save_baseline,
         max_latency_regression=a.max_latency_regression, max_memory_regression=a.max_memory_regression,
         instance=a.instance, price_per_hour=a.price_per_hour, reference_instance=a.reference_instance,
         reference_price_per_hour=a.reference_price_per_hour, amortize_samples=a.amortize_samples,

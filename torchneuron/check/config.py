@@ -59,6 +59,7 @@ class CheckConfig:
     save_baseline: Optional[str] = None
     max_latency_regression: Optional[float] = None   # None: baseline's or default
     max_memory_regression: Optional[float] = None
+    max_rounds: int = 3                       # measurement rounds before "inconclusive"
     # cost
     instance: Optional[str] = None            # None: default for the device
     price_per_hour: Optional[float] = None

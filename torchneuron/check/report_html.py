@@ -17,7 +17,7 @@ main{max-width:1180px;margin:0 auto;padding:24px}
 h1{font-size:1.6em;margin:0 0 4px} h2{margin:28px 0 8px;font-size:1.25em;border-bottom:2px solid #dde1e7;padding-bottom:4px}
 .sub{color:#5a6372;margin:0 0 16px}
 .verdict{border-radius:8px;padding:14px 18px;margin:16px 0;color:#fff}
-.verdict.v-pass{background:#1f8a4c}.verdict.v-fail{background:#c0392b}
+.verdict.v-pass{background:#1f8a4c}.verdict.v-inconclusive{background:#b7791f}.verdict.v-fail{background:#c0392b}
 .verdict b{font-size:1.4em}.verdict ul{margin:6px 0 0 18px;padding:0}
 .note{background:#fff8e1;border-left:4px solid #f0b400;padding:8px 12px;margin:8px 0}
 table{border-collapse:collapse;background:#fff;margin:8px 0;font-size:.92em}
@@ -291,9 +291,17 @@ def _baseline(b: Optional[dict]) -> str:
                      _status("pass" if a.get("passed") else "fail")])
     lat = b.get("latency") or {}
     if "baseline_p50_s" in lat:
-        rows.append(["p50 latency", _e(F.ms(lat["baseline_p50_s"])), _e(F.ms(lat["current_p50_s"])),
-                     _e(F.signed_pct(lat["change"])), _e(f"+{lat['threshold']:.0%}"),
-                     _status("fail" if lat["regressed"] else "pass")])
+        st_all = lat.get("statistics") or {}
+        rows.append(["p50 latency (raw, host-dependent)", _e(F.ms(lat["baseline_p50_s"])), _e(F.ms(lat["current_p50_s"])),
+                     _e(F.signed_pct(lat["change"])), "" if st_all else _e(f"+{lat['threshold']:.0%}"),
+                     "" if st_all else _status("fail" if lat["regressed"] else "pass")])
+        for name, st in st_all.items():
+            ci = st["ci"]
+            change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+            res = ("info only" if not st.get("decides") else _status("fail") if st["decision"] == "regressed"
+                   else _status("pass") if st["decision"] == "pass" else '<span class="warn">undecided</span>')
+            rows.append([_e(f"latency {name.replace('_', ' ')} ({st['statistic']})"), _e(F.num(st["baseline_median"])),
+                         _e(F.num(st["current_median"])), _e(change), _e(f"+{st['threshold']:.0%}"), res])
     mem = b.get("memory") or {}
     if mem:
         rows.append(["peak memory (allocated)", _e(F.nbytes(mem["baseline_peak_allocated_bytes"])),
@@ -334,6 +342,8 @@ def render(result: dict) -> str:
     p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
     verdict = result["verdict"]
     fails = "".join(f"<li>{_e(f)}</li>" for f in result["failures"])
+    if result.get("inconclusive"):
+        fails += f"<li>{_e(result['inconclusive'])}</li>"
     notes = ""
     if ds.get("emulated"):
         notes += ('<div class="note">The device is the <b>NeuronCore emulator</b>: timings, throughput and '

@@ -258,9 +258,17 @@ def baseline_table(b: Optional[dict]) -> list:
                   status_text("pass" if a.get("passed") else "fail"))
     lat = b.get("latency") or {}
     if "baseline_p50_s" in lat:
-        t.add_row("p50 latency", F.ms(lat["baseline_p50_s"]), F.ms(lat["current_p50_s"]),
-                  F.signed_pct(lat["change"]), f"+{lat['threshold']:.0%}",
-                  status_text("fail" if lat["regressed"] else "pass"))
+        t.add_row("p50 latency (raw, host-dependent)", F.ms(lat["baseline_p50_s"]), F.ms(lat["current_p50_s"]),
+                  F.signed_pct(lat["change"]), "" if lat.get("statistics") else f"+{lat['threshold']:.0%}",
+                  "" if lat.get("statistics") else status_text("fail" if lat["regressed"] else "pass"))
+        for name, st in (lat.get("statistics") or {}).items():
+            ci = st["ci"]
+            change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+            res = ({"regressed": status_text("fail"), "pass": status_text("pass"),
+                    "undecided": Text("undecided", style="yellow")}[st["decision"]] if st.get("decides")
+                   else Text("info only", style="dim"))
+            t.add_row(f"latency {name.replace('_', ' ')} ({st['statistic']})", F.num(st["baseline_median"]),
+                      F.num(st["current_median"]), change, f"+{st['threshold']:.0%}", res)
     else:
         t.add_row("p50 latency", "", "", "", "", Text(lat.get("note", "not compared"), style="yellow"))
     mem = b.get("memory") or {}
@@ -302,9 +310,10 @@ def render(result: dict, console: Optional[Console] = None) -> None:
     verdict = result["verdict"]
     body = Group(*([Text("all phases passed" + (", no regression" if result.get("baseline") else ""),
                          style="green")] if verdict == "pass" else
+                   [Text(result.get("inconclusive", ""), style="yellow")] if verdict == "inconclusive" else
                    [Text(f"• {f}", style="red") for f in result["failures"]]))
     con.print(Panel(body, title=f"verdict: {verdict.upper()} (exit code {result['exit_code']})",
-                    border_style="green" if verdict == "pass" else "red", expand=False))
+                    border_style={"pass": "green", "inconclusive": "yellow"}.get(verdict, "red"), expand=False))
 
 
 def list_models(console: Optional[Console] = None) -> None:

@@ -14,7 +14,7 @@ from . import baseline as baseline_mod
 from . import cost as cost_mod
 from . import loading, manifest, phase1, phase2, phase3
 from .config import DTYPES, CheckConfig
-from .errors import EXIT_FAIL, EXIT_PASS, CheckUsageError
+from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, CheckUsageError
 
 SCHEMA = "torchneuron.check.result/1"
 
@@ -63,7 +63,7 @@ def validate(cfg: CheckConfig) -> None:
         raise CheckUsageError("give --iterations or --seconds")
     ints = [("--batch-size", cfg.batch_size, 1), ("--iterations", cfg.iterations, 1),
             ("--max-warmup", cfg.max_warmup, 0), ("--cv-window", cfg.cv_window, 2),
-            ("--amortize-samples", cfg.amortize_samples, 1)]
+            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1)]
     for name, v, lo in ints:
         if v is None:
             continue
@@ -183,19 +183,24 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if p1.get("determinism") and not p1["determinism"]["identical"]:
         result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
 
-    # Cost
-    result["cost"] = cost_mod.compute(p1, p3, cfg, device_price, reference_price, extra.get("reference_cold_s"),
-                                      man["host"]["cpu_model"], man["device_stack"]["emulated"])
-
-    # Baseline comparison
+    # Baseline comparison; an undecided latency interval measures another round, up to --max-rounds
     if base is not None:
         if p1["status"] == "pass":
             result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
+            while (result["baseline"]["latency"].get("decision") == "undecided" and p3["status"] == "pass"
+                   and p3["rounds"] < cfg.max_rounds):
+                ui.step(f"Latency against the baseline undecided after {p3['rounds']} round(s): measuring again")
+                phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
+                result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
         else:
             result["baseline"] = {"path": base.path, "status": "skipped", "regressions": [],
                                   "reason": "phase 1 failed"}
     else:
         result["baseline"] = None
+
+    # Cost
+    result["cost"] = cost_mod.compute(p1, p3, cfg, device_price, reference_price, extra.get("reference_cold_s"),
+                                      man["host"]["cpu_model"], man["device_stack"]["emulated"])
 
     # Verdict
     fails = result["failures"]
@@ -213,8 +218,14 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if result["cost"].get("over_budget"):
         fails.append(f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
                      f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)")
-    result["verdict"] = "fail" if fails else "pass"
-    result["exit_code"] = EXIT_FAIL if fails else EXIT_PASS
+    lat = (result["baseline"] or {}).get("latency") or {}
+    inconclusive = not fails and lat.get("decision") == "undecided"
+    if inconclusive:
+        result["inconclusive"] = (f"inconclusive: the host was too noisy to decide latency against the baseline "
+                                  f"after {p3['rounds']} round(s) (--max-rounds): an interval of the change "
+                                  f"straddles the threshold +{lat['threshold']:.0%}")
+    result["verdict"] = "fail" if fails else "inconclusive" if inconclusive else "pass"
+    result["exit_code"] = EXIT_FAIL if fails else EXIT_INCONCLUSIVE if inconclusive else EXIT_PASS
     result["elapsed_s"] = time.perf_counter() - t_start
 
     # Baseline save: only what --save-baseline names, only for a passing run.

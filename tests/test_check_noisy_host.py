@@ -1,0 +1,141 @@
+"""torchneuron check on a noisy host: verdicts from an interval of a normalized change.
+
+CPU-burning processes (spawned here, each ending itself after a bound, killed after the
+module) load every core while the checks run: the unchanged build must still pass against
+its own baseline, and planted regressions (the device alone 30 % slower; the model's forward
+3x slower on both sides; wrong accepted outputs) must still be caught."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from check_support import cli, fixture
+
+from torchneuron.check import perfstats
+
+# small model, few iterations; --max-memory-regression is loose: memory is not the subject
+RUN = ["--iterations", "40", "--max-warmup", "20", "--max-rounds", "3", "--max-memory-regression", "0.5"]
+BURN_SECONDS = 300          # each burner ends itself after this, even if the test process dies
+
+
+@pytest.fixture(scope="module")
+def burners():
+    """One busy-looping process per core, for the module's duration."""
+    code = f"import time\nend = time.time() + {BURN_SECONDS}\nwhile time.time() < end:\n    pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 1)]
+    yield procs
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.wait()
+
+
+@pytest.fixture(scope="module")
+def quiet_baseline(tmp_path_factory):
+    """The baseline, saved before the burners start."""
+    d = tmp_path_factory.mktemp("noisy") / "blocks"
+    code, out, err = cli("check", fixture("blocks"), *RUN, "--save-baseline", d)
+    assert code == 0, out + err
+    return str(d)
+
+
+def _check(baseline, tmp_path, *extra):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("blocks"), *RUN, "--baseline", baseline, "--json", j, *extra)
+    return code, out + err, json.loads(j.read_text()) if j.exists() else None
+
+
+def test_baseline_keeps_interleaved_samples(quiet_baseline):
+    m = json.load(open(os.path.join(quiet_baseline, "baseline.json")))["metrics"]
+    s = m["samples"]
+    assert len(s["device"]) == len(s["reference"]) == len(s["calibration"]) == len(s["device_calibration"]) >= 40
+    assert all(t > 0 for k in s for t in s[k])
+
+
+def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_path):
+    code, out, r = _check(quiet_baseline, tmp_path)
+    assert code == 0, out
+    lat = r["baseline"]["latency"]
+    assert set(lat["statistics"]) == {"device_alone", "model_or_inputs", "device_over_reference"}
+    assert all(s["decision"] == "pass" for s in lat["statistics"].values() if s["decides"])
+
+
+def test_device_alone_slowdown_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHECK_FIXTURE_DEVICE_EXTRA", "0.3")
+    code, out, r = _check(quiet_baseline, tmp_path)
+    assert code == 1, out
+    st = r["baseline"]["latency"]["statistics"]
+    assert st["device_alone"]["decision"] == "regressed" and st["device_alone"]["ci"]["low"] > 1.10
+    assert "latency, device alone" in out
+
+
+def test_model_slowdown_on_both_sides_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHECK_FIXTURE_WORK", "3")
+    code, out, r = _check(quiet_baseline, tmp_path)
+    assert code == 1, out
+    st = r["baseline"]["latency"]["statistics"]
+    assert st["model_or_inputs"]["decision"] == "regressed" and st["model_or_inputs"]["ci"]["low"] > 2
+    assert "latency, model or inputs" in out
+
+
+def test_accuracy_regression_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(quiet_baseline, b)
+    path = b / "outputs.safetensors"
+    t = load_file(path)
+    for kind in ("reference", "fp64"):            # the accepted outputs were different
+        t[f"{kind}/output"] = t[f"{kind}/output"] + 0.01
+    save_file(t, path, metadata={"format": "torchneuron.check.baseline/1", "model": "check_models.py:blocks"})
+    code, out, _ = _check(str(b), tmp_path)
+    assert code == 1, out
+    assert "regression: accuracy" in out
+
+
+# ------------------------------------------------------------------ the statistic itself
+
+def test_ratio_interval_covers_a_known_change():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    base = rng.lognormal(0.0, 0.2, 400)
+    cur = rng.lognormal(np.log(1.3), 0.2, 400)          # medians: 1.0 and 1.3
+    ci = perfstats.ratio_of_medians_ci(cur, base, seed=0)
+    assert ci["low"] < 1.3 < ci["high"] and ci["low"] > 1.2 and ci["high"] < 1.4
+    assert perfstats.decide(ci, 0.10) == "regressed"
+    same = perfstats.ratio_of_medians_ci(rng.lognormal(0.0, 0.2, 400), base, seed=0)
+    assert same["low"] < 1.0 < same["high"] and perfstats.decide(same, 0.10) == "pass"
+    # the same samples give the same interval (seeded bootstrap)
+    assert perfstats.ratio_of_medians_ci(cur, base, seed=0) == ci
+
+
+def test_noisy_samples_are_undecided_not_a_verdict():
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    base = rng.lognormal(0.0, 0.8, 8)
+    cur = rng.lognormal(np.log(1.1), 0.8, 8)             # too few, too noisy to tell 1.1 from 1.0
+    ci = perfstats.ratio_of_medians_ci(cur, base, seed=0)
+    assert ci["low"] < 1.1 < ci["high"]
+    assert perfstats.decide(ci, 0.10) == "undecided"
+    assert perfstats.decide(None, 0.10) == "undecided"
+    assert perfstats.ratio_of_medians_ci([1.0] * 3, [1.0] * 10) is None
+
+
+def test_too_noisy_host_is_inconclusive_with_its_own_exit_code(quiet_baseline, tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(quiet_baseline, b)
+    # a baseline whose every sample spans 100x: no interval can be narrow enough
+    doc = json.load(open(b / "baseline.json"))
+    s = doc["metrics"]["samples"]
+    s["device"] = [t * (100.0 if i % 2 else 0.01) for i, t in enumerate(s["device"])]
+    s["calibration"] = [t * (0.01 if i % 2 else 100.0) for i, t in enumerate(s["calibration"])]
+    doc["metrics"]["cpu_samples"] = s
+    json.dump(doc, open(b / "baseline.json", "w"))
+    code, out, r = _check(str(b), tmp_path, "--max-rounds", "2")
+    assert code == 3, out
+    assert r["verdict"] == "inconclusive" and r["phase3"]["rounds"] == 2
+    assert "too noisy" in r["inconclusive"] and "INCONCLUSIVE" in out

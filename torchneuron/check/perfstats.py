@@ -1,0 +1,104 @@
+"""The statistic behind a latency verdict on a shared, noisy host.
+
+A latency regression is decided on a *normalized* time per iteration, never on a raw p50:
+
+- ``device_alone``: device time / device calibration time (a fixed workload on the device,
+  ``calibration.py``) of the same interleaved iteration: the model's device work grew. The
+  device/reference ratio is reported too (``device_over_reference``) but does not decide:
+  CPU contention slows the emulated device's hand-offs far more than the reference, so on
+  a loaded host it grows with no change to the build;
+- ``model_or_inputs``: reference time / calibration time (a fixed CPU workload timed
+  between the same iterations), so a slower model or bigger inputs show even when the
+  device's share did not change;
+
+The change is the ratio of medians, current over baseline, with a 95 % percentile
+bootstrap interval (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13):
+both samples are resampled independently ``BOOTSTRAP_RESAMPLES`` times with a seeded
+generator, so the same samples always give the same interval. Decision against a
+threshold ``t`` (a fraction, 0.10 = +10 %):
+
+- ``regressed``: the whole interval is above ``1 + t``;
+- ``pass``: the whole interval is at or below ``1 + t``;
+- ``undecided``: the interval straddles ``1 + t``: measure again, then "inconclusive".
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+#: Bootstrap resamples per interval: the Monte Carlo error of a 2.5 % quantile with
+#: 2000 resamples is below a tenth of the interval's width (Efron & Tibshirani, sec. 19.3).
+BOOTSTRAP_RESAMPLES = 2000
+
+#: Fewest samples per side for an interval (fewer: undecided).
+MIN_SAMPLES = 5
+
+#: The normalized statistics, their numerator/denominator sample names and what they detect.
+STATISTICS: dict[str, tuple[str, str, str]] = {
+    "device_alone": ("device", "device_calibration",
+                     "the device alone: the model's device time grew against a fixed device workload"),
+    "device_over_reference": ("device", "reference", "device/reference time of the same iteration grew "
+                              "(informational: host load moves it)"),
+    "model_or_inputs": ("reference", "calibration",
+                        "the model or its inputs: the reference is slower than host calibration explains"),
+}
+
+
+def paired_ratios(num: Sequence[float], den: Sequence[float]) -> list[float]:
+    """Per-iteration ratios ``num[i] / den[i]`` (iterations with a zero denominator dropped)."""
+    return [float(a) / float(b) for a, b in zip(num, den) if b > 0]
+
+
+def ratio_of_medians_ci(current: Sequence[float], baseline: Sequence[float], confidence: float = 0.95,
+                        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Optional[dict]:
+    """Point estimate and percentile-bootstrap interval of ``median(current) / median(baseline)``.
+
+    Returns ``{"ratio", "low", "high", "confidence", "resamples", "n_current", "n_baseline"}``,
+    or None when a side has fewer than ``MIN_SAMPLES`` samples or a zero median.
+    """
+    c = np.asarray(current, dtype=np.float64)
+    b = np.asarray(baseline, dtype=np.float64)
+    if c.size < MIN_SAMPLES or b.size < MIN_SAMPLES or np.median(b) <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+    mc = np.median(c[rng.integers(0, c.size, size=(resamples, c.size))], axis=1)
+    mb = np.median(b[rng.integers(0, b.size, size=(resamples, b.size))], axis=1)
+    mb[mb <= 0] = np.nan                       # only possible with zero samples; dropped below
+    r = mc / mb
+    r = r[np.isfinite(r)]
+    a = (1 - confidence) / 2
+    return {"ratio": float(np.median(c) / np.median(b)),
+            "low": float(np.quantile(r, a)), "high": float(np.quantile(r, 1 - a)),
+            "confidence": confidence, "resamples": resamples,
+            "n_current": int(c.size), "n_baseline": int(b.size)}
+
+
+def decide(ci: Optional[dict], threshold: float) -> str:
+    """``regressed`` / ``pass`` / ``undecided`` for an interval against ``1 + threshold``."""
+    if ci is None:
+        return "undecided"
+    limit = 1 + threshold
+    if ci["low"] > limit:
+        return "regressed"
+    if ci["high"] <= limit:
+        return "pass"
+    return "undecided"
+
+
+def compare(name: str, current: dict[str, list[float]], baseline: dict[str, list[float]],
+            threshold: float, seed: int = 0) -> Optional[dict]:
+    """One normalized statistic (a key of ``STATISTICS``) of a run against its baseline.
+    ``current``/``baseline`` map ``device``/``reference``/``calibration`` to per-iteration
+    seconds (interleaved: index i of each list is the same iteration). None when a side
+    lacks the samples."""
+    num, den, what = STATISTICS[name]
+    if not (current.get(num) and current.get(den) and baseline.get(num) and baseline.get(den)):
+        return None
+    cur = paired_ratios(current[num], current[den])
+    base = paired_ratios(baseline[num], baseline[den])
+    ci = ratio_of_medians_ci(cur, base, seed=seed)
+    return {"statistic": f"{num}/{den} per iteration", "detects": what, "ci": ci,
+            "threshold": threshold, "decision": decide(ci, threshold),
+            "current_median": float(np.median(cur)) if cur else None,
+            "baseline_median": float(np.median(base)) if base else None}
