@@ -278,8 +278,8 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     """The latency comparison of a run's phase 3 with a baseline's metrics (``perfstats``).
 
     With per-iteration samples on both sides: ``device_alone`` and ``model_or_inputs``
-    (only the first when the reference was not timed), ``device_over_reference`` reported
-    without deciding; ``decision`` is
+    decide; ``device_over_device_calibration`` is reported only (it decides when the
+    reference was not timed, ``--skip-reference-perf``); ``decision`` is
     ``regressed`` when any statistic's interval lies entirely above ``1 + threshold``,
     ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
     (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
@@ -312,11 +312,12 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
         return out
     out["method"] = ("ratio of medians of per-iteration normalized times, current over baseline, "
                      f"95% percentile bootstrap ({perfstats.BOOTSTRAP_RESAMPLES} resamples)")
-    names = ["device_alone"] + (["model_or_inputs", "device_over_reference"]
-                                if cur.get("reference") and base.get("reference") else [])
-    deciding = {"device_alone", "model_or_inputs"}
-    labels = {"device_alone": "device alone (device/device calibration)",
-              "device_over_reference": "device/reference",
+    names = (["device_alone", "model_or_inputs"] if cur.get("reference") and base.get("reference") else []) \
+        + ["device_over_device_calibration"]
+    # without a timed reference, the device against its fixed workload is all there is
+    deciding = {"device_alone", "model_or_inputs"} if "device_alone" in names else {"device_over_device_calibration"}
+    labels = {"device_alone": "device alone (device/reference)",
+              "device_over_device_calibration": "device/device calibration",
               "model_or_inputs": "model or inputs (reference/host calibration)",
 }
     for name in names:

@@ -54,6 +54,7 @@ class CheckConfig:
                                               # at most max_warmup (a given one may not exceed it)
     cv_threshold: float = 0.05                # stable when rolling CV <= this
     skip_reference_perf: bool = False
+    timing_threads: Optional[int] = 1         # PyTorch intra-op threads while timing; None/0: PyTorch's default
     # baseline
     baseline: Optional[str] = None
     save_baseline: Optional[str] = None

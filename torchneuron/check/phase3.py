@@ -112,7 +112,7 @@ def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optio
 
 
 def _warm(label: str, step, cfg: CheckConfig, ui) -> dict:
-    with ui.progress(f"{label}: warming up", cfg.max_warmup) as p:
+    with ui.progress(f"{label}: warming up", cfg.max_warmup) as p, timing_threads(cfg.timing_threads):
         return warm_up(step, cfg.max_warmup, cfg.effective_cv_window, cfg.cv_threshold, p)
 
 
@@ -126,10 +126,24 @@ def _summary(times: list[float], batch: int, device: str, wu: Optional[dict], co
     return s
 
 
+@contextlib.contextmanager
+def timing_threads(n: Optional[int]):
+    """PyTorch's intra-op threads set to ``n`` (None: unchanged) for the duration."""
+    if not n:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str) -> tuple[tuple[dict, dict], float]:
     total = cfg.iterations if cfg.seconds is None else None
     desc = f"Phase 3 {label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
-    with ui.progress(desc, total) as p:
+    with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads):
         t0 = time.perf_counter()
         times = measure_interleaved(steps, total, cfg.seconds, p)
         return times, time.perf_counter() - t0
