@@ -284,10 +284,9 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
     (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
 
-    Time basis: on the emulated device (``emulated``) the device's work is this process's
-    CPU work, so the statistics use per-step CPU seconds of the process: a time slice lost
-    to another process inflates wall time (by 10x under a CPU burner at higher priority)
-    but not CPU time. On a real device the device's time is not host CPU time: wall time."""
+    Time basis: wall seconds per step. Per-step CPU seconds of the process are kept in the
+    result (``cpu_samples``) but do not decide: they miss every wait (a sleep, a blocking
+    call, a real device's own time)."""
     from . import perfstats
 
     dev = p3.get("device")
@@ -297,7 +296,7 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     out: dict[str, Any] = {"baseline_p50_s": bmx["p50_s"], "current_p50_s": dev["p50_s"],
                            "change": dev["p50_s"] / bmx["p50_s"] - 1, "threshold": threshold,
                            "rounds": p3.get("rounds"), "statistics": {}, "regressions": []}
-    basis = "cpu" if emulated and p3.get("cpu_samples") and bmx.get("cpu_samples") else "wall"
+    basis = "wall"   # CPU time would miss waits (a sleep, a blocking call, a real device's time)
     out["time_basis"] = {"cpu": "process CPU seconds per step (emulated device)", "wall": "wall seconds per step"}[basis]
     key = "cpu_samples" if basis == "cpu" else "samples"
     cur, base = p3.get(key) or {}, bmx.get(key) or {}
