@@ -286,6 +286,36 @@ def baseline_table(b: Optional[dict]) -> list:
     return out
 
 
+def projection_tables(p: Optional[dict]) -> list:
+    """The Trainium projection (nothing unless --projection was given)."""
+    if not p or p.get("status") == "skipped":
+        return []
+    if p["status"] != "pass":
+        return [Text(f"Trainium projection: {p['reason']}", style="yellow")]
+    t = Table(title="Trainium projection: ESTIMATE from a roofline model of the StableHLO graph, not a measurement",
+              title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY)
+    t.add_column("", style="cyan", no_wrap=True)
+    for key in ("trn2", "trn3"):
+        t.add_column(f"{p[key]['chip']} ({p[key]['core']})", justify="right")
+    a, b = p["trn2"], p["trn3"]
+    for label, fn in (("latency per pass, one core", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g} µs"),
+                      ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
+                      ("priced as", lambda x: f"{x['instance']} ({x['cores_per_instance']} cores)"),
+                      ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
+                      ("USD per 1M samples", lambda x: F.usd(x["usd_per_million"]) if x["usd_per_million"]
+                       else "no verified price"),
+                      ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}")):
+        t.add_row(label, fn(a), fn(b))
+    top = Table(title="Top operations by projected time (Trainium2)", title_justify="left", box=box.SIMPLE)
+    for col in ("op", "shape", "engine", "GFLOP", "time", "bound"):
+        top.add_column(col)
+    for r in a["top_ops"][:8]:
+        top.add_row(r["op"], r["shape"], r["engine"], f"{r['flops'] / 1e9:.3g}", f"{r['time_s'] * 1e6:.3g} µs",
+                    r["bound"])
+    return [t, top, Text(f"{p['note']}; lowered with {p['how']}; matmuls at the TensorE {a['matmul_dtype'].upper()} "
+                         "rate (Neuron's default matmul autocast); see docs/check.md", style="dim")]
+
+
 def render(result: dict, console: Optional[Console] = None) -> None:
     """Print the whole report."""
     con = console or Console()
@@ -300,7 +330,8 @@ def render(result: dict, console: Optional[Console] = None) -> None:
                   "emulator's on this host, not Trainium's.[/yellow]")
     for part in (phase1_tables(result["phase1"]), phase2_tables(result["phase2"], con.width),
                  phase3_tables(result["phase3"], result["config"]["reference"]),
-                 cost_table(result["cost"]), baseline_table(result.get("baseline"))):
+                 cost_table(result["cost"]), projection_tables(result.get("projection")),
+                 baseline_table(result.get("baseline"))):
         for x in part:
             con.print(x)
     for w in result.get("warnings", []):

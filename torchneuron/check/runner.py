@@ -183,6 +183,11 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if p1.get("determinism") and not p1["determinism"]["identical"]:
         result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
 
+    # Trainium projection (an estimate from the graph, never a verdict)
+    from . import project_phase
+    result["projection"] = (project_phase.run(loaded, cfg, ui) if p1["status"] == "pass"
+                            else {"status": "skipped", "reason": "phase 1 failed"})
+
     # Baseline comparison; an undecided latency interval measures another round, up to --max-rounds
     if base is not None:
         if p1["status"] == "pass":
