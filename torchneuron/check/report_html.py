@@ -319,6 +319,29 @@ def _baseline(b: Optional[dict]) -> str:
     return out
 
 
+def _projection(p: Optional[dict]) -> str:
+    """The Trainium projection section (empty unless --projection was given)."""
+    if not p or p.get("status") == "skipped":
+        return ""
+    head = '<h2 id="projection">Trainium projection — an estimate, not a measurement</h2>'
+    if p["status"] != "pass":
+        return head + f'<div class="note">{_e(p.get("reason"))}</div>'
+    a, b = p["trn2"], p["trn3"]
+    rows = [[_e(label), _e(fn(a)), _e(fn(b))] for label, fn in (
+        ("latency per pass, one core (µs)", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g}"),
+        ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
+        ("priced as", lambda x: f"{x['instance']} ({x['cores_per_instance']} cores)"),
+        ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
+        ("USD per 1M samples", lambda x: F.usd(x["usd_per_million"]) if x["usd_per_million"] else "no verified price"),
+        ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"))]
+    top = [[_e(r["op"]), _e(r["shape"]), _e(r["engine"]), _e(f"{r['flops'] / 1e9:.3g}"),
+            _e(f"{r['time_s'] * 1e6:.3g}"), _e(r["bound"])] for r in a["top_ops"]]
+    return (head + f'<div class="note">{_e(p["note"])}. Lowered with {_e(p["how"])}.</div>'
+            + _table(["", f"{a['chip']} ({a['core']})", f"{b['chip']} ({b['core']})"], rows)
+            + "<h3>Top operations by projected time (Trainium2)</h3>"
+            + _table(["op", "shape", "engine", "GFLOP", "time (µs)", "bound"], top))
+
+
 def _manifest(m: dict) -> str:
     def flat(d: dict, prefix: str = "") -> list[tuple[str, str]]:
         out = []
@@ -388,6 +411,7 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 <div class="plots">{plot_html['warmup']}{plot_html['hist']}</div>
 <h2 id="cost">Cost</h2>
 {_cost(result['cost'])}
+{_projection(result.get('projection'))}
 <h2 id="baseline">Baseline comparison</h2>
 {_baseline(result.get('baseline'))}
 <h2 id="manifest">Manifest</h2>
