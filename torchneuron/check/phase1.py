@@ -280,7 +280,8 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
             session.sync()
             res["cold_latency_s"] = time.perf_counter() - t0
             timed += res["cold_latency_s"]
-            out1 = T.flatten(raw)
+            res["uncomparable_outputs"] = []
+            out1 = T.flatten(raw, uncomparable=res["uncomparable_outputs"])
             if not out1:
                 raise NoTensorsError(f"the model returned no tensors on {dev}: it returned {describe_value(raw)}")
             del raw

@@ -180,6 +180,9 @@ def run(cfg: CheckConfig, ui=None) -> dict:
                     extra.get("reference_cold_s"))
     result["phase3"] = p3
     result["warnings"] += p2.get("warnings", []) + p3.get("warnings", [])
+    if p1.get("uncomparable_outputs"):
+        result["warnings"].append("outputs not compared (not tensors): " + ", ".join(
+            f"{u['name']} ({u['type']})" for u in p1["uncomparable_outputs"]))
     if p1.get("determinism") and not p1["determinism"]["identical"]:
         result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
 
