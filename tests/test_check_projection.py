@@ -40,15 +40,20 @@ def test_roofline_compute_and_memory_bound():
     r = projection.project(MODULE, core, batch=4)
     dot = next(x for x in r["top_ops"] if x["op"] == "dot_general")
     assert dot["bound"] == "compute" and dot["time_s"] == pytest.approx(2 * 4 * 32 * 64 / core.tensor_bf16)
-    # an elementwise op on a tensor bigger than half the SBUF goes through HBM: memory-bound
-    n = core.sbuf_bytes // 4                      # f32 elements: a tensor of the whole SBUF
-    big = f"    %0 = stablehlo.add %arg0, %arg0 : tensor<{n}xf32>"
-    r2 = projection.project(f"module {{\n  func.func @main(%arg0: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n{big}\n  }}\n}}",
-                            core, batch=1)
-    op = r2["top_ops"][0]
-    assert op["bound"] == "memory" and op["hbm_bytes"] == 2 * n * 4
-    assert op["time_s"] == pytest.approx(2 * n * 4 / (core.hbm_bytes_per_s_chip / core.cores_per_chip))
-    assert r2["latency_s_per_core"] == pytest.approx(op["time_s"] + n * 4 / core.hbm_bytes_per_s_core)
+    # a transpose of a tensor bigger than half the SBUF is materialized in HBM: memory-bound;
+    # an elementwise op on it is fused with its producer: no HBM traffic of its own
+    n = core.sbuf_bytes // 4 // 2                  # 2 x n f32 elements: the whole SBUF
+    body = (f"    %0 = stablehlo.transpose %arg0, dims = [1, 0] : (tensor<2x{n}xf32>) -> tensor<{n}x2xf32>\n"
+            f"    %1 = stablehlo.add %0, %0 : tensor<{n}x2xf32>")
+    r2 = projection.project(f"module {{\n  func.func @main(%arg0: tensor<2x{n}xf32>) -> tensor<{n}x2xf32> {{\n"
+                            f"{body}\n  }}\n}}", core, batch=1)
+    ops2 = {x["op"]: x for x in r2["top_ops"]}
+    op = ops2["transpose"]
+    assert op["bound"] == "memory" and op["hbm_bytes"] == 2 * 2 * n * 4
+    assert op["time_s"] == pytest.approx(2 * 2 * n * 4 / (core.hbm_bytes_per_s_chip / core.cores_per_chip))
+    assert ops2["add"]["hbm_bytes"] == 0 and ops2["add"]["bound"] == "compute"
+    assert r2["latency_s_per_core"] == pytest.approx(op["time_s"] + ops2["add"]["time_s"]
+                                                     + 2 * n * 4 / core.hbm_bytes_per_s_core)
     assert "not a measurement" in r2["estimate"]
 
 

@@ -6,9 +6,10 @@ math on the Vector or Scalar engine; reductions on the VectorEngine) and bytes m
 between HBM and the core. Time = max(FLOPs / engine rate, bytes / HBM bandwidth per core):
 compute- or memory-bound. The model assumes what the Neuron compiler does by default:
 matmuls of float32 models run in BF16 (``--auto-cast matmult``, the "Matmult-BF16" of
-AWS's published benchmarks); elementwise chains are fused, so an intermediate tensor
-costs HBM traffic only when it does not fit in half of the core's SBUF; weights and
-inputs are read from HBM once and outputs written once. Not modelled: engine overlap
+AWS's published benchmarks); elementwise chains are fused with their producer; weights and
+inputs are read from HBM once and outputs written once; the results of matmuls,
+reductions and rearrangements (transpose, gather, concatenate) that do not fit in half
+the SBUF go through HBM. Not modelled: engine overlap
 (the sum of the ops' times is taken), DMA and instruction overheads, collectives.
 Figures: ``hardware.py``.
 """
@@ -37,6 +38,9 @@ REDUCE_OPS = {"reduce", "reduce_window", "select_and_scatter"}
 MOVE_OPS = {"transpose", "reshape", "broadcast_in_dim", "concatenate", "slice", "dynamic_slice",
             "dynamic_update_slice", "gather", "scatter", "pad", "iota", "reverse", "bitcast_convert",
             "get_tuple_element", "tuple", "sort", "real_dynamic_slice", "dynamic_broadcast_in_dim"}
+
+#: Ops whose result is materialized (the compiler does not fuse through them).
+FUSION_ROOTS = REDUCE_OPS | {"transpose", "gather", "scatter", "concatenate", "sort", "dynamic_update_slice"}
 
 _TENSOR = re.compile(r"tensor<([^<>]*(?:<[^<>]*>)?)>")
 _OP = re.compile(r"^\s*(?:%[\w#:]+(?:\s*,\s*%[\w#:]+)*\s*=\s*)?\"?(stablehlo|chlo|mhlo)\.([a-z_]+)\"?")
@@ -175,8 +179,10 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
     args_b, weights_b = _arg_bytes(module_text)
     rows = []
     for op in ops:
-        # fused: an op's own result goes to HBM (written, later read) only when too big for SBUF
-        hbm = 2 * op.out_bytes if op.out_bytes > resident else 0
+        # fused: elementwise chains stream through SBUF with their producer; only a fusion
+        # root's result (matmul, convolution, reduction, data rearrangement) goes to HBM
+        # (written, later read), and only when it is too big to stay in SBUF
+        hbm = 2 * op.out_bytes if (op.name in FUSION_ROOTS or op.engine == "tensor") and op.out_bytes > resident else 0
         t_compute = op.flops / rates[op.engine] if op.engine in rates else 0.0
         t_mem = hbm / bw
         rows.append({"line": op.line, "op": op.name, "engine": op.engine, "shape": op.shape, "dtype": op.dtype,

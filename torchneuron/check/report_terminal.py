@@ -101,8 +101,6 @@ def phase1_tables(p1: dict) -> list:
         for op, v in fb["ops"].items():
             ft.add_row(op, str(v["calls"]), F.ms(v["seconds"]), F.pct(v["share"]))
         out.append(ft)
-    for w in p1.get("warnings", [])[:10]:
-        out.append(Text(f"device warning: {w[:300]}", style="dim"))
     e = p1.get("error")
     if e:
         body = Text()
@@ -113,8 +111,12 @@ def phase1_tables(p1: dict) -> list:
             body.append(f"raised at: {e['raised_at']}\n")
         if e.get("reference"):
             body.append(f"reference: {e['reference'][:300]}\n")
-        body.append(e["message"][:1500] + "\n\n", style="red")
-        body.append(_tail(e["traceback"], 25), style="dim")
+        body.append((e.get("short_message") or e["message"][:240]) + "\n", style="red")
+        if e.get("hint"):
+            body.append(f"hint: {e['hint']}\n", style="bold yellow")
+        body.append("(full message and traceback: --json)\n\n", style="dim")
+        tb = e["traceback"].rstrip().splitlines()
+        body.append("\n".join(tb[:1] + _tail("\n".join(tb[1:]), 8).splitlines()), style="dim")
         out.append(Panel(body, title="phase 1 failure", border_style="red"))
     return out
 
@@ -210,7 +212,9 @@ def phase3_tables(p3: dict, reference: str) -> list:
 
 
 def cost_table(c: dict) -> list:
-    """The cost table, the budget line and the cost notes."""
+    """The cost table, the budget line and the cost notes (one line when nothing was timed)."""
+    if not (c["device"].get("throughput_samples_per_s") or c["reference"].get("throughput_samples_per_s")):
+        return [Text("Cost: not computed (phase 3 did not run)", style="yellow")]
     t = Table(title="Cost per million samples (on-demand)", title_justify="left", title_style="bold",
               box=box.SIMPLE_HEAVY, caption=f"{c['formula']}, amortized over {c['amortize_samples']:,} samples",
               caption_justify="left")
@@ -334,8 +338,15 @@ def render(result: dict, console: Optional[Console] = None) -> None:
                  baseline_table(result.get("baseline"))):
         for x in part:
             con.print(x)
-    for w in result.get("warnings", []):
-        con.print(f"[yellow]warning: {w}[/yellow]")
+    dev_w = result["phase1"].get("warnings", [])
+    if dev_w or result.get("warnings"):
+        con.rule("Warnings", style="yellow")           # one section, not between the tables
+        for w in dev_w[:10]:
+            con.print(Text(f"device warning: {w[:300]}", style="dim"))
+        if len(dev_w) > 10:
+            con.print(Text(f"... {len(dev_w) - 10} more device warnings in the JSON", style="dim"))
+        for w in result.get("warnings", []):
+            con.print(Text(f"warning: {w}", style="yellow"))
     if result.get("baseline_saved"):
         con.print(f"baseline saved to [bold]{result['baseline_saved']}[/bold]")
     verdict = result["verdict"]
