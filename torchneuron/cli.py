@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="spread the one-time overhead over N samples (default 1,000,000)")
     g.add_argument("--max-cost-per-million", type=float, metavar="USD",
                    help="fail when the device cost per million samples exceeds this (budget alert)")
+    g.add_argument("--train-steps", type=_int, default=5, metavar="N",
+                   help="optimizer steps of the training check, for factories returning (model, inputs, loss_fn) "
+                        "(default 5)")
     g.add_argument("--projection", action="store_true",
                    help="project Trainium2/Trainium3 latency, throughput and cost from the model's StableHLO "
                         "(a roofline estimate, not a measurement)")
@@ -111,7 +114,7 @@ def _config(a: argparse.Namespace, argv: list[str]):
         max_latency_regression=a.max_latency_regression, max_memory_regression=a.max_memory_regression,
         instance=a.instance, price_per_hour=a.price_per_hour, reference_instance=a.reference_instance,
         reference_price_per_hour=a.reference_price_per_hour, amortize_samples=a.amortize_samples,
-        max_cost_per_million=a.max_cost_per_million, projection=a.projection, json_path=a.json, junit_path=a.junit,
+        max_cost_per_million=a.max_cost_per_million, projection=a.projection, train_steps=a.train_steps, json_path=a.json, junit_path=a.junit,
         html_path=a.html, progress=not (a.no_progress or a.quiet), argv=["torchneuron"] + argv)
 
 

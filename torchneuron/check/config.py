@@ -68,6 +68,7 @@ class CheckConfig:
     reference_price_per_hour: Optional[float] = None
     amortize_samples: int = 1_000_000
     max_cost_per_million: Optional[float] = None
+    train_steps: int = 5                      # optimizer steps of the training check (factories with a loss_fn)
     projection: bool = False                  # project Trainium2/3 time and cost from the StableHLO graph
     # outputs
     json_path: Optional[str] = None

@@ -290,6 +290,32 @@ def baseline_table(b: Optional[dict]) -> list:
     return out
 
 
+def training_tables(tr: Optional[dict]) -> list:
+    """The training check: loss curve and gradient norms per step, final parameters."""
+    if not tr or tr.get("status") == "skipped":
+        return []
+    if "per_step" not in tr:
+        return [Text(f"Training: {tr['reason']}", style="red")]
+    t = Table(title=f"Training — {tr['steps']} steps, {tr['optimizer']}  {tr['status'].upper()}",
+              title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY)
+    groups = list(tr["per_step"][0]["grad_norm_device"])
+    for col in ["step", "loss device", "loss reference", "loss fp64", "loss"] + [f"|grad| {g}" for g in groups] \
+            + ["step time device"]:
+        t.add_column(col, justify="right")
+    for s in tr["per_step"]:
+        t.add_row(str(s["step"]), f"{s['loss_device']:.6g}", f"{s['loss_reference']:.6g}", f"{s['loss_fp64']:.6g}",
+                  status_text("pass" if s["loss_passed"] else "fail"),
+                  *[f"{s['grad_norm_device'][g]:.4g} vs {s['grad_norm_reference'][g]:.4g} "
+                    + ("ok" if s["grad_norm_passed"][g] else "FAIL") for g in groups],
+                  F.ms(s["step_time_device_s"]))
+    fp = tr["final_params"]
+    return [t, Text(f"final parameters: {fp['compared'] - len(fp['failed'])}/{fp['compared']} pass the benchmark rule"
+                    + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
+                    + f"; device step p50 {F.ms(tr['step_time']['device_p50_s'])} (reference "
+                    f"{F.ms(tr['step_time']['reference_p50_s'])}); peak device memory with optimizer state "
+                    f"{F.nbytes(tr['peak_allocated_bytes'])}")]
+
+
 def projection_tables(p: Optional[dict]) -> list:
     """The Trainium projection (nothing unless --projection was given)."""
     if not p or p.get("status") == "skipped":
@@ -334,6 +360,7 @@ def render(result: dict, console: Optional[Console] = None) -> None:
                   "emulator's on this host, not Trainium's.[/yellow]")
     for part in (phase1_tables(result["phase1"]), phase2_tables(result["phase2"], con.width),
                  phase3_tables(result["phase3"], result["config"]["reference"]),
+                 training_tables(result.get("training")),
                  cost_table(result["cost"]), projection_tables(result.get("projection")),
                  baseline_table(result.get("baseline"))):
         for x in part:

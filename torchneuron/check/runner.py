@@ -63,7 +63,7 @@ def validate(cfg: CheckConfig) -> None:
         raise CheckUsageError("give --iterations or --seconds")
     ints = [("--batch-size", cfg.batch_size, 1), ("--iterations", cfg.iterations, 1),
             ("--max-warmup", cfg.max_warmup, 0), ("--cv-window", cfg.cv_window, 2),
-            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1)]
+            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1), ("--train-steps", cfg.train_steps, 1)]
     for name, v, lo in ints:
         if v is None:
             continue
@@ -186,6 +186,12 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if p1.get("determinism") and not p1["determinism"]["identical"]:
         result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
 
+    # Training (factories returning a loss_fn)
+    from . import training
+    result["training"] = (training.run(loaded, cfg, ui, cfg.train_steps) if p1["status"] == "pass"
+                          else {"status": "skipped", "reason": "phase 1 failed"})
+    result["warnings"] += [f"training: {w}" for w in result["training"].get("device_warnings", [])]
+
     # Trainium projection (an estimate from the graph, never a verdict)
     from . import project_phase
     result["projection"] = (project_phase.run(loaded, cfg, ui) if p1["status"] == "pass"
@@ -221,6 +227,8 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         fails.append(f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}")
     if p3["status"] == "fail":
         fails.append(f"phase 3: {p3['reason']}")
+    if result["training"]["status"] == "fail":
+        fails.append(f"training: {result['training']['reason']}")
     if result["baseline"] and result["baseline"].get("regressions"):
         fails += [f"regression: {r}" for r in result["baseline"]["regressions"]]
     if result["cost"].get("over_budget"):
