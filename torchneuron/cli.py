@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--projection", action="store_true",
                    help="project Trainium2/Trainium3 latency, throughput and cost from the model's StableHLO "
                         "(a roofline estimate, not a measurement)")
+    g.add_argument("--sweep", nargs="+", metavar="AXIS=V1,V2",
+                   help="run the check over a grid: batch=1,8,32 dtype=float32,bfloat16 mode=eager,compile; "
+                        "prints a table and writes plots (--sweep-plot)")
+    g.add_argument("--sweep-plot", metavar="FILE", default="sweep.svg",
+                   help="where the sweep's plots go (.svg or .png; default sweep.svg)")
     g = c.add_argument_group("output")
     g.add_argument("--json", metavar="FILE", help="write the whole result as JSON")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML")
@@ -146,6 +151,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("torchneuron check: error: MODEL is required (or --list)", file=sys.stderr)
         return EXIT_USAGE
     err = _console(stderr=True)
+    if a.sweep:
+        return _sweep(a, argv)
     try:
         cfg = _config(a, argv)
         ui = report_terminal.TerminalUI(err, progress=cfg.progress) if not a.quiet else None
@@ -163,6 +170,42 @@ def main(argv: Optional[list[str]] = None) -> int:
             if path:
                 print(f"{opt} written to {path}")
     return int(result["exit_code"])
+
+
+def _sweep(a, argv) -> int:
+    """``--sweep``: one check per grid point, a table, plots, the JSON of every point."""
+    import json
+
+    from .check import EXIT_USAGE, CheckUsageError, sweep
+
+    try:
+        cfg = _config(a, argv)
+        grid = sweep.parse(a.sweep)
+        res = sweep.run(cfg, grid)
+    except CheckUsageError as e:
+        print(f"torchneuron check: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    from rich.table import Table
+
+    t = Table(title=f"Sweep of {a.model} (emulated device on this host: not Trainium figures)", title_justify="left")
+    for col in ("batch", "dtype", "mode", "result", "p50 ms", "samples/s", "peak MiB", "USD / 1M samples"):
+        t.add_column(col, justify="right")
+    for p in res["points"]:
+        if p.get("p50_s") is None:
+            t.add_row(str(p["batch"] or "default"), p["dtype"], p["mode"], p.get("reason") or p["status"], "", "", "", "")
+            continue
+        t.add_row(str(p["batch"]), p["dtype"], p["mode"], p["status"], f"{p['p50_s'] * 1e3:.3f}",
+                  f"{p['throughput_samples_per_s']:,.0f}", f"{p['peak_allocated_bytes'] / 2**20:.2f}",
+                  f"{p['usd_per_million']:.4g}" if p.get("usd_per_million") else "")
+    _console().print(t)
+    path = sweep.plot(res, a.sweep_plot)
+    if path:
+        print(f"plots written to {path}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2, default=str)
+        print(f"JSON written to {a.json}")
+    return int(res["exit_code"])
 
 
 if __name__ == "__main__":
