@@ -59,6 +59,7 @@ class Op:
     shape: str
     dtype: str
     text: str = field(repr=False, default="")
+    constant_operands: bool = False   # every operand a constant (a weight): folded at compile time
 
 
 def parse_tensor(t: str) -> tuple[list[int], str]:
@@ -139,7 +140,10 @@ def parse(module_text: str) -> list[Op]:
             flops, engine = float(sum(math.prod(d) for d, _ in ins[: max(1, len(ins) // 2)])), "vector"
         elif name in MOVE_OPS:
             engine = "move"
-        ops.append(Op(no, name, engine, flops, out_bytes, in_bytes, "x".join(map(str, odims)), odt, line.strip()))
+        operands = re.findall(r"%[\w#]+", line.split("=", 1)[1].split(" : ")[0]) if "=" in line else []
+        const = bool(operands) and all(o.startswith("%cst") for o in operands)
+        ops.append(Op(no, name, engine, flops, out_bytes, in_bytes, "x".join(map(str, odims)), odt, line.strip(),
+                      const))
     return ops
 
 
@@ -182,7 +186,8 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
         # fused: elementwise chains stream through SBUF with their producer; only a fusion
         # root's result (matmul, convolution, reduction, data rearrangement) goes to HBM
         # (written, later read), and only when it is too big to stay in SBUF
-        hbm = 2 * op.out_bytes if (op.name in FUSION_ROOTS or op.engine == "tensor") and op.out_bytes > resident else 0
+        hbm = 2 * op.out_bytes if (op.name in FUSION_ROOTS or op.engine == "tensor") and op.out_bytes > resident \
+            and not op.constant_operands else 0     # a weight's transpose is folded by the compiler
         t_compute = op.flops / rates[op.engine] if op.engine in rates else 0.0
         t_mem = hbm / bw
         rows.append({"line": op.line, "op": op.name, "engine": op.engine, "shape": op.shape, "dtype": op.dtype,
