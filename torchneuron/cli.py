@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="warm-up ends when the rolling coefficient of variation is <= this (default 0.05)")
     g.add_argument("--cv-window", type=_int, default=None,
                    help="iterations in the rolling window, at most --max-warmup (default 10, or --max-warmup if less)")
+    g.add_argument("--timing-threads", type=int, default=1, metavar="N",
+                   help="PyTorch intra-op threads while timing (default 1: OpenMP workers spin-wait, and on a "
+                        "loaded host their spinning sets a multi-threaded forward's time); 0: PyTorch's default")
     g.add_argument("--skip-reference-perf", action="store_true", help="do not time the reference device")
     g = c.add_argument_group("baseline and regressions")
     g.add_argument("--save-baseline", metavar="DIR", help="save this run as the baseline in DIR (only if it passes)")
@@ -115,7 +118,7 @@ def _config(a: argparse.Namespace, argv: list[str]):
         model=a.model, batch_size=a.batch_size, dtype=a.dtype, seed=a.seed, device=a.device,
         reference=a.reference, tol=a.tol, fallback=a.fallback, iterations=iterations, seconds=a.seconds,
         max_warmup=a.max_warmup, cv_window=a.cv_window, cv_threshold=a.cv_threshold,
-        skip_reference_perf=a.skip_reference_perf, max_rounds=a.max_rounds, baseline=a.baseline, save_baseline=a.save_baseline,
+        skip_reference_perf=a.skip_reference_perf, timing_threads=a.timing_threads, max_rounds=a.max_rounds, baseline=a.baseline, save_baseline=a.save_baseline,
         max_latency_regression=a.max_latency_regression, max_memory_regression=a.max_memory_regression,
         instance=a.instance, price_per_hour=a.price_per_hour, reference_instance=a.reference_instance,
         reference_price_per_hour=a.reference_price_per_hour, amortize_samples=a.amortize_samples,

@@ -309,8 +309,8 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
             out["regressions"].append(f"latency: p50 {dev['p50_s'] * 1e3:.3f} ms is {out['change']:+.1%} vs the "
                                       f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{threshold:.0%})")
         return out
-    out["method"] = ("ratio of medians of per-iteration normalized times, current over baseline, "
-                     f"95% percentile bootstrap ({perfstats.BOOTSTRAP_RESAMPLES} resamples)")
+    out["method"] = ("normalized time (minimum of each side over the interleaved iterations), current over "
+                     f"baseline, 95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)")
     names = (["device_alone", "model_or_inputs"] if cur.get("reference") and base.get("reference") else []) \
         + ["device_over_device_calibration"]
     # without a timed reference, the device against its fixed workload is all there is

@@ -300,8 +300,8 @@ def _baseline(b: Optional[dict]) -> str:
             change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
             res = ("info only" if not st.get("decides") else _status("fail") if st["decision"] == "regressed"
                    else _status("pass") if st["decision"] == "pass" else '<span class="warn">undecided</span>')
-            rows.append([_e(f"latency {name.replace('_', ' ')} ({st['statistic']})"), _e(F.num(st["baseline_median"])),
-                         _e(F.num(st["current_median"])), _e(change), _e(f"+{st['threshold']:.0%}"), res])
+            rows.append([_e(f"latency {name.replace('_', ' ')} ({st['statistic']})"), _e(F.num(st["baseline_value"])),
+                         _e(F.num(st["current_value"])), _e(change), _e(f"+{st['threshold']:.0%}"), res])
     mem = b.get("memory") or {}
     if mem:
         rows.append(["peak memory (allocated)", _e(F.nbytes(mem["baseline_peak_allocated_bytes"])),

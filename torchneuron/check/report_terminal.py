@@ -271,8 +271,8 @@ def baseline_table(b: Optional[dict]) -> list:
             res = ({"regressed": status_text("fail"), "pass": status_text("pass"),
                     "undecided": Text("undecided", style="yellow")}[st["decision"]] if st.get("decides")
                    else Text("info only", style="dim"))
-            t.add_row(f"latency {name.replace('_', ' ')} ({st['statistic']})", F.num(st["baseline_median"]),
-                      F.num(st["current_median"]), change, f"+{st['threshold']:.0%}", res)
+            t.add_row(f"latency {name.replace('_', ' ')} ({st['statistic']})", F.num(st["baseline_value"]),
+                      F.num(st["current_value"]), change, f"+{st['threshold']:.0%}", res)
     else:
         t.add_row("p50 latency", "", "", "", "", Text(lat.get("note", "not compared"), style="yellow"))
     mem = b.get("memory") or {}

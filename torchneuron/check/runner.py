@@ -63,7 +63,7 @@ def validate(cfg: CheckConfig) -> None:
         raise CheckUsageError("give --iterations or --seconds")
     ints = [("--batch-size", cfg.batch_size, 1), ("--iterations", cfg.iterations, 1),
             ("--max-warmup", cfg.max_warmup, 0), ("--cv-window", cfg.cv_window, 2),
-            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1), ("--train-steps", cfg.train_steps, 1)]
+            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1), ("--timing-threads", cfg.timing_threads, 0), ("--train-steps", cfg.train_steps, 1)]
     for name, v, lo in ints:
         if v is None:
             continue
