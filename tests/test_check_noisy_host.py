@@ -56,6 +56,7 @@ def test_baseline_keeps_interleaved_samples(quiet_baseline):
     assert all(t > 0 for k in s for t in s[k])
 
 
+@pytest.mark.noisy_host
 def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_path):
     code, out, r = _check(quiet_baseline, tmp_path)
     # never a false regression; "inconclusive" (3) is the designed answer when even
@@ -69,6 +70,7 @@ def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_pa
     assert all(s["decision"] == "pass" for s in lat["statistics"].values() if s["decides"])
 
 
+@pytest.mark.noisy_host
 def test_device_alone_slowdown_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path, monkeypatch):
     monkeypatch.setenv("CHECK_FIXTURE_DEVICE_EXTRA", "0.3")
     code, out, r = _check(quiet_baseline, tmp_path)
@@ -78,6 +80,7 @@ def test_device_alone_slowdown_is_caught_on_a_loaded_host(quiet_baseline, burner
     assert "latency, device alone" in out
 
 
+@pytest.mark.noisy_host
 def test_model_slowdown_on_both_sides_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path, monkeypatch):
     monkeypatch.setenv("CHECK_FIXTURE_WORK", "3")
     code, out, r = _check(quiet_baseline, tmp_path)
@@ -87,6 +90,7 @@ def test_model_slowdown_on_both_sides_is_caught_on_a_loaded_host(quiet_baseline,
     assert "latency, model or inputs" in out
 
 
+@pytest.mark.noisy_host
 def test_accuracy_regression_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path):
     b = tmp_path / "b"
     shutil.copytree(quiet_baseline, b)
