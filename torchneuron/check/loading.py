@@ -151,8 +151,8 @@ def _validate(spec: str, ret: Any) -> tuple[torch.nn.Module, Inputs]:
     where = f"model {spec!r}: the factory"
     if not isinstance(ret, (tuple, list)) or len(ret) not in (2, 3):
         got = f"a {type(ret).__name__}" + (f" of length {len(ret)}" if isinstance(ret, (tuple, list)) else "")
-        raise CheckUsageError(f"{where} must return (model, example_inputs) or, for training, "
-                              f"(model, example_inputs, loss_fn), got {got}")
+        raise CheckUsageError(f"{where} must return (model, example_inputs), got {got} (a training factory "
+                              "returns (model, example_inputs, loss_fn))")
     if len(ret) == 3 and not callable(ret[2]):
         raise CheckUsageError(f"{where} returned a {type(ret[2]).__name__} as loss_fn; expected a callable "
                               "loss_fn(output) -> scalar tensor")
