@@ -11,8 +11,8 @@ FAST = ["--iterations", "5", "--max-warmup", "5", "--train-steps", "4"]
 
 
 def test_training_steps_match_the_reference(tmp_path):
-    j = tmp_path / "r.json"
-    code, out, err = cli("check", fixture("trainable"), *FAST, "--json", j)
+    j, h = tmp_path / "r.json", tmp_path / "r.html"
+    code, out, err = cli("check", fixture("trainable"), *FAST, "--json", j, "--html", h)
     assert code == 0, out + err
     tr = json.loads(j.read_text())["training"]
     assert tr["status"] == "pass" and tr["steps"] == 4 and len(tr["per_step"]) == 4
@@ -24,6 +24,7 @@ def test_training_steps_match_the_reference(tmp_path):
     assert tr["final_params"]["compared"] == 4 and tr["final_params"]["failed"] == []
     assert tr["peak_allocated_bytes"] > 0 and tr["step_time"]["device_p50_s"] > 0
     assert "Training — 4 steps" in out
+    assert 'id="training"' in h.read_text() and "peak device memory with optimizer state" in h.read_text()
 
 
 def test_planted_training_divergence_is_caught(tmp_path):

@@ -319,6 +319,31 @@ def _baseline(b: Optional[dict]) -> str:
     return out
 
 
+def _training(tr: Optional[dict]) -> str:
+    """The training check section (empty for an inference model)."""
+    if not tr or tr.get("status") == "skipped":
+        return ""
+    head = f'<h2 id="training">Training — {tr.get("steps")} steps {_status(tr["status"])}</h2>'
+    if "per_step" not in tr:
+        return head + f'<div class="note">{_e(tr.get("reason"))}</div>'
+    groups = list(tr["per_step"][0]["grad_norm_device"])
+    rows = [[_e(st["step"]), _e(f"{st['loss_device']:.6g}"), _e(f"{st['loss_reference']:.6g}"),
+             _e(f"{st['loss_fp64']:.6g}"), _status("pass" if st["loss_passed"] else "fail")]
+            + [_e(f"{st['grad_norm_device'][g]:.4g} / {st['grad_norm_reference'][g]:.4g}") + " "
+               + _status("pass" if st["grad_norm_passed"][g] else "fail") for g in groups]
+            + [_e(F.ms(st["step_time_device_s"]))] for st in tr["per_step"]]
+    fp = tr["final_params"]
+    return (head + f'<p class="caption">{_e(tr["optimizer"])}; device, reference and float64 from the same '
+            "initial state, compared with phase 2's rule</p>"
+            + _table(["step", "loss device", "loss reference", "loss fp64", "loss"]
+                     + [f"|grad| {g} (device / reference)" for g in groups] + ["step time device"], rows)
+            + _kv([("final parameters", _e(f"{fp['compared'] - len(fp['failed'])}/{fp['compared']} pass"
+                                           + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else ""))),
+                   ("device step p50", _e(F.ms(tr["step_time"]["device_p50_s"]))),
+                   ("reference step p50", _e(F.ms(tr["step_time"]["reference_p50_s"]))),
+                   ("peak device memory with optimizer state", _e(F.nbytes(tr.get("peak_allocated_bytes"))))]))
+
+
 def _projection(p: Optional[dict]) -> str:
     """The Trainium projection section (empty unless --projection was given)."""
     if not p or p.get("status") == "skipped":
@@ -411,6 +436,7 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 <div class="plots">{plot_html['warmup']}{plot_html['hist']}</div>
 <h2 id="cost">Cost</h2>
 {_cost(result['cost'])}
+{_training(result.get('training'))}
 {_projection(result.get('projection'))}
 <h2 id="baseline">Baseline comparison</h2>
 {_baseline(result.get('baseline'))}
