@@ -26,3 +26,16 @@ def test_phase1_failure_report_is_short_and_has_no_cost_table(tmp_path):
     e = json.loads(j.read_text())["phase1"]["error"]
     assert e["short_message"] == "this model refuses the neuron device" and e["hint"] is None
     assert "Traceback" in e["traceback"]
+
+
+def test_transformer_encoder_nested_tensor_failure_gets_its_hint(tmp_path):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("nested_encoder"), "--iterations", "3", "--max-warmup", "3", "--json", j)
+    e = json.loads(j.read_text())["phase1"]["error"]
+    if code == 0:
+        import pytest
+        pytest.skip("nested tensors run on the device now")
+    assert code == 1, out + err
+    assert "enable_nested_tensor=False" in e["hint"] and "hint: nn.TransformerEncoder" in out
+    assert "only available for these backends" in e["message"]          # the full text: JSON only
+    assert "only available for these backends" not in out

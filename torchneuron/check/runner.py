@@ -221,7 +221,8 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if p1["status"] == "fail":
         e = p1["error"]
         fails.append(f"phase 1: the model failed on {p1['device']} during {e['stage']}: {e['type']}"
-                     + (f" in {e['op']}" if e["op"] else "") + f": {e['message'].splitlines()[0] if e['message'] else ''}")
+                     + (f" in {e['op']}" if e["op"] else "") + f": {e.get('short_message') or ''}"
+                     + (f" (hint: {e['hint']})" if e.get("hint") else ""))
     if p2["status"] == "fail":
         bad = [k for k, v in p2["outputs"].items() if not v["passed"]]
         fails.append(f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}")
