@@ -18,7 +18,7 @@ from check_support import cli, fixture
 from torchneuron.check import perfstats
 
 # small model, few iterations; --max-memory-regression is loose: memory is not the subject
-RUN = ["--iterations", "40", "--max-warmup", "20", "--max-rounds", "3", "--max-memory-regression", "0.5"]
+RUN = ["--iterations", "80", "--max-warmup", "20", "--max-rounds", "3", "--max-memory-regression", "0.5"]
 BURN_SECONDS = 300          # each burner ends itself after this, even if the test process dies
 
 
@@ -52,7 +52,7 @@ def _check(baseline, tmp_path, *extra):
 def test_baseline_keeps_interleaved_samples(quiet_baseline):
     m = json.load(open(os.path.join(quiet_baseline, "baseline.json")))["metrics"]
     s = m["samples"]
-    assert len(s["device"]) == len(s["reference"]) == len(s["calibration"]) == len(s["device_calibration"]) >= 40
+    assert len(s["device"]) == len(s["reference"]) == len(s["calibration"]) == len(s["device_calibration"]) >= 80
     assert all(t > 0 for k in s for t in s[k])
 
 
@@ -152,5 +152,5 @@ def test_too_noisy_host_is_inconclusive_with_its_own_exit_code(quiet_baseline, t
     code, out, r = _check(quiet_baseline, tmp_path, "--max-rounds", "2")
     assert code == 3, out
     assert r["verdict"] == "inconclusive" and r["phase3"]["rounds"] == 2 and r["failures"] == []
-    assert len(r["phase3"]["samples"]["device"]) == 80          # the second round was measured and pooled
+    assert len(r["phase3"]["samples"]["device"]) == 160          # the second round was measured and pooled
     assert "too noisy" in r["inconclusive"] and "INCONCLUSIVE" in out and len(calls) >= 4
