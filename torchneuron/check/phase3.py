@@ -81,6 +81,22 @@ def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dty
     return step
 
 
+def benchmark(label: str, model, inputs, device: str, cfg: CheckConfig, batch: int, ui,
+              cold_s: Optional[float] = None) -> dict:
+    """Warm-up and measurement on one device alone (not interleaved; for callers that time
+    one side, e.g. another execution mode); JSON-ready statistics (seconds)."""
+    step = make_step(model, inputs, device, cfg.torch_dtype)
+    wu = _warm(label, step, cfg, ui)
+    total = cfg.iterations if cfg.seconds is None else None
+    with ui.progress(f"{label}: measuring", total) as p, timing_threads(cfg.timing_threads):
+        t0 = time.perf_counter()
+        times = measure(step, total, cfg.seconds, p)
+        wall = time.perf_counter() - t0
+    s = _summary(times, batch, device, wu, cold_s)
+    s["measure_wall_s"] = wall
+    return s
+
+
 def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optional[int],
                         seconds: Optional[float], progress=None, min_iterations: int = 3
                         ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
