@@ -43,7 +43,7 @@ test: test-runtime test-python test-protected
 
 # The main job: the three-phase check of all-MiniLM-L6-v2 (real weights), report.html.
 demo: build
-	$(VENV)/bin/torchneuron check minilm --html report.html --iterations 30 --max-warmup 30
+	$(VENV)/bin/torchneuron check minilm --html report.html --iterations 30 --max-warmup 30 --projection
 
 bench: build
 	$(PY) bench/bench_minilm.py

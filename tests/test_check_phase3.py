@@ -128,3 +128,27 @@ def test_default_window_fits_a_short_warm_up():
     # is shortened to it, and the report says which window was used
     w = result("mlp", iterations=5, max_warmup=5)["phase3"]
     assert w["settings"]["cv_window"] == 5 and w["device"]["warmup"]["window"] == 5
+
+
+def test_measure_interleaved_rotates_and_pairs():
+    order = []
+
+    def step(name):
+        def f():
+            order.append(name)
+            return 0.001
+        return f
+
+    wall, cpu = phase3.measure_interleaved({"a": step("a"), "b": step("b"), "c": step("c")}, 3, None)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]     # the order rotates every iteration
+    assert all(len(v) == 3 for v in wall.values()) and all(len(v) == 3 for v in cpu.values())
+    assert all(t >= 0 for v in cpu.values() for t in v)
+
+
+def test_benchmark_one_side_alone():
+    from torchneuron.check import CheckConfig
+    from torchneuron.check.runner import NullUI
+
+    r = phase3.benchmark("cpu", torch.nn.Linear(4, 4), (torch.randn(2, 4),), "cpu",
+                         CheckConfig(model="mlp", iterations=5, max_warmup=3), 2, NullUI())
+    assert r["iterations"] == 5 and r["p50_s"] > 0 and r["warmup"]["iterations"] <= 3

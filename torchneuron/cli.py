@@ -70,12 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="warm-up ends when the rolling coefficient of variation is <= this (default 0.05)")
     g.add_argument("--cv-window", type=_int, default=None,
                    help="iterations in the rolling window, at most --max-warmup (default 10, or --max-warmup if less)")
+    g.add_argument("--timing-threads", type=int, default=1, metavar="N",
+                   help="PyTorch intra-op threads while timing (default 1: OpenMP workers spin-wait, and on a "
+                        "loaded host their spinning sets a multi-threaded forward's time); 0: PyTorch's default")
     g.add_argument("--skip-reference-perf", action="store_true", help="do not time the reference device")
     g = c.add_argument_group("baseline and regressions")
     g.add_argument("--save-baseline", metavar="DIR", help="save this run as the baseline in DIR (only if it passes)")
     g.add_argument("--baseline", metavar="DIR", help="compare outputs and metrics with the baseline in DIR")
     g.add_argument("--max-latency-regression", type=float, metavar="FRACTION",
                    help="fail when p50 latency exceeds the baseline's by more than this (default 0.10)")
+    g.add_argument("--max-rounds", type=_int, default=3, metavar="N",
+                   help="measurement rounds before a latency comparison too noisy to decide is "
+                        "reported inconclusive (exit code 3; default 3)")
     g.add_argument("--max-memory-regression", type=float, metavar="FRACTION",
                    help="fail when peak device memory exceeds the baseline's by more than this (default 0.10)")
     g = c.add_argument_group("cost")
@@ -88,6 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="spread the one-time overhead over N samples (default 1,000,000)")
     g.add_argument("--max-cost-per-million", type=float, metavar="USD",
                    help="fail when the device cost per million samples exceeds this (budget alert)")
+    g.add_argument("--train-steps", type=_int, default=5, metavar="N",
+                   help="optimizer steps of the training check, for factories returning (model, inputs, loss_fn) "
+                        "(default 5)")
+    g.add_argument("--projection", action="store_true",
+                   help="project Trainium2/Trainium3 latency, throughput and cost from the model's StableHLO "
+                        "(a roofline estimate, not a measurement)")
+    g.add_argument("--sweep", nargs="+", metavar="AXIS=V1,V2",
+                   help="run the check over a grid: batch=1,8,32 dtype=float32,bfloat16 mode=eager,compile; "
+                        "prints a table and writes plots (--sweep-plot)")
+    g.add_argument("--sweep-plot", metavar="FILE", default="sweep.svg",
+                   help="where the sweep's plots go (.svg or .png; default sweep.svg)")
     g = c.add_argument_group("output")
     g.add_argument("--json", metavar="FILE", help="write the whole result as JSON")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML")
@@ -108,11 +125,11 @@ def _config(a: argparse.Namespace, argv: list[str]):
         model=a.model, batch_size=a.batch_size, dtype=a.dtype, seed=a.seed, device=a.device,
         reference=a.reference, tol=a.tol, fallback=a.fallback, iterations=iterations, seconds=a.seconds,
         max_warmup=a.max_warmup, cv_window=a.cv_window, cv_threshold=a.cv_threshold,
-        skip_reference_perf=a.skip_reference_perf, baseline=a.baseline, save_baseline=a.save_baseline,
+        skip_reference_perf=a.skip_reference_perf, timing_threads=a.timing_threads, max_rounds=a.max_rounds, baseline=a.baseline, save_baseline=a.save_baseline,
         max_latency_regression=a.max_latency_regression, max_memory_regression=a.max_memory_regression,
         instance=a.instance, price_per_hour=a.price_per_hour, reference_instance=a.reference_instance,
         reference_price_per_hour=a.reference_price_per_hour, amortize_samples=a.amortize_samples,
-        max_cost_per_million=a.max_cost_per_million, json_path=a.json, junit_path=a.junit,
+        max_cost_per_million=a.max_cost_per_million, projection=a.projection, train_steps=a.train_steps, json_path=a.json, junit_path=a.junit,
         html_path=a.html, progress=not (a.no_progress or a.quiet), argv=["torchneuron"] + argv,
         profile=a.profile)
 
@@ -149,6 +166,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("torchneuron check: error: MODEL is required (or --list)", file=sys.stderr)
         return EXIT_USAGE
     err = _console(stderr=True)
+    if a.sweep:
+        return _sweep(a, argv)
     try:
         cfg = _config(a, argv)
         ui = report_terminal.TerminalUI(err, progress=cfg.progress) if not a.quiet else None
@@ -166,6 +185,42 @@ def main(argv: Optional[list[str]] = None) -> int:
             if path:
                 print(f"{opt} written to {path}")
     return int(result["exit_code"])
+
+
+def _sweep(a, argv) -> int:
+    """``--sweep``: one check per grid point, a table, plots, the JSON of every point."""
+    import json
+
+    from .check import EXIT_USAGE, CheckUsageError, sweep
+
+    try:
+        cfg = _config(a, argv)
+        grid = sweep.parse(a.sweep)
+        res = sweep.run(cfg, grid)
+    except CheckUsageError as e:
+        print(f"torchneuron check: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    from rich.table import Table
+
+    t = Table(title=f"Sweep of {a.model} (emulated device on this host: not Trainium figures)", title_justify="left")
+    for col in ("batch", "dtype", "mode", "result", "p50 ms", "samples/s", "peak MiB", "USD / 1M samples"):
+        t.add_column(col, justify="right")
+    for p in res["points"]:
+        if p.get("p50_s") is None:
+            t.add_row(str(p["batch"] or "default"), p["dtype"], p["mode"], p.get("reason") or p["status"], "", "", "", "")
+            continue
+        t.add_row(str(p["batch"]), p["dtype"], p["mode"], p["status"], f"{p['p50_s'] * 1e3:.3f}",
+                  f"{p['throughput_samples_per_s']:,.0f}", f"{p['peak_allocated_bytes'] / 2**20:.2f}",
+                  f"{p['usd_per_million']:.4g}" if p.get("usd_per_million") else "")
+    _console().print(t)
+    path = sweep.plot(res, a.sweep_plot)
+    if path:
+        print(f"plots written to {path}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2, default=str)
+        print(f"JSON written to {a.json}")
+    return int(res["exit_code"])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import functools
 import torch
 
 from .config import CheckConfig
-from .errors import EXIT_FAIL, EXIT_PASS, EXIT_USAGE, CheckUsageError
+from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_USAGE, CheckUsageError
 from .runner import run, write_outputs
 
 
@@ -37,5 +37,5 @@ def autocast_available(dtype: torch.dtype = torch.bfloat16) -> bool:
         return False
 
 
-__all__ = ["CheckConfig", "CheckUsageError", "EXIT_FAIL", "EXIT_PASS", "EXIT_USAGE", "autocast_available",
+__all__ = ["CheckConfig", "CheckUsageError", "EXIT_FAIL", "EXIT_INCONCLUSIVE", "EXIT_PASS", "EXIT_USAGE", "autocast_available",
            "run", "write_outputs"]

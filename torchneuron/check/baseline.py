@@ -83,6 +83,10 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "throughput_samples_per_s": dev.get("throughput_samples_per_s"),
             "reference_p50_s": ref.get("p50_s"),
             "reference_throughput_samples_per_s": ref.get("throughput_samples_per_s"),
+            # per-iteration seconds of the interleaved measurement (device, reference,
+            # calibration): the samples the next run's latency interval is computed against
+            "samples": p3.get("samples"),
+            "cpu_samples": p3.get("cpu_samples"),
             "peak_allocated_bytes": p1["memory"]["peak_allocated_bytes"],
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
             "fallback_ops": sorted(p1["fallback"]["ops"]),
@@ -217,7 +221,7 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
 
     - accuracy: the run's device outputs against the baseline's reference and fp64 outputs
       with the same benchmark rule as phase 2 (allclose, else RMSE vs fp64);
-    - latency: p50 above baseline p50 * (1 + threshold);
+    - latency: ``latency`` (the interval of a normalized change entirely above the threshold);
     - memory: peak allocated device memory above baseline * (1 + threshold) and above
       baseline + ``peak_memory_min_bytes`` (allocator-block noise of tiny models).
 
@@ -241,17 +245,10 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
             res["regressions"].append(f"accuracy: output {name!r} does not match the baseline's reference "
                                       f"outputs ({c['decided_by']}: RMSE vs fp64 {c.get('rmse_device_fp64', 0):.3g} > "
                                       f"bound {c.get('rmse_bound') or 0:.3g}; max abs {c.get('max_abs', 0):.3g})")
-    dev = (result["phase3"] or {}).get("device")
-    if dev and bmx.get("p50_s"):
-        limit = bmx["p50_s"] * (1 + th["latency_p50"])
-        change = dev["p50_s"] / bmx["p50_s"] - 1
-        res["latency"] = {"baseline_p50_s": bmx["p50_s"], "current_p50_s": dev["p50_s"], "change": change,
-                          "limit_s": limit, "threshold": th["latency_p50"], "regressed": dev["p50_s"] > limit}
-        if res["latency"]["regressed"]:
-            res["regressions"].append(f"latency: p50 {dev['p50_s'] * 1e3:.3f} ms is {change:+.1%} vs the "
-                                      f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{th['latency_p50']:.0%})")
-    else:
-        res["latency"] = {"regressed": False, "note": "not compared: phase 3 did not run here or in the baseline"}
+    res["latency"] = latency(bmx, result["phase3"] or {}, th["latency_p50"], result["config"].get("seed", 0),
+                             bool(result["manifest"]["device_stack"].get("emulated")))
+    for r in res["latency"].get("regressions", []):
+        res["regressions"].append(r)
     cur_mem = result["phase1"]["memory"]["peak_allocated_bytes"]
     if bmx.get("peak_allocated_bytes"):
         base_mem = bmx["peak_allocated_bytes"]
@@ -275,3 +272,67 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
     }
     res["status"] = "fail" if res["regressions"] else "pass"
     return res
+
+
+def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool = False) -> dict:
+    """The latency comparison of a run's phase 3 with a baseline's metrics (``perfstats``).
+
+    With per-iteration samples on both sides: ``device_alone`` and ``model_or_inputs``
+    decide; ``device_over_device_calibration`` is reported only (it decides when the
+    reference was not timed, ``--skip-reference-perf``); ``decision`` is
+    ``regressed`` when any statistic's interval lies entirely above ``1 + threshold``,
+    ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
+    (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
+
+    Time basis: wall seconds per step. Per-step CPU seconds of the process are kept in the
+    result (``cpu_samples``) but do not decide: they miss every wait (a sleep, a blocking
+    call, a real device's own time)."""
+    from . import perfstats
+
+    dev = p3.get("device")
+    if not dev or not bmx.get("p50_s"):
+        return {"regressed": False, "decision": "pass", "regressions": [],
+                "note": "not compared: phase 3 did not run here or in the baseline"}
+    out: dict[str, Any] = {"baseline_p50_s": bmx["p50_s"], "current_p50_s": dev["p50_s"],
+                           "change": dev["p50_s"] / bmx["p50_s"] - 1, "threshold": threshold,
+                           "rounds": p3.get("rounds"), "statistics": {}, "regressions": []}
+    basis = "wall"   # CPU time would miss waits (a sleep, a blocking call, a real device's time)
+    out["time_basis"] = {"cpu": "process CPU seconds per step (emulated device)", "wall": "wall seconds per step"}[basis]
+    key = "cpu_samples" if basis == "cpu" else "samples"
+    cur, base = p3.get(key) or {}, bmx.get(key) or {}
+    if not base.get("device") or not base.get("calibration"):
+        limit = bmx["p50_s"] * (1 + threshold)
+        out |= {"method": "raw p50 (the baseline has no per-iteration samples: save it again)",
+                "limit_s": limit, "regressed": dev["p50_s"] > limit,
+                "decision": "regressed" if dev["p50_s"] > limit else "pass"}
+        if out["regressed"]:
+            out["regressions"].append(f"latency: p50 {dev['p50_s'] * 1e3:.3f} ms is {out['change']:+.1%} vs the "
+                                      f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{threshold:.0%})")
+        return out
+    out["method"] = ("normalized time (minimum of each side over the interleaved iterations), current over "
+                     f"baseline, 95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)")
+    names = (["device_alone", "model_or_inputs"] if cur.get("reference") and base.get("reference") else []) \
+        + ["device_over_device_calibration"]
+    # without a timed reference, the device against its fixed workload is all there is
+    deciding = {"device_alone", "model_or_inputs"} if "device_alone" in names else {"device_over_device_calibration"}
+    labels = {"device_alone": "device alone (device/reference)",
+              "device_over_device_calibration": "device/device calibration",
+              "model_or_inputs": "model or inputs (reference/host calibration)",
+}
+    for name in names:
+        c = perfstats.compare(name, cur, base, threshold, seed)
+        if c is None:
+            continue
+        c["decides"] = name in deciding
+        out["statistics"][name] = c
+        ci = c["ci"]
+        if c["decides"] and c["decision"] == "regressed":
+            out["regressions"].append(
+                f"latency, {labels[name]}: x{ci['ratio']:.2f} the baseline's (95% CI x{ci['low']:.2f}-"
+                f"x{ci['high']:.2f}, entirely above the threshold +{threshold:.0%}); raw p50 "
+                f"{dev['p50_s'] * 1e3:.3f} ms vs {bmx['p50_s'] * 1e3:.3f} ms")
+    decisions = [c["decision"] for c in out["statistics"].values() if c["decides"]] or ["undecided"]
+    out["decision"] = ("regressed" if "regressed" in decisions else
+                       "undecided" if "undecided" in decisions else "pass")
+    out["regressed"] = out["decision"] == "regressed"
+    return out

@@ -54,11 +54,13 @@ class CheckConfig:
                                               # at most max_warmup (a given one may not exceed it)
     cv_threshold: float = 0.05                # stable when rolling CV <= this
     skip_reference_perf: bool = False
+    timing_threads: Optional[int] = 1         # PyTorch intra-op threads while timing; None/0: PyTorch's default
     # baseline
     baseline: Optional[str] = None
     save_baseline: Optional[str] = None
     max_latency_regression: Optional[float] = None   # None: baseline's or default
     max_memory_regression: Optional[float] = None
+    max_rounds: int = 3                       # measurement rounds before "inconclusive"
     # cost
     instance: Optional[str] = None            # None: default for the device
     price_per_hour: Optional[float] = None
@@ -66,6 +68,8 @@ class CheckConfig:
     reference_price_per_hour: Optional[float] = None
     amortize_samples: int = 1_000_000
     max_cost_per_million: Optional[float] = None
+    train_steps: int = 5                      # optimizer steps of the training check (factories with a loss_fn)
+    projection: bool = False                  # project Trainium2/3 time and cost from the StableHLO graph
     # outputs
     json_path: Optional[str] = None
     junit_path: Optional[str] = None

@@ -74,6 +74,8 @@ def build(result: dict) -> ET.Element:
                 msg = next((r for r in b.get("regressions", []) if r.startswith(key)), None)
                 if x.get("regressed") is None or "note" in x:
                     _case(suite, cls, f"baseline.{key}", skipped=x.get("note", "not compared"))
+                elif x.get("decision") == "undecided":
+                    _case(suite, cls, f"baseline.{key}", skipped=result.get("inconclusive") or "inconclusive")
                 else:
                     _case(suite, cls, f"baseline.{key}", failure=msg if x.get("regressed") else None)
     c = result.get("cost", {})

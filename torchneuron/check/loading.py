@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 
@@ -36,6 +36,7 @@ class LoadedModel:
     inputs: Inputs
     batch_size: int             # samples per iteration
     batch_size_source: str      # "factory parameter" | "first input's first dimension"
+    loss_fn: Optional[Callable] = None   # training factories: loss_fn(output) -> scalar tensor
 
     @property
     def path(self) -> str | None:
@@ -60,8 +61,9 @@ class LoadedModel:
 def builtin_models() -> dict[str, tuple[Callable, str]]:
     """``{name: (factory, one-line description)}`` of the built-in models."""
     from .. import models
+    from . import train_models
 
-    return dict(models.BUILTIN)
+    return dict(models.BUILTIN) | dict(train_models.BUILTIN)
 
 
 def fingerprint(model: torch.nn.Module) -> str:
@@ -147,10 +149,14 @@ def _accepts(fn: Callable, name: str) -> bool:
 
 def _validate(spec: str, ret: Any) -> tuple[torch.nn.Module, Inputs]:
     where = f"model {spec!r}: the factory"
-    if not isinstance(ret, (tuple, list)) or len(ret) != 2:
+    if not isinstance(ret, (tuple, list)) or len(ret) not in (2, 3):
         got = f"a {type(ret).__name__}" + (f" of length {len(ret)}" if isinstance(ret, (tuple, list)) else "")
-        raise CheckUsageError(f"{where} must return (model, example_inputs), got {got}")
-    model, inputs = ret
+        raise CheckUsageError(f"{where} must return (model, example_inputs), got {got} (a training factory "
+                              "returns (model, example_inputs, loss_fn))")
+    if len(ret) == 3 and not callable(ret[2]):
+        raise CheckUsageError(f"{where} returned a {type(ret[2]).__name__} as loss_fn; expected a callable "
+                              "loss_fn(output) -> scalar tensor")
+    model, inputs = ret[0], ret[1]
     if not isinstance(model, torch.nn.Module):
         raise CheckUsageError(f"{where} returned a {type(model).__name__} as the model; "
                               "expected a torch.nn.Module")
@@ -206,6 +212,7 @@ def load(spec: str, batch_size: int | None = None, seed: int = 0) -> LoadedModel
         if quiet:
             quiet()
     model, inputs = _validate(spec, ret)
+    loss_fn = ret[2] if len(ret) == 3 else None
     model.eval()
     first = next(iter(inputs.values())) if isinstance(inputs, dict) else inputs[0]
     if first.dim() and first.shape[0] == 0:   # nothing to time or price: the cost would be infinite
@@ -216,7 +223,7 @@ def load(spec: str, batch_size: int | None = None, seed: int = 0) -> LoadedModel
     else:
         bs, how = (int(first.shape[0]) if first.dim() else 1), "first input's first dimension"
     return LoadedModel(name=name, spec=spec, source=source, description=desc, model=model,
-                       inputs=inputs, batch_size=bs, batch_size_source=how)
+                       inputs=inputs, batch_size=bs, batch_size_source=how, loss_fn=loss_fn)
 
 
 def _quiet_transformers():

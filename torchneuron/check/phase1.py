@@ -93,6 +93,29 @@ def _raised_at(frames: list, user_file: Optional[str]):
     return mine[-1] if mine else (frames[-1] if frames else None)
 
 
+#: (pattern in the exception message, hint) for failures with a known way around them.
+HINTS: list[tuple[str, str]] = [
+    ("nested", "nn.TransformerEncoder's fast path builds nested tensors, which the device does not "
+               "support: construct it with enable_nested_tensor=False"),
+    ("with arguments from the 'neuron' backend", "this operator has no neuron kernel: "
+                                                 "TORCHNEURON_FALLBACK=warn runs it on the CPU"),
+    ("out of memory", "the model does not fit the NeuronCore's HBM: a smaller --batch-size, or bfloat16"),
+]
+
+
+def short_message(msg: str, limit: int = 240) -> str:
+    """The first line of an exception message, at most ``limit`` characters (the
+    dispatcher's full text, listing every backend, stays in the JSON)."""
+    first = msg.strip().splitlines()[0] if msg.strip() else ""
+    return first if len(first) <= limit else first[:limit] + " ..."
+
+
+def hint_for(msg: str) -> Optional[str]:
+    """The known way around a failure, from its message (None when none is known)."""
+    low = msg.lower()
+    return next((h for pat, h in HINTS if pat.lower() in low), None)
+
+
 def _error_info(e: BaseException, stage: str, user_file: Optional[str] = None) -> dict:
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     f = _raised_at(traceback.extract_tb(e.__traceback__), user_file)
@@ -103,6 +126,8 @@ def _error_info(e: BaseException, stage: str, user_file: Optional[str] = None) -
         "stage": stage,
         "type": type(e).__name__,
         "message": msg if len(msg) < 4000 else msg[:4000] + " ... (truncated)",
+        "short_message": short_message(msg),
+        "hint": hint_for(msg),
         "op": m.group(0) if m else None,
         "op_source": "exception message" if m else None,
         "raised_at": where,   # innermost frame in the user's file, else outside torch and torchneuron
@@ -280,7 +305,8 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
             session.sync()
             res["cold_latency_s"] = time.perf_counter() - t0
             timed += res["cold_latency_s"]
-            out1 = T.flatten(raw)
+            res["uncomparable_outputs"] = []
+            out1 = T.flatten(raw, uncomparable=res["uncomparable_outputs"])
             if not out1:
                 raise NoTensorsError(f"the model returned no tensors on {dev}: it returned {describe_value(raw)}")
             del raw

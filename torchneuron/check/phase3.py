@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import stats
+from . import calibration, stats
 from . import tensors as T
 from .config import CheckConfig
 
@@ -83,81 +83,195 @@ def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dty
 
 def benchmark(label: str, model, inputs, device: str, cfg: CheckConfig, batch: int, ui,
               cold_s: Optional[float] = None) -> dict:
-    """Warm-up and measurement on one device; JSON-ready statistics (seconds)."""
+    """Warm-up and measurement on one device alone (not interleaved; for callers that time
+    one side, e.g. another execution mode); JSON-ready statistics (seconds)."""
     step = make_step(model, inputs, device, cfg.torch_dtype)
-    with ui.progress(f"{label}: warming up", cfg.max_warmup) as p:
-        wu = warm_up(step, cfg.max_warmup, cfg.effective_cv_window, cfg.cv_threshold, p)
+    wu = _warm(label, step, cfg, ui)
     total = cfg.iterations if cfg.seconds is None else None
-    desc = f"{label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
-    with ui.progress(desc, total) as p:
+    with ui.progress(f"{label}: measuring", total) as p, timing_threads(cfg.timing_threads):
         t0 = time.perf_counter()
         times = measure(step, total, cfg.seconds, p)
         wall = time.perf_counter() - t0
-    s = stats.summarize(times, batch)
+    s = _summary(times, batch, device, wu, cold_s)
     s["measure_wall_s"] = wall
+    return s
+
+
+def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optional[int],
+                        seconds: Optional[float], progress=None, min_iterations: int = 3
+                        ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Interleaved measurement: each iteration calls every step once, in an order rotated
+    every iteration (no side always runs right after another), so all sides see the same
+    momentary host. ``iterations`` iterations, or until ``seconds`` of wall time have passed
+    (at least ``min_iterations``). Returns ``({name: [wall seconds]}, {name: [CPU seconds]})``:
+    the step's wall time, and the CPU time of this process (all its threads) during the step,
+    which time slices lost to other processes do not inflate."""
+    names = list(steps)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
+    start = time.perf_counter()
+    i = 0
+    while True:
+        if iterations is not None and i >= iterations:
+            break
+        if seconds is not None and i >= min_iterations and time.perf_counter() - start >= seconds:
+            break
+        for j in range(len(names)):
+            k = names[(i + j) % len(names)]
+            c0 = time.process_time()
+            times[k].append(steps[k]())
+            cpu[k].append(time.process_time() - c0)
+        i += 1
+        if progress is not None:
+            progress.advance()
+    return times, cpu
+
+
+def _warm(label: str, step, cfg: CheckConfig, ui) -> dict:
+    with ui.progress(f"{label}: warming up", cfg.max_warmup) as p, timing_threads(cfg.timing_threads):
+        return warm_up(step, cfg.max_warmup, cfg.effective_cv_window, cfg.cv_threshold, p)
+
+
+def _summary(times: list[float], batch: int, device: str, wu: Optional[dict], cold_s: Optional[float]) -> dict:
+    s = stats.summarize(times, batch)
     s["device"] = device
     s["times_s"] = times
     s["warmup"] = wu
     s["cold_s"] = cold_s
-    s["cold_overhead_s"] = (cold_s - s["p50_s"]) if cold_s is not None else None
+    s["cold_overhead_s"] = (cold_s - s["p50_s"]) if cold_s is not None and times else None
     return s
 
 
-def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_s: Optional[float],
-        ui, skip_reason: Optional[str] = None, reference_cold_s: Optional[float] = None) -> dict:
-    """Run phase 3 on the device session and, unless skipped, the reference model.
-    ``cold_s`` and ``reference_cold_s`` are the first iterations' seconds (phases 1, 2)."""
-    res: dict[str, Any] = {
-        "status": "skipped", "reason": skip_reason, "samples_per_iteration": batch,
-        "settings": {"iterations": cfg.iterations if cfg.seconds is None else None,
-                     "seconds": cfg.seconds, "max_warmup": cfg.max_warmup,
-                     "cv_window": cfg.effective_cv_window, "cv_threshold": cfg.cv_threshold},
-        "timing": "host wall time of one forward pass, inputs on the device, outputs left there, "
-                  "synchronized before and after",
-        "ci_method": "distribution-free 95% CI of the median from order statistics, exact "
-                     "Binomial(n, 1/2) coverage (Conover 1999, sec. 3.2)",
-        "device": None, "reference": None, "ratio": None, "warnings": [],
-    }
-    if skip_reason:
-        return res
-    torch.neuron.reset_fallback_stats()
+@contextlib.contextmanager
+def timing_threads(n: Optional[int]):
+    """PyTorch's intra-op threads set to ``n`` (None: unchanged) for the duration."""
+    if not n:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with (torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext()):
-                res["device"] = benchmark(f"Phase 3 {session.device}", session.model, session.inputs,
-                                          session.device, cfg, batch, ui, cold_s)
-    except Exception as e:
-        res["status"] = "fail"
-        res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
-        return res
-    fb = torch.neuron.fallback_stats()
-    fb_s = sum(v["seconds"] for v in fb.values())
-    measured = res["device"]["total_s"] + sum(res["device"]["warmup"]["times_s"])
-    res["device"]["fallback_seconds"] = fb_s
-    res["device"]["fallback_share"] = fb_s / measured if measured > 0 else None
-    if not res["device"]["warmup"]["stable"]:
-        w = res["device"]["warmup"]
-        res["warnings"].append(_unstable("device", w))
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str) -> tuple[tuple[dict, dict], float]:
+    total = cfg.iterations if cfg.seconds is None else None
+    desc = f"Phase 3 {label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
+    with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads):
+        t0 = time.perf_counter()
+        times = measure_interleaved(steps, total, cfg.seconds, p)
+        return times, time.perf_counter() - t0
+
+
+def _steps(session, reference, cfg: CheckConfig) -> dict[str, Callable[[], float]]:
+    steps = {"device": make_step(session.model, session.inputs, session.device, cfg.torch_dtype)}
     if reference is not None and not cfg.skip_reference_perf:
-        rmodel, rinputs = reference
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            res["reference"] = benchmark(f"Phase 3 {cfg.reference} (reference)", rmodel, rinputs,
-                                         cfg.reference, cfg, batch, ui, reference_cold_s)
-        if not res["reference"]["warmup"]["stable"]:
-            w = res["reference"]["warmup"]
-            res["warnings"].append(_unstable("reference", w))
+        steps["reference"] = make_step(reference[0], reference[1], cfg.reference, cfg.torch_dtype)
+    steps["calibration"] = calibration.make_step("cpu")
+    steps["device_calibration"] = calibration.make_step(session.device)
+    return steps
+
+
+def _finish(res: dict, batch: int, cfg: CheckConfig) -> None:
+    """(Re)compute the summaries and ratios from the pooled samples of every round."""
+    smp = res["samples"]
+    wu = res.get("_warmups", {})
+    res["device"] = _summary(smp["device"], batch, res["device_name"], wu.get("device"), res["cold"]["device"])
+    res["device"]["measure_wall_s"] = res["measure_wall_s"]
+    res["calibration"] = stats.summarize(smp["calibration"], 1) | {"times_s": smp["calibration"]}
+    res["device_calibration"] = stats.summarize(smp["device_calibration"], 1) | {"times_s": smp["device_calibration"]}
+    if "reference" in smp:
+        res["reference"] = _summary(smp["reference"], batch, cfg.reference, wu.get("reference"),
+                                    res["cold"]["reference"])
+        res["reference"]["measure_wall_s"] = res["measure_wall_s"]
         d, r = res["device"], res["reference"]
         res["ratio"] = {
             "p50_latency_device_over_reference": d["p50_s"] / r["p50_s"] if r["p50_s"] else None,
             "throughput_device_over_reference": (d["throughput_samples_per_s"] / r["throughput_samples_per_s"]
                                                  if r["throughput_samples_per_s"] else None),
         }
+
+
+def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_s: Optional[float],
+        ui, skip_reason: Optional[str] = None, reference_cold_s: Optional[float] = None) -> dict:
+    """Run phase 3 on the device session and, unless skipped, the reference model.
+    ``cold_s`` and ``reference_cold_s`` are the first iterations' seconds (phases 1, 2).
+
+    Each side warms up on its own; then device, reference and the host calibration
+    workload (``calibration.py``) are measured interleaved, iteration by iteration.
+    ``samples`` keeps the per-iteration wall seconds of each (index i = the same iteration),
+    ``cpu_samples`` this process's CPU seconds during each;
+    ``another_round`` adds a round of the same size."""
+    res: dict[str, Any] = {
+        "status": "skipped", "reason": skip_reason, "samples_per_iteration": batch,
+        "settings": {"iterations": cfg.iterations if cfg.seconds is None else None,
+                     "seconds": cfg.seconds, "max_warmup": cfg.max_warmup,
+                     "cv_window": cfg.effective_cv_window, "cv_threshold": cfg.cv_threshold},
+        "timing": "host wall time of one forward pass, inputs on the device, outputs left there, "
+                  "synchronized before and after; device, reference and host calibration interleaved "
+                  "iteration by iteration",
+        "ci_method": "distribution-free 95% CI of the median from order statistics, exact "
+                     "Binomial(n, 1/2) coverage (Conover 1999, sec. 3.2)",
+        "device": None, "reference": None, "calibration": None, "ratio": None, "warnings": [],
+        "rounds": 0, "samples": None, "cpu_samples": None,
+    }
+    if skip_reason:
+        return res
+    res["device_name"] = session.device
+    res["cold"] = {"device": cold_s, "reference": reference_cold_s}
+    steps = _steps(session, reference, cfg)
+    torch.neuron.reset_fallback_stats()
+    warmups: dict[str, dict] = {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with (torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext()):
+                warmups["device"] = _warm(f"Phase 3 {session.device}", steps["device"], cfg, ui)
+                if "reference" in steps:
+                    warmups["reference"] = _warm(f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui)
+                samples, wall = _measure_round(steps, cfg, ui, " and ".join(k for k in steps if "calibration" not in k))
+    except Exception as e:
+        res["status"] = "fail"
+        res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
+        return res
+    (res["samples"], res["cpu_samples"]), res["measure_wall_s"], res["rounds"] = samples, wall, 1
+    res["_warmups"] = warmups
+    _finish(res, batch, cfg)
+    del res["_warmups"]
+    fb = torch.neuron.fallback_stats()
+    fb_s = sum(v["seconds"] for v in fb.values())
+    measured = res["device"]["total_s"] + sum(warmups["device"]["times_s"])
+    res["device"]["fallback_seconds"] = fb_s
+    res["device"]["fallback_share"] = fb_s / measured if measured > 0 else None
+    for side, w in warmups.items():
+        if not w["stable"]:
+            res["warnings"].append(_unstable(side, w))
     res["status"] = "pass"
     res["reason"] = None
     return res
 
+
+def another_round(res: dict, session, reference: Optional[tuple], cfg: CheckConfig, batch: int, ui) -> None:
+    """Measure one more interleaved round (the models are warm) and pool its samples into
+    ``res`` (summaries recomputed). Used when a baseline comparison was undecided."""
+    steps = _steps(session, reference, cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with (torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext()):
+            samples, wall = _measure_round(steps, cfg, ui, f"round {res['rounds'] + 1}")
+    for key, part in zip(("samples", "cpu_samples"), samples):
+        for k, v in part.items():
+            res[key][k] += v
+    res["measure_wall_s"] += wall
+    res["rounds"] += 1
+    fb_keep = {k: res["device"].get(k) for k in ("fallback_seconds", "fallback_share")}
+    res["_warmups"] = {"device": res["device"]["warmup"],
+                       "reference": (res.get("reference") or {}).get("warmup")}
+    _finish(res, batch, cfg)
+    del res["_warmups"]
+    res["device"].update(fb_keep)
 
 
 def _unstable(label: str, w: dict) -> str:

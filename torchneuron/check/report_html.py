@@ -17,7 +17,7 @@ main{max-width:1180px;margin:0 auto;padding:24px}
 h1{font-size:1.6em;margin:0 0 4px} h2{margin:28px 0 8px;font-size:1.25em;border-bottom:2px solid #dde1e7;padding-bottom:4px}
 .sub{color:#5a6372;margin:0 0 16px}
 .verdict{border-radius:8px;padding:14px 18px;margin:16px 0;color:#fff}
-.verdict.v-pass{background:#1f8a4c}.verdict.v-fail{background:#c0392b}
+.verdict.v-pass{background:#1f8a4c}.verdict.v-inconclusive{background:#b7791f}.verdict.v-fail{background:#c0392b}
 .verdict b{font-size:1.4em}.verdict ul{margin:6px 0 0 18px;padding:0}
 .note{background:#fff8e1;border-left:4px solid #f0b400;padding:8px 12px;margin:8px 0}
 table{border-collapse:collapse;background:#fff;margin:8px 0;font-size:.92em}
@@ -291,9 +291,17 @@ def _baseline(b: Optional[dict]) -> str:
                      _status("pass" if a.get("passed") else "fail")])
     lat = b.get("latency") or {}
     if "baseline_p50_s" in lat:
-        rows.append(["p50 latency", _e(F.ms(lat["baseline_p50_s"])), _e(F.ms(lat["current_p50_s"])),
-                     _e(F.signed_pct(lat["change"])), _e(f"+{lat['threshold']:.0%}"),
-                     _status("fail" if lat["regressed"] else "pass")])
+        st_all = lat.get("statistics") or {}
+        rows.append(["p50 latency (raw, host-dependent)", _e(F.ms(lat["baseline_p50_s"])), _e(F.ms(lat["current_p50_s"])),
+                     _e(F.signed_pct(lat["change"])), "" if st_all else _e(f"+{lat['threshold']:.0%}"),
+                     "" if st_all else _status("fail" if lat["regressed"] else "pass")])
+        for name, st in st_all.items():
+            ci = st["ci"]
+            change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+            res = ("info only" if not st.get("decides") else _status("fail") if st["decision"] == "regressed"
+                   else _status("pass") if st["decision"] == "pass" else '<span class="warn">undecided</span>')
+            rows.append([_e(f"latency {name.replace('_', ' ')} ({st['statistic']})"), _e(F.num(st["baseline_value"])),
+                         _e(F.num(st["current_value"])), _e(change), _e(f"+{st['threshold']:.0%}"), res])
     mem = b.get("memory") or {}
     if mem:
         rows.append(["peak memory (allocated)", _e(F.nbytes(mem["baseline_peak_allocated_bytes"])),
@@ -309,6 +317,54 @@ def _baseline(b: Optional[dict]) -> str:
             ["manifest entry", "baseline", "current"],
             [[_e(m["key"]), _e(m["baseline"]), _e(m["current"])] for m in ch["manifest"]])
     return out
+
+
+def _training(tr: Optional[dict]) -> str:
+    """The training check section (empty for an inference model)."""
+    if not tr or tr.get("status") == "skipped":
+        return ""
+    head = f'<h2 id="training">Training — {tr.get("steps")} steps {_status(tr["status"])}</h2>'
+    if "per_step" not in tr:
+        return head + f'<div class="note">{_e(tr.get("reason"))}</div>'
+    groups = list(tr["per_step"][0]["grad_norm_device"])
+    rows = [[_e(st["step"]), _e(f"{st['loss_device']:.6g}"), _e(f"{st['loss_reference']:.6g}"),
+             _e(f"{st['loss_fp64']:.6g}"), _status("pass" if st["loss_passed"] else "fail")]
+            + [_e(f"{st['grad_norm_device'][g]:.4g} / {st['grad_norm_reference'][g]:.4g}") + " "
+               + _status("pass" if st["grad_norm_passed"][g] else "fail") for g in groups]
+            + [_e(F.ms(st["step_time_device_s"]))] for st in tr["per_step"]]
+    fp = tr["final_params"]
+    return (head + f'<p class="caption">{_e(tr["optimizer"])}; device, reference and float64 from the same '
+            "initial state, compared with phase 2's rule</p>"
+            + _table(["step", "loss device", "loss reference", "loss fp64", "loss"]
+                     + [f"|grad| {g} (device / reference)" for g in groups] + ["step time device"], rows)
+            + _kv([("final parameters", _e(f"{fp['compared'] - len(fp['failed'])}/{fp['compared']} pass"
+                                           + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else ""))),
+                   ("device step p50", _e(F.ms(tr["step_time"]["device_p50_s"]))),
+                   ("reference step p50", _e(F.ms(tr["step_time"]["reference_p50_s"]))),
+                   ("peak device memory with optimizer state", _e(F.nbytes(tr.get("peak_allocated_bytes"))))]))
+
+
+def _projection(p: Optional[dict]) -> str:
+    """The Trainium projection section (empty unless --projection was given)."""
+    if not p or p.get("status") == "skipped":
+        return ""
+    head = '<h2 id="projection">Trainium projection — an estimate, not a measurement</h2>'
+    if p["status"] != "pass":
+        return head + f'<div class="note">{_e(p.get("reason"))}</div>'
+    a, b = p["trn2"], p["trn3"]
+    rows = [[_e(label), _e(fn(a)), _e(fn(b))] for label, fn in (
+        ("latency per pass, one core (µs)", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g}"),
+        ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
+        ("priced as", lambda x: f"{x['instance']} ({x['cores_per_instance']} cores)"),
+        ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
+        ("USD per 1M samples", lambda x: F.usd(x["usd_per_million"]) if x["usd_per_million"] else "no verified price"),
+        ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"))]
+    top = [[_e(r["op"]), _e(r["shape"]), _e(r["engine"]), _e(f"{r['flops'] / 1e9:.3g}"),
+            _e(f"{r['time_s'] * 1e6:.3g}"), _e(r["bound"])] for r in a["top_ops"]]
+    return (head + f'<div class="note">{_e(p["note"])}. Lowered with {_e(p["how"])}.</div>'
+            + _table(["", f"{a['chip']} ({a['core']})", f"{b['chip']} ({b['core']})"], rows)
+            + "<h3>Top operations by projected time (Trainium2)</h3>"
+            + _table(["op", "shape", "engine", "GFLOP", "time (µs)", "bound"], top))
 
 
 def _manifest(m: dict) -> str:
@@ -340,6 +396,8 @@ def render(result: dict) -> str:
     p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
     verdict = result["verdict"]
     fails = "".join(f"<li>{_e(f)}</li>" for f in result["failures"])
+    if result.get("inconclusive"):
+        fails += f"<li>{_e(result['inconclusive'])}</li>"
     notes = ""
     if ds.get("emulated"):
         notes += ('<div class="note">The device is the <b>NeuronCore emulator</b>: timings, throughput and '
@@ -385,6 +443,8 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 {_profile_section(result.get('profile'))}
 <h2 id="cost">Cost</h2>
 {_cost(result['cost'])}
+{_training(result.get('training'))}
+{_projection(result.get('projection'))}
 <h2 id="baseline">Baseline comparison</h2>
 {_baseline(result.get('baseline'))}
 <h2 id="manifest">Manifest</h2>

@@ -101,8 +101,6 @@ def phase1_tables(p1: dict) -> list:
         for op, v in fb["ops"].items():
             ft.add_row(op, str(v["calls"]), F.ms(v["seconds"]), F.pct(v["share"]))
         out.append(ft)
-    for w in p1.get("warnings", [])[:10]:
-        out.append(Text(f"device warning: {w[:300]}", style="dim"))
     e = p1.get("error")
     if e:
         body = Text()
@@ -113,8 +111,12 @@ def phase1_tables(p1: dict) -> list:
             body.append(f"raised at: {e['raised_at']}\n")
         if e.get("reference"):
             body.append(f"reference: {e['reference'][:300]}\n")
-        body.append(e["message"][:1500] + "\n\n", style="red")
-        body.append(_tail(e["traceback"], 25), style="dim")
+        body.append((e.get("short_message") or e["message"][:240]) + "\n", style="red")
+        if e.get("hint"):
+            body.append(f"hint: {e['hint']}\n", style="bold yellow")
+        body.append("(full message and traceback: --json)\n\n", style="dim")
+        tb = e["traceback"].rstrip().splitlines()
+        body.append("\n".join(tb[:1] + _tail("\n".join(tb[1:]), 8).splitlines()), style="dim")
         out.append(Panel(body, title="phase 1 failure", border_style="red"))
     return out
 
@@ -210,7 +212,9 @@ def phase3_tables(p3: dict, reference: str) -> list:
 
 
 def cost_table(c: dict) -> list:
-    """The cost table, the budget line and the cost notes."""
+    """The cost table, the budget line and the cost notes (one line when nothing was timed)."""
+    if not (c["device"].get("throughput_samples_per_s") or c["reference"].get("throughput_samples_per_s")):
+        return [Text("Cost: not computed (phase 3 did not run)", style="yellow")]
     t = Table(title="Cost per million samples (on-demand)", title_justify="left", title_style="bold",
               box=box.SIMPLE_HEAVY, caption=f"{c['formula']}, amortized over {c['amortize_samples']:,} samples",
               caption_justify="left")
@@ -258,9 +262,17 @@ def baseline_table(b: Optional[dict]) -> list:
                   status_text("pass" if a.get("passed") else "fail"))
     lat = b.get("latency") or {}
     if "baseline_p50_s" in lat:
-        t.add_row("p50 latency", F.ms(lat["baseline_p50_s"]), F.ms(lat["current_p50_s"]),
-                  F.signed_pct(lat["change"]), f"+{lat['threshold']:.0%}",
-                  status_text("fail" if lat["regressed"] else "pass"))
+        t.add_row("p50 latency (raw, host-dependent)", F.ms(lat["baseline_p50_s"]), F.ms(lat["current_p50_s"]),
+                  F.signed_pct(lat["change"]), "" if lat.get("statistics") else f"+{lat['threshold']:.0%}",
+                  "" if lat.get("statistics") else status_text("fail" if lat["regressed"] else "pass"))
+        for name, st in (lat.get("statistics") or {}).items():
+            ci = st["ci"]
+            change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+            res = ({"regressed": status_text("fail"), "pass": status_text("pass"),
+                    "undecided": Text("undecided", style="yellow")}[st["decision"]] if st.get("decides")
+                   else Text("info only", style="dim"))
+            t.add_row(f"latency {name.replace('_', ' ')} ({st['statistic']})", F.num(st["baseline_value"]),
+                      F.num(st["current_value"]), change, f"+{st['threshold']:.0%}", res)
     else:
         t.add_row("p50 latency", "", "", "", "", Text(lat.get("note", "not compared"), style="yellow"))
     mem = b.get("memory") or {}
@@ -278,6 +290,62 @@ def baseline_table(b: Optional[dict]) -> list:
     return out
 
 
+def training_tables(tr: Optional[dict]) -> list:
+    """The training check: loss curve and gradient norms per step, final parameters."""
+    if not tr or tr.get("status") == "skipped":
+        return []
+    if "per_step" not in tr:
+        return [Text(f"Training: {tr['reason']}", style="red")]
+    t = Table(title=f"Training — {tr['steps']} steps, {tr['optimizer']}  {tr['status'].upper()}",
+              title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY)
+    groups = list(tr["per_step"][0]["grad_norm_device"])
+    for col in ["step", "loss device", "loss reference", "loss fp64", "loss"] + [f"|grad| {g}" for g in groups] \
+            + ["step time device"]:
+        t.add_column(col, justify="right")
+    for s in tr["per_step"]:
+        t.add_row(str(s["step"]), f"{s['loss_device']:.6g}", f"{s['loss_reference']:.6g}", f"{s['loss_fp64']:.6g}",
+                  status_text("pass" if s["loss_passed"] else "fail"),
+                  *[f"{s['grad_norm_device'][g]:.4g} vs {s['grad_norm_reference'][g]:.4g} "
+                    + ("ok" if s["grad_norm_passed"][g] else "FAIL") for g in groups],
+                  F.ms(s["step_time_device_s"]))
+    fp = tr["final_params"]
+    return [t, Text(f"final parameters: {fp['compared'] - len(fp['failed'])}/{fp['compared']} pass the benchmark rule"
+                    + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
+                    + f"; device step p50 {F.ms(tr['step_time']['device_p50_s'])} (reference "
+                    f"{F.ms(tr['step_time']['reference_p50_s'])}); peak device memory with optimizer state "
+                    f"{F.nbytes(tr['peak_allocated_bytes'])}")]
+
+
+def projection_tables(p: Optional[dict]) -> list:
+    """The Trainium projection (nothing unless --projection was given)."""
+    if not p or p.get("status") == "skipped":
+        return []
+    if p["status"] != "pass":
+        return [Text(f"Trainium projection: {p['reason']}", style="yellow")]
+    t = Table(title="Trainium projection: ESTIMATE from a roofline model of the StableHLO graph, not a measurement",
+              title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY)
+    t.add_column("", style="cyan", no_wrap=True)
+    for key in ("trn2", "trn3"):
+        t.add_column(f"{p[key]['chip']} ({p[key]['core']})", justify="right")
+    a, b = p["trn2"], p["trn3"]
+    for label, fn in (("latency per pass, one core", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g} µs"),
+                      ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
+                      ("priced as", lambda x: f"{x['instance']} ({x['cores_per_instance']} cores)"),
+                      ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
+                      ("USD per 1M samples", lambda x: F.usd(x["usd_per_million"]) if x["usd_per_million"]
+                       else "no verified price"),
+                      ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}")):
+        t.add_row(label, fn(a), fn(b))
+    top = Table(title="Top operations by projected time (Trainium2)", title_justify="left", box=box.SIMPLE)
+    for col in ("op", "shape", "engine", "GFLOP", "time", "bound"):
+        top.add_column(col)
+    for r in a["top_ops"][:8]:
+        top.add_row(r["op"], r["shape"], r["engine"], f"{r['flops'] / 1e9:.3g}", f"{r['time_s'] * 1e6:.3g} µs",
+                    r["bound"])
+    return [t, top, Text(f"{p['note']}; lowered with {p['how']}; matmuls at the TensorE {a['matmul_dtype'].upper()} "
+                         "rate (Neuron's default matmul autocast); see docs/check.md", style="dim")]
+
+
 def render(result: dict, console: Optional[Console] = None) -> None:
     """Print the whole report."""
     con = console or Console()
@@ -292,19 +360,29 @@ def render(result: dict, console: Optional[Console] = None) -> None:
                   "emulator's on this host, not Trainium's.[/yellow]")
     for part in (phase1_tables(result["phase1"]), phase2_tables(result["phase2"], con.width),
                  phase3_tables(result["phase3"], result["config"]["reference"]),
-                 cost_table(result["cost"]), baseline_table(result.get("baseline"))):
+                 training_tables(result.get("training")),
+                 cost_table(result["cost"]), projection_tables(result.get("projection")),
+                 baseline_table(result.get("baseline"))):
         for x in part:
             con.print(x)
-    for w in result.get("warnings", []):
-        con.print(f"[yellow]warning: {w}[/yellow]")
+    dev_w = result["phase1"].get("warnings", [])
+    if dev_w or result.get("warnings"):
+        con.rule("Warnings", style="yellow")           # one section, not between the tables
+        for w in dev_w[:10]:
+            con.print(Text(f"device warning: {w[:300]}", style="dim"))
+        if len(dev_w) > 10:
+            con.print(Text(f"... {len(dev_w) - 10} more device warnings in the JSON", style="dim"))
+        for w in result.get("warnings", []):
+            con.print(Text(f"warning: {w}", style="yellow"))
     if result.get("baseline_saved"):
         con.print(f"baseline saved to [bold]{result['baseline_saved']}[/bold]")
     verdict = result["verdict"]
     body = Group(*([Text("all phases passed" + (", no regression" if result.get("baseline") else ""),
                          style="green")] if verdict == "pass" else
+                   [Text(result.get("inconclusive", ""), style="yellow")] if verdict == "inconclusive" else
                    [Text(f"• {f}", style="red") for f in result["failures"]]))
     con.print(Panel(body, title=f"verdict: {verdict.upper()} (exit code {result['exit_code']})",
-                    border_style="green" if verdict == "pass" else "red", expand=False))
+                    border_style={"pass": "green", "inconclusive": "yellow"}.get(verdict, "red"), expand=False))
 
 
 def list_models(console: Optional[Console] = None) -> None:

@@ -14,7 +14,7 @@ from . import baseline as baseline_mod
 from . import cost as cost_mod
 from . import loading, manifest, phase1, phase2, phase3
 from .config import DTYPES, CheckConfig
-from .errors import EXIT_FAIL, EXIT_PASS, CheckUsageError
+from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, CheckUsageError
 
 SCHEMA = "torchneuron.check.result/1"
 
@@ -63,7 +63,7 @@ def validate(cfg: CheckConfig) -> None:
         raise CheckUsageError("give --iterations or --seconds")
     ints = [("--batch-size", cfg.batch_size, 1), ("--iterations", cfg.iterations, 1),
             ("--max-warmup", cfg.max_warmup, 0), ("--cv-window", cfg.cv_window, 2),
-            ("--amortize-samples", cfg.amortize_samples, 1)]
+            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1), ("--timing-threads", cfg.timing_threads, 0), ("--train-steps", cfg.train_steps, 1)]
     for name, v, lo in ints:
         if v is None:
             continue
@@ -184,41 +184,69 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         result["profile"] = profile_mod.run(session, cfg, ui) if skip is None else {"status": "skipped",
                                                                                      "reason": skip}
     result["warnings"] += p2.get("warnings", []) + p3.get("warnings", [])
+    if p1.get("uncomparable_outputs"):
+        result["warnings"].append("outputs not compared (not tensors): " + ", ".join(
+            f"{u['name']} ({u['type']})" for u in p1["uncomparable_outputs"]))
     if p1.get("determinism") and not p1["determinism"]["identical"]:
         result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
 
-    # Cost
-    result["cost"] = cost_mod.compute(p1, p3, cfg, device_price, reference_price, extra.get("reference_cold_s"),
-                                      man["host"]["cpu_model"], man["device_stack"]["emulated"])
+    # Training (factories returning a loss_fn)
+    from . import training
+    result["training"] = (training.run(loaded, cfg, ui, cfg.train_steps) if p1["status"] == "pass"
+                          else {"status": "skipped", "reason": "phase 1 failed"})
+    result["warnings"] += [f"training: {w}" for w in result["training"].get("device_warnings", [])]
 
-    # Baseline comparison
+    # Trainium projection (an estimate from the graph, never a verdict)
+    from . import project_phase
+    result["projection"] = (project_phase.run(loaded, cfg, ui) if p1["status"] == "pass"
+                            else {"status": "skipped", "reason": "phase 1 failed"})
+
+    # Baseline comparison; an undecided latency interval measures another round, up to --max-rounds
     if base is not None:
         if p1["status"] == "pass":
             result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
+            while (result["baseline"]["latency"].get("decision") == "undecided" and p3["status"] == "pass"
+                   and p3["rounds"] < cfg.max_rounds):
+                ui.step(f"Latency against the baseline undecided after {p3['rounds']} round(s): measuring again")
+                phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
+                result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
         else:
             result["baseline"] = {"path": base.path, "status": "skipped", "regressions": [],
                                   "reason": "phase 1 failed"}
     else:
         result["baseline"] = None
 
+    # Cost
+    result["cost"] = cost_mod.compute(p1, p3, cfg, device_price, reference_price, extra.get("reference_cold_s"),
+                                      man["host"]["cpu_model"], man["device_stack"]["emulated"])
+
     # Verdict
     fails = result["failures"]
     if p1["status"] == "fail":
         e = p1["error"]
         fails.append(f"phase 1: the model failed on {p1['device']} during {e['stage']}: {e['type']}"
-                     + (f" in {e['op']}" if e["op"] else "") + f": {e['message'].splitlines()[0] if e['message'] else ''}")
+                     + (f" in {e['op']}" if e["op"] else "") + f": {e.get('short_message') or ''}"
+                     + (f" (hint: {e['hint']})" if e.get("hint") else ""))
     if p2["status"] == "fail":
         bad = [k for k, v in p2["outputs"].items() if not v["passed"]]
         fails.append(f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}")
     if p3["status"] == "fail":
         fails.append(f"phase 3: {p3['reason']}")
+    if result["training"]["status"] == "fail":
+        fails.append(f"training: {result['training']['reason']}")
     if result["baseline"] and result["baseline"].get("regressions"):
         fails += [f"regression: {r}" for r in result["baseline"]["regressions"]]
     if result["cost"].get("over_budget"):
         fails.append(f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
                      f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)")
-    result["verdict"] = "fail" if fails else "pass"
-    result["exit_code"] = EXIT_FAIL if fails else EXIT_PASS
+    lat = (result["baseline"] or {}).get("latency") or {}
+    inconclusive = not fails and lat.get("decision") == "undecided"
+    if inconclusive:
+        result["inconclusive"] = (f"inconclusive: the host was too noisy to decide latency against the baseline "
+                                  f"after {p3['rounds']} round(s) (--max-rounds): an interval of the change "
+                                  f"straddles the threshold +{lat['threshold']:.0%}")
+    result["verdict"] = "fail" if fails else "inconclusive" if inconclusive else "pass"
+    result["exit_code"] = EXIT_FAIL if fails else EXIT_INCONCLUSIVE if inconclusive else EXIT_PASS
     result["elapsed_s"] = time.perf_counter() - t_start
 
     # Baseline save: only what --save-baseline names, only for a passing run.

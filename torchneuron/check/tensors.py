@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import copy
 import functools
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -49,21 +50,48 @@ def call(model: torch.nn.Module, inputs: Inputs, device_type: str, dtype: torch.
         return model(*inputs)
 
 
-def flatten(out: Any, prefix: str = "") -> dict[str, torch.Tensor]:
+def _cache_layers(x: Any) -> Optional[list]:
+    """``[(key, value), ...]`` per layer of a transformers ``Cache`` (a KV cache), else None."""
+    layers = getattr(x, "layers", None)
+    if isinstance(layers, (list, tuple)) and layers and hasattr(layers[0], "keys") and hasattr(layers[0], "values") \
+            and isinstance(getattr(layers[0], "keys"), torch.Tensor):
+        return [(layer.keys, layer.values) for layer in layers]
+    k, v = getattr(x, "key_cache", None), getattr(x, "value_cache", None)
+    if isinstance(k, list) and isinstance(v, list):
+        return list(zip(k, v))
+    return None
+
+
+def flatten(out: Any, prefix: str = "", uncomparable: Optional[list] = None) -> dict[str, torch.Tensor]:
     """Named output tensors of a model's output: a tensor (``output``), tuples and lists
-    (``output[0]``), dicts and transformers' ModelOutput (their keys, nested with ``.``).
-    Non-tensor leaves are ignored."""
+    (``output[0]``), dicts, transformers' ModelOutput and dataclasses (their keys or
+    fields, nested with ``.``), and transformers' ``Cache`` objects (a KV cache:
+    ``past_key_values.layers[i].key`` / ``.value``). ``None`` is skipped; any other
+    non-tensor leaf is appended to ``uncomparable`` as ``{"name", "type"}`` when a list
+    is given (nothing is dropped silently)."""
     res: dict[str, torch.Tensor] = {}
 
     def walk(x: Any, name: str) -> None:
         if isinstance(x, torch.Tensor):
             res[name or "output"] = x
+        elif x is None:
+            return
         elif isinstance(x, dict) or hasattr(x, "items") and hasattr(x, "keys"):
             for k, v in x.items():
                 walk(v, f"{name}.{k}" if name else str(k))
         elif isinstance(x, (tuple, list)):
             for i, v in enumerate(x):
                 walk(v, f"{name}[{i}]" if name else f"output[{i}]")
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            for f in dataclasses.fields(x):
+                walk(getattr(x, f.name), f"{name}.{f.name}" if name else f.name)
+        elif (layers := _cache_layers(x)) is not None:
+            base = name or "cache"
+            for i, (k, v) in enumerate(layers):
+                walk(k, f"{base}.layers[{i}].key")
+                walk(v, f"{base}.layers[{i}].value")
+        elif uncomparable is not None:
+            uncomparable.append({"name": name or "output", "type": type(x).__qualname__})
 
     walk(out, prefix)
     return res

@@ -1,0 +1,41 @@
+"""A failing model's report: a short message, a hint where one is known, the full text
+only in the JSON, no cost table of dashes; warnings gathered in one section."""
+import json
+
+from check_support import cli, fixture
+from torchneuron.check import phase1
+
+DISPATCH = ("Could not run 'aten::_nested_tensor_from_mask' with arguments from the 'neuron' backend. "
+            "This could be because the operator doesn't exist for this backend...\n" + "CPU: registered\n" * 40)
+
+
+def test_short_message_and_hints():
+    assert phase1.short_message(DISPATCH).startswith("Could not run 'aten::_nested_tensor_from_mask'")
+    assert "\n" not in phase1.short_message(DISPATCH) and len(phase1.short_message("x" * 1000)) < 250
+    assert "enable_nested_tensor=False" in phase1.hint_for(DISPATCH)
+    assert "TORCHNEURON_FALLBACK" in phase1.hint_for("Could not run 'aten::foo' with arguments from the 'neuron' backend")
+    assert phase1.hint_for("shape mismatch") is None
+
+
+def test_phase1_failure_report_is_short_and_has_no_cost_table(tmp_path):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("raises_on_device"), "--iterations", "5", "--max-warmup", "5", "--json", j)
+    assert code == 1, out + err
+    assert "this model refuses the neuron device" in out and "full message and traceback: --json" in out
+    assert "Cost: not computed (phase 3 did not run)" in out and "USD per 1M samples" not in out
+    e = json.loads(j.read_text())["phase1"]["error"]
+    assert e["short_message"] == "this model refuses the neuron device" and e["hint"] is None
+    assert "Traceback" in e["traceback"]
+
+
+def test_transformer_encoder_nested_tensor_failure_gets_its_hint(tmp_path):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("nested_encoder"), "--iterations", "3", "--max-warmup", "3", "--json", j)
+    e = json.loads(j.read_text())["phase1"]["error"]
+    if code == 0:
+        import pytest
+        pytest.skip("nested tensors run on the device now")
+    assert code == 1, out + err
+    assert "enable_nested_tensor=False" in e["hint"] and "hint: nn.TransformerEncoder" in out
+    assert "only available for these backends" in e["message"]          # the full text: JSON only
+    assert "only available for these backends" not in out

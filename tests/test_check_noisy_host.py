@@ -1,0 +1,156 @@
+"""torchneuron check on a noisy host: verdicts from an interval of a normalized change.
+
+CPU-burning processes (spawned here, each ending itself after a bound, killed after the
+module) load every core while the checks run: the unchanged build must still pass against
+its own baseline, and planted regressions (the device alone 30 % slower; the model's forward
+3x slower on both sides; wrong accepted outputs) must still be caught."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from check_support import cli, fixture
+
+from torchneuron.check import perfstats
+
+# small model, few iterations; --max-memory-regression is loose: memory is not the subject
+RUN = ["--iterations", "80", "--max-warmup", "20", "--max-rounds", "3", "--max-memory-regression", "0.5"]
+BURN_SECONDS = 300          # each burner ends itself after this, even if the test process dies
+
+
+@pytest.fixture(scope="module")
+def burners():
+    """One busy-looping process per core, for the module's duration."""
+    code = f"import time\nend = time.time() + {BURN_SECONDS}\nwhile time.time() < end:\n    pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 1)]
+    yield procs
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.wait()
+
+
+@pytest.fixture(scope="module")
+def quiet_baseline(tmp_path_factory, burners):
+    """The baseline, saved on the loaded host (as a CI runner saves it, then re-checks)."""
+    d = tmp_path_factory.mktemp("noisy") / "blocks"
+    code, out, err = cli("check", fixture("blocks"), *RUN, "--save-baseline", d)
+    assert code == 0, out + err
+    return str(d)
+
+
+def _check(baseline, tmp_path, *extra):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("blocks"), *RUN, "--baseline", baseline, "--json", j, *extra)
+    return code, out + err, json.loads(j.read_text()) if j.exists() else None
+
+
+def test_baseline_keeps_interleaved_samples(quiet_baseline):
+    m = json.load(open(os.path.join(quiet_baseline, "baseline.json")))["metrics"]
+    s = m["samples"]
+    assert len(s["device"]) == len(s["reference"]) == len(s["calibration"]) == len(s["device_calibration"]) >= 80
+    assert all(t > 0 for k in s for t in s[k])
+
+
+@pytest.mark.noisy_host
+def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_path):
+    code, out, r = _check(quiet_baseline, tmp_path)
+    # never a false regression; "inconclusive" (3) is the designed answer when even
+    # --max-rounds rounds leave an interval across the threshold
+    assert code in (0, 3), out
+    lat = r["baseline"]["latency"]
+    assert not lat["regressions"]
+    if code == 3:
+        pytest.skip("the host was too noisy to decide: reported inconclusive, no false verdict")
+    assert set(lat["statistics"]) == {"device_alone", "model_or_inputs", "device_over_device_calibration"}
+    assert all(s["decision"] == "pass" for s in lat["statistics"].values() if s["decides"])
+
+
+@pytest.mark.noisy_host
+def test_device_alone_slowdown_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHECK_FIXTURE_DEVICE_EXTRA", "0.3")
+    code, out, r = _check(quiet_baseline, tmp_path)
+    assert code == 1, out
+    st = r["baseline"]["latency"]["statistics"]
+    assert st["device_alone"]["decision"] == "regressed" and st["device_alone"]["ci"]["low"] > 1.10
+    assert "latency, device alone" in out
+
+
+@pytest.mark.noisy_host
+def test_model_slowdown_on_both_sides_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHECK_FIXTURE_WORK", "3")
+    code, out, r = _check(quiet_baseline, tmp_path)
+    assert code == 1, out
+    st = r["baseline"]["latency"]["statistics"]
+    assert st["model_or_inputs"]["decision"] == "regressed" and st["model_or_inputs"]["ci"]["low"] > 1.10
+    assert "latency, model or inputs" in out
+
+
+@pytest.mark.noisy_host
+def test_accuracy_regression_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(quiet_baseline, b)
+    path = b / "outputs.safetensors"
+    t = load_file(path)
+    for kind in ("reference", "fp64"):            # the accepted outputs were different
+        t[f"{kind}/output"] = t[f"{kind}/output"] + 0.01
+    save_file(t, path, metadata={"format": "torchneuron.check.baseline/1", "model": "check_models.py:blocks"})
+    code, out, _ = _check(str(b), tmp_path)
+    assert code == 1, out
+    assert "regression: accuracy" in out
+
+
+# ------------------------------------------------------------------ the statistic itself
+
+def _times(rng, base, n):
+    """Iteration times: ``base`` seconds of work plus interference that only adds time."""
+    return base * (1 + rng.exponential(0.3, n))
+
+
+def test_interval_of_a_known_change():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    bd, br = _times(rng, 1.0, 200), _times(rng, 2.0, 200)
+    cd, cr = _times(rng, 1.3, 200), _times(rng, 2.0, 200)     # the device 30 % slower
+    ci = perfstats.min_ratio_ci(cd, cr, bd, br, seed=0)
+    assert ci["low"] <= 1.3 * 1.02 and ci["high"] >= 1.3 * 0.98 and ci["low"] > 1.2
+    assert perfstats.decide(ci, 0.10) == "regressed"
+    same = perfstats.min_ratio_ci(_times(rng, 1.0, 200), _times(rng, 2.0, 200), bd, br, seed=0)
+    assert 0.95 < same["ratio"] < 1.05 and perfstats.decide(same, 0.10) == "pass"
+    # a slower host (every side x3) changes nothing
+    slow = perfstats.min_ratio_ci(3 * _times(rng, 1.0, 200), 3 * _times(rng, 2.0, 200), bd, br, seed=0)
+    assert perfstats.decide(slow, 0.10) == "pass"
+    assert perfstats.min_ratio_ci(cd, cr, bd, br, seed=0) == ci      # seeded: the same interval
+
+
+def test_few_noisy_samples_are_undecided_not_a_verdict():
+    import numpy as np
+
+    base_d = np.array([0.5, 1.0, 1.5, 2.0, 2.5])                   # the baseline's minimum is one lucky iteration
+    ci = perfstats.min_ratio_ci([1.1] * 5, [1.0] * 5, base_d, [1.0] * 5, seed=0)
+    assert ci["low"] < 1.1 < ci["high"] and perfstats.decide(ci, 0.10) == "undecided"
+    assert perfstats.decide(None, 0.10) == "undecided"
+    assert perfstats.min_ratio_ci([1.0] * 3, [1.0] * 3, [1.0] * 10, [1.0] * 10) is None
+
+
+def test_too_noisy_host_is_inconclusive_with_its_own_exit_code(quiet_baseline, tmp_path, monkeypatch):
+    # every interval straddles the threshold (as on a host too noisy to decide): the check
+    # measures --max-rounds rounds, then answers "inconclusive" with exit code 3
+    calls = []
+
+    def straddling(*a, **k):
+        calls.append(1)
+        return {"ratio": 1.1, "low": 0.8, "high": 1.4, "confidence": 0.95, "resamples": 0,
+                "n_current": 40, "n_baseline": 40}
+
+    monkeypatch.setattr(perfstats, "min_ratio_ci", straddling)
+    code, out, r = _check(quiet_baseline, tmp_path, "--max-rounds", "2")
+    assert code == 3, out
+    assert r["verdict"] == "inconclusive" and r["phase3"]["rounds"] == 2 and r["failures"] == []
+    assert len(r["phase3"]["samples"]["device"]) == 160          # the second round was measured and pooled
+    assert "too noisy" in r["inconclusive"] and "INCONCLUSIVE" in out and len(calls) >= 4

@@ -1,0 +1,113 @@
+"""``--sweep batch=1,8,32 dtype=float32,bfloat16 mode=eager,compile``: one check per grid
+point, a table and plots of latency, throughput, memory and cost per million samples
+against batch size (one line per dtype and mode).
+
+``mode=compile`` needs the compile path (``torch.compile(backend="neuron")``); until it is
+registered, those points are reported "compile path not available" and not run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Optional
+
+from .config import DTYPES, CheckConfig
+from .errors import CheckUsageError
+
+AXES = ("batch", "dtype", "mode")
+MODES = ("eager", "compile")
+
+
+def parse(items: list[str]) -> dict[str, list]:
+    """``["batch=1,8", "dtype=float32"]`` -> ``{"batch": [1, 8], "dtype": ["float32"], "mode": ["eager"]}``.
+    Raises CheckUsageError naming a bad axis or value."""
+    grid: dict[str, list] = {}
+    for item in items:
+        key, sep, vals = item.partition("=")
+        if not sep or key not in AXES or not vals:
+            raise CheckUsageError(f"--sweep {item!r}: expected AXIS=v1,v2 with AXIS one of {', '.join(AXES)}")
+        values = [v.strip() for v in vals.split(",") if v.strip()]
+        if key == "batch":
+            try:
+                values = [int(v) for v in values]
+            except ValueError:
+                raise CheckUsageError(f"--sweep {item!r}: batch sizes must be integers") from None
+            if any(v < 1 for v in values):
+                raise CheckUsageError(f"--sweep {item!r}: batch sizes must be >= 1")
+        elif key == "dtype" and set(values) - set(DTYPES):
+            raise CheckUsageError(f"--sweep {item!r}: dtype must be among {', '.join(DTYPES)}")
+        elif key == "mode" and set(values) - set(MODES):
+            raise CheckUsageError(f"--sweep {item!r}: mode must be eager or compile")
+        grid[key] = values
+    grid.setdefault("batch", [None])
+    grid.setdefault("dtype", [None])
+    grid.setdefault("mode", ["eager"])
+    return grid
+
+
+def compile_available() -> bool:
+    """Whether ``torch.compile(backend="neuron")`` is registered."""
+    try:
+        from torch._dynamo import list_backends
+
+        return "neuron" in list_backends(exclude_tags=())
+    except Exception:
+        return False
+
+
+def run(cfg: CheckConfig, grid: dict[str, list], ui=None) -> dict:
+    """Run the grid; returns ``{"grid", "points": [...], "exit_code"}`` (JSON-ready).
+    Each point holds its settings, status and the figures plotted."""
+    from .runner import run as run_check
+
+    points = []
+    for batch, dtype, mode in itertools.product(grid["batch"], grid["dtype"], grid["mode"]):
+        pt = {"batch": batch, "dtype": dtype or cfg.dtype, "mode": mode}
+        if mode == "compile" and not compile_available():
+            points.append(pt | {"status": "not run", "reason": "compile path not available"})
+            continue
+        c = dataclasses.replace(cfg, batch_size=batch if batch is not None else cfg.batch_size,
+                                dtype=dtype or cfg.dtype, json_path=None, junit_path=None, html_path=None,
+                                save_baseline=None, baseline=None, progress=False)
+        r = run_check(c, ui)
+        d = (r["phase3"] or {}).get("device") or {}
+        pt |= {"status": r["verdict"], "batch": r["model"]["batch_size"],
+               "p50_s": d.get("p50_s"), "throughput_samples_per_s": d.get("throughput_samples_per_s"),
+               "peak_allocated_bytes": r["phase1"]["memory"]["peak_allocated_bytes"],
+               "usd_per_million": (r["cost"].get("device") or {}).get("usd_per_million"),
+               "failures": r["failures"]}
+        points.append(pt)
+    failed = any(p["status"] == "fail" for p in points)
+    return {"grid": grid, "points": points, "exit_code": 1 if failed else 0}
+
+
+def plot(sweep: dict, path: str) -> Optional[str]:
+    """Four panels (latency, throughput, memory, cost per 1M samples vs batch size), one
+    line per (dtype, mode); written to ``path`` (.svg or .png). None when nothing ran."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ran = [p for p in sweep["points"] if p.get("p50_s") is not None]
+    if not ran:
+        return None
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
+    panels = [("p50_s", "p50 latency (ms)", 1e3), ("throughput_samples_per_s", "throughput (samples/s)", 1),
+              ("peak_allocated_bytes", "peak device memory (MiB)", 1 / 2**20),
+              ("usd_per_million", "USD per 1M samples", 1)]
+    for (key, label, scale), ax in zip(panels, axes):
+        for (dt, mode), group in itertools.groupby(sorted(ran, key=lambda p: (p["dtype"], p["mode"], p["batch"])),
+                                                   key=lambda p: (p["dtype"], p["mode"])):
+            g = [p for p in group if p.get(key) is not None]
+            ax.plot([p["batch"] for p in g], [p[key] * scale for p in g], marker="o", label=f"{dt}, {mode}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("emulated device on this host: not Trainium figures", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
