@@ -75,3 +75,18 @@ def _drain_at_exit() -> None:
 import atexit as _atexit  # noqa: E402
 
 _atexit.register(_drain_at_exit)
+
+
+def _register_compile_backend() -> None:
+    # torch.compile(backend="neuron"): the torch_dynamo_backends entry point finds it
+    # after a plain `import torch`; registering here as well covers a Dynamo that was
+    # imported first. Importing Dynamo costs about a second, so it is not forced.
+    import sys
+
+    if "torch._dynamo" in sys.modules:
+        from .compiler.backend import register
+
+        register()
+
+
+_register_compile_backend()

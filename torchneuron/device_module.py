@@ -174,3 +174,17 @@ def _is_in_bad_fork() -> bool:
     """True in a process forked after the device was used: its stream workers
     did not survive the fork, so the device is unusable there (as CUDA)."""
     return _C._is_in_bad_fork()
+
+
+def get_dynamo_metrics() -> list[dict]:
+    """One record per graph compiled by torch.compile(backend="neuron") (torchneuron/compiler/metrics.py)."""
+    from .compiler.metrics import get_dynamo_metrics as _get
+
+    return _get()
+
+
+def reset_dynamo_metrics() -> None:
+    """Forgets the compile records and Dynamo's counters["neuron"]."""
+    from .compiler.metrics import reset_dynamo_metrics as _reset
+
+    _reset()

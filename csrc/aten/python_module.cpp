@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
+#include "aten/compiled_launch.h"
 #include "aten/context.h"
 #include "aten/stats.h"
 
@@ -58,6 +59,25 @@ py::dict runtime_info() {
   d["launch_blocking"] = c.launch_blocking;
   d["protect_memory"] = c.protect_memory;
   return d;
+}
+
+// A Python callable run as a kernel (compiled graphs): the worker thread
+// takes the GIL to call it, and drops the last reference under the GIL too.
+std::function<void()> python_kernel(py::function fn) {
+  auto held = std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      delete o;
+    }  // else the interpreter is gone: leak rather than touch it
+  });
+  return [held] {
+    py::gil_scoped_acquire gil;
+    try {
+      (*held)();
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(e.what());
+    }
+  };
 }
 
 }  // namespace
@@ -119,5 +139,17 @@ PYBIND11_MODULE(_C, m) {
     out["kernels_launched"] = c.kernels_launched;
     out["kernels_failed"] = c.kernels_failed;
     return out;
+  });
+  // Compiled graphs (torchneuron/compiler/executable.py).
+  m.def("_launch_compiled", [](int d, const std::string& name, py::function fn) {
+    auto idx = resolve_device(d);
+    auto kernel = python_kernel(std::move(fn));
+    released([&] { launch_compiled(idx, name, std::move(kernel)); });
+  });
+  // A CPU tensor over a neuron tensor's bytes; read it only inside a kernel.
+  m.def("_cpu_alias", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == kNeuron, "_cpu_alias: expected a neuron tensor, got ",
+                t.device());
+    return cpu_alias(t);
   });
 }

@@ -1,0 +1,20 @@
+"""FX passes run on AOTAutograd's graphs before lowering, in this order (one pass a file).
+
+Each takes (gm, plan) and edits both in place: see ../plan.py.
+"""
+from .specialize_scalar_inputs import specialize_scalar_inputs
+from .functionalize_input_mutations import functionalize_input_mutations
+from .random_ops_to_inputs import random_ops_to_inputs
+from .remove_none_outputs import remove_none_outputs
+
+PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, random_ops_to_inputs,
+            remove_none_outputs)
+
+
+def run_passes(gm, plan, example_inputs):
+    """Runs PIPELINE on ``gm``; returns ``gm`` (recompiled)."""
+    for p in PIPELINE:
+        p(gm, plan, example_inputs)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
