@@ -53,10 +53,24 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
     """
     from torch_mlir import fx as tm_fx
 
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    ctx = ir.Context()
+    torch_d.register_dialect(ctx)
+    diagnostics: list[str] = []
+
+    def on_diagnostic(d) -> bool:  # MLIR would print these to fd 2: keep them for the error
+        diagnostics.append(f"{d.location}: error: {d.message}")
+        return True
+
+    ctx.attach_diagnostic_handler(on_diagnostic)
     try:
-        module = tm_fx.stateless_fx_import(gm, output_type="stablehlo", model_name="main")
-    except Exception as e:  # torch-mlir raises plain Exceptions with the MLIR diagnostics
-        detail = str(e).strip()
+        module = tm_fx.stateless_fx_import(gm, output_type="stablehlo", model_name="main",
+                                           fx_importer=FxImporter(context=ctx))
+    except Exception as e:  # torch-mlir raises plain Exceptions; details are diagnostics
+        detail = "\n".join(diagnostics + [str(e).strip()])
         m = _FAILED_OP.search(detail)
         op = source = None
         if m:
@@ -66,7 +80,13 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
                 op = str(node.target)
                 source = node_source(node)
         lines = detail.splitlines()
-        short = next((l for l in lines if "error" in l.lower()), lines[0] if lines else "")
+        short = next((l for l in lines if "error:" in l), lines[0] if lines else "")
+        if source is None:  # torch-mlir locations: innermost call site first
+            loc = re.search(r'loc\(callsite\("([^"]+)":(\d+)', short) or re.search(
+                r'loc\("([^"]+)":(\d+)', short)
+            if loc:
+                source = f"{loc.group(1)}:{loc.group(2)}"
+        short = short[short.index("error:"):] if "error:" in short else short
         raise NeuronCompileError("lowering", graph_name, short.strip()[:500], op, source) from e
     raw = str(module)
     return raw, legalize_constants(raw)

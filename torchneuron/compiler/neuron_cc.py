@@ -35,8 +35,12 @@ def _backend():
     global _client
     with _lock:
         if _client is None:
+            import jax
             from jax._src import xla_bridge
 
+            # Graphs may keep 64-bit values (TORCHNEURON_NARROW_64BIT=0): jax must not
+            # truncate 64-bit buffers it receives through DLPack.
+            jax.config.update("jax_enable_x64", True)
             _client = xla_bridge.get_backend("cpu")
             # jax tears its clients down at exit (atexit); queued compiled graphs must
             # finish first. atexit runs last-registered first, so this runs before jax's.

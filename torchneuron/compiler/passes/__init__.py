@@ -6,8 +6,9 @@ from .specialize_scalar_inputs import specialize_scalar_inputs
 from .functionalize_input_mutations import functionalize_input_mutations
 from .random_ops_to_inputs import random_ops_to_inputs
 from .remove_none_outputs import remove_none_outputs
+from .drop_device_arguments import drop_device_arguments
 
-PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, random_ops_to_inputs,
+PIPELINE = (drop_device_arguments, specialize_scalar_inputs, functionalize_input_mutations, random_ops_to_inputs,
             remove_none_outputs)
 
 
