@@ -44,10 +44,15 @@ def _signature(inputs) -> list:
 
 
 def _describe_change(old: list, new: list) -> str:
-    diffs = [f"input {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(old, new)) if a != b]
     if len(old) != len(new):
-        diffs.append(f"{len(old)} inputs -> {len(new)}")
-    return "input shapes changed: " + "; ".join(diffs) if diffs else "guards failed (same shapes)"
+        return (f"guards failed: the graph now takes {len(new)} tensor inputs "
+                f"(was {len(old)})")
+    diffs = [f"tensor input {i}: {a[0]} {a[1]} -> {b[0]} {b[1]}"
+             for i, (a, b) in enumerate(zip(old, new)) if a != b]
+    if not diffs:
+        return "guards failed (same input shapes)"
+    more = f" (+{len(diffs) - 4} more)" if len(diffs) > 4 else ""
+    return "input shapes changed: " + "; ".join(diffs[:4]) + more
 
 
 def _is_symbolic(inputs) -> bool:
