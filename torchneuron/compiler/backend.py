@@ -158,7 +158,8 @@ class _ShapeSpecializer:
                 if fn is None:
                     reason = None if self.last_sig is None else _describe_change(
                         list(self.last_sig), _signature(args))
-                    fn = _aot(self.opts, reason)(self.gm, list(args))
+                    with _math_attention():
+                        fn = _aot(self.opts, reason)(self.gm, list(args))
                     self.compiled[sig] = fn
                     self.last_sig = _signature(args)
         return fn(*args)
@@ -189,7 +190,16 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mo
         _frame_shapes[cid.frame_id] = sig
     if _is_symbolic(example_inputs):
         return _ShapeSpecializer(gm, opts, prev)
-    return _aot(opts, reason)(gm, example_inputs)
+    with _math_attention():
+        return _aot(opts, reason)(gm, example_inputs)
+
+
+def _math_attention():
+    """SDPA traced as its math composition: the fused CPU flash kernel the device picks
+    eagerly has a backward op with no decomposition and no StableHLO lowering."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])
 
 
 def register() -> None:
