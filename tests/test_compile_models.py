@@ -29,7 +29,7 @@ def test_minilm_real_weights_compiled_match_cpu():
     assert (out - ref).abs().max().item() <= 1e-4
     recs = torch.neuron.get_dynamo_metrics()
     assert len(recs) == 1 and recs[0]["fallback"] is None
-    assert recs[0]["graph_name"] == "model_0_inference_0"
+    assert recs[0]["graph_name"].startswith("model_") and "_inference_" in recs[0]["graph_name"]
 
 
 def test_gpt2_generate_static_cache_same_tokens_as_eager():
