@@ -55,6 +55,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, mod
                   recompile_reason: str | None) -> "CompiledGraph":
     from .executable import CompiledGraph
 
+    neuron_cc.start()   # the XLA client starts once per process; not part of compile_us
     t0 = time.perf_counter()
     n_nodes = len(gm.graph.nodes)
     plan = GraphPlan.identity(gm)

@@ -48,6 +48,11 @@ def _backend():
         return _client
 
 
+def start() -> None:
+    """Starts the compiler engine (the XLA:CPU client) if not started; idempotent."""
+    _backend()
+
+
 def _drain_devices() -> None:
     import torch
 
