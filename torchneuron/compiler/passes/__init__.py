@@ -7,9 +7,10 @@ from .functionalize_input_mutations import functionalize_input_mutations
 from .random_ops_to_inputs import random_ops_to_inputs
 from .remove_none_outputs import remove_none_outputs
 from .drop_device_arguments import drop_device_arguments
+from .narrow_64bit import narrow_64bit
 
-PIPELINE = (drop_device_arguments, specialize_scalar_inputs, functionalize_input_mutations, random_ops_to_inputs,
-            remove_none_outputs)
+PIPELINE = (drop_device_arguments, specialize_scalar_inputs, functionalize_input_mutations,
+            random_ops_to_inputs, remove_none_outputs, narrow_64bit)
 
 
 def run_passes(gm, plan, example_inputs):
