@@ -1,5 +1,6 @@
-"""The 64-bit policy in compiled graphs: float64/int64 computed in 32 bits, outputs in
-their original dtype, so compiled and eager agree; TORCHNEURON_NARROW_64BIT=0 keeps full width."""
+"""The 64-bit policy in compiled graphs: float64 computed in 32 bits, outputs in their
+original dtype, so compiled and eager agree (int64 stays int64: equal to eager while
+values fit int32); TORCHNEURON_NARROW_64BIT=0 keeps full width."""
 import torch
 
 import torchneuron  # noqa: F401

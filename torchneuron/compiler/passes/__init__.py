@@ -9,8 +9,9 @@ from .remove_none_outputs import remove_none_outputs
 from .drop_device_arguments import drop_device_arguments
 from .narrow_64bit import narrow_64bit
 
-PIPELINE = (drop_device_arguments, specialize_scalar_inputs, functionalize_input_mutations,
-            random_ops_to_inputs, remove_none_outputs, narrow_64bit)
+# narrow_64bit re-runs ops on fake tensors: before device arguments are dropped.
+PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, random_ops_to_inputs,
+            remove_none_outputs, narrow_64bit, drop_device_arguments)
 
 
 def run_passes(gm, plan, example_inputs):

@@ -1,5 +1,5 @@
-"""The 64-bit policy in compiled graphs, as in eager: float64/int64 values are computed
-as float32/int32 and the graph's outputs get their original dtype back.
+"""The 64-bit policy in compiled graphs, as in eager: float64 values are computed as
+float32 and the graph's outputs get their original dtype back (int64: see _NARROW).
 
 A NeuronCore has no 64-bit arithmetic; eager kernels narrow (csrc/aten/native_kernel.cpp)
 and so must compiled graphs, or compiled and eager results differ. Each 64-bit value
@@ -14,7 +14,11 @@ from __future__ import annotations
 import torch
 
 aten = torch.ops.aten
-_NARROW = {torch.float64: torch.float32, torch.int64: torch.int32}
+# float64 only: torch-mlir's StableHLO lowering of index ops (index, slicing of index
+# tensors, masks built from aranges) assumes int64 and fails on int32 operands, so
+# int64 stays int64 here. Eager narrows int64 arithmetic to int32 too; the two agree
+# unless a value leaves int32's range (eager wraps, compiled does not): docs/compile.md.
+_NARROW = {torch.float64: torch.float32}
 
 
 def _enabled() -> bool:
