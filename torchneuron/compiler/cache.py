@@ -121,9 +121,10 @@ def get_or_compile(key: str, compile_fn, serialize_fn, deserialize_fn):
 
 
 def clear_memory_cache() -> None:
-    """Drops the in-memory cache (the next lookup reads the disk)."""
+    """Drops the in-memory caches (the next lookup reads the disk)."""
     with _memory_lock:
         _memory.clear()
+        _index_memory.clear()
 
 
 def store_entry(key: str, payload: bytes) -> None:
@@ -140,3 +141,39 @@ def read_entry(key: str) -> bytes | None:
             return decode(f.read())
     except OSError:
         return None
+
+
+# ---- Graph index: FX graph key -> executable key ----
+# The executable's key needs the StableHLO, i.e. a lowering (about a second for a BERT
+# layer stack). A warm start looks the executable up by a key of the FX graph after the
+# passes (its printed form carries shapes, dtypes and ops) instead, and lowers only on
+# a miss. Entries: <root>/ab/cd/<fx key>.index, the executable key as text.
+
+_index_memory: dict[str, str] = {}
+
+
+def index_lookup(fx_key: str) -> str | None:
+    """The executable key recorded for an FX graph key, if its entry exists and is valid."""
+    with _memory_lock:
+        if fx_key in _index_memory:
+            return _index_memory[fx_key]
+    if config.neff_cache_disabled():
+        return None
+    try:
+        with open(entry_path(fx_key)[:-len(".neff")] + ".index") as f:
+            key = f.read().strip()
+    except OSError:
+        return None
+    if len(key) != 64 or not os.path.exists(entry_path(key)):
+        return None
+    return key
+
+
+def index_store(fx_key: str, key: str) -> None:
+    with _memory_lock:
+        _index_memory[fx_key] = key
+    if config.neff_cache_disabled():
+        return
+    path = entry_path(fx_key)[:-len(".neff")] + ".index"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    _write_atomic(path, key.encode())

@@ -61,8 +61,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, mod
     plan = GraphPlan.identity(gm)
     gm = run_passes(gm, plan, list(example_inputs))
     t1 = time.perf_counter()
-    raw, shlo = lower_to_stablehlo(gm, graph_name)
-    t2 = time.perf_counter()
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     out = next(n for n in gm.graph.nodes if n.op == "output")
     out_vals = [o.meta["val"] for o in out.args[0]]
@@ -72,17 +70,36 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, mod
                                  graph_name)
     version = neuron_cc.compiler_version()
     io_spec = [[_spec(p.meta["val"]) for p in phs], [_spec(v) for v in out_vals]]
-    key = cache.cache_key(shlo, io_spec, opts.target, opts.lnc, opts.opt_level, opts.flags,
-                          version)
+    # The FX graph's key: a warm start finds its executable without lowering (cache.py).
+    fx_text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
+    fx_key = cache.cache_key(fx_text, io_spec, opts.target, opts.lnc, opts.opt_level,
+                             opts.flags, version + "/fx")
+    key = indexed = cache.index_lookup(fx_key)
+    raw = shlo = None
+
+    def lower():
+        nonlocal raw, shlo
+        if shlo is None:
+            raw, shlo = lower_to_stablehlo(gm, graph_name)
+        return shlo
+
+    if key is None:
+        lower()
+        key = cache.cache_key(shlo, io_spec, opts.target, opts.lnc, opts.opt_level, opts.flags,
+                              version)
+    t2 = time.perf_counter()
     exe, source = cache.get_or_compile(
         key,
-        lambda: neuron_cc.compile(shlo, opts.target, opts.lnc, opts.opt_level, opts.flags,
+        lambda: neuron_cc.compile(lower(), opts.target, opts.lnc, opts.opt_level, opts.flags,
                                   graph_name),
         lambda e: e.serialize(),
         lambda b: neuron_cc.NeuronExecutable.deserialize(b, opts))
+    if indexed != key:
+        cache.index_store(fx_key, key)
     t3 = time.perf_counter()
     _check_hbm(graph_name, exe, in_specs, out_specs)
     if artifacts.enabled():
+        lower()
         artifacts.save(graph_name, {
             "fx_graph.txt": gm.print_readable(print_output=False),
             "torch_mlir_raw.mlir": raw,
