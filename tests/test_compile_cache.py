@@ -94,3 +94,30 @@ def test_key_covers_compiler_settings():
     assert base != cache.cache_key("module", [[], []], "trn2", 2, 2, ["-O2"], "v2")
     assert base != cache.cache_key("module2", [[], []], "trn2", 2, 2, ["-O2"], "v1")
     assert base != cache.cache_key("module", [[[1], "f32"], []], "trn2", 2, 2, ["-O2"], "v1")
+
+
+def test_save_and_load_cache_artifacts_carry_executables(tmp_path):
+    code = """
+        import sys, torch, torchneuron
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU()).to("neuron")
+        if sys.argv[-1] == "load":
+            torch.compiler.load_cache_artifacts(open(r"{blob}", "rb").read())
+        with torch.no_grad():
+            y = torch.compile(m, backend="neuron")(torch.ones(4, 32, device="neuron"))
+        print(torch.neuron.get_dynamo_metrics()[0]["cache"], round(y.sum().item(), 4))
+        if sys.argv[-1] == "save":
+            blob, info = torch.compiler.save_cache_artifacts()
+            open(r"{blob}", "wb").write(blob)
+    """.format(blob=tmp_path / "artifacts.bin")
+    import subprocess
+    import sys as _sys
+    outs = []
+    for i, mode in enumerate(("save", "load")):
+        env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path / f"cache{i}"))
+        p = subprocess.run([_sys.executable, "-c", textwrap.dedent(code), mode], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-3000:]
+        outs.append(p.stdout.split())
+    assert outs[0][0] == "compiled" and outs[1][0] == "disk"   # the other cache was empty
+    assert outs[0][1] == outs[1][1]

@@ -90,3 +90,5 @@ def _register_compile_backend() -> None:
 
 
 _register_compile_backend()
+
+from .compiler import cache_artifacts as _cache_artifacts  # noqa: E402,F401  (mega-cache types)

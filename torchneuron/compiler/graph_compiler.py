@@ -96,6 +96,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, mod
         lambda b: neuron_cc.NeuronExecutable.deserialize(b, opts))
     if indexed != key:
         cache.index_store(fx_key, key)
+    if source != "memory":   # for torch.compiler.save_cache_artifacts()
+        from . import cache_artifacts
+
+        cache_artifacts.record(key, fx_key, cache.read_entry(key) or exe.serialize())
     t3 = time.perf_counter()
     _check_hbm(graph_name, exe, in_specs, out_specs)
     if artifacts.enabled():
