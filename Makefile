@@ -8,7 +8,7 @@ LOCK := flock /tmp/torchneuron-build-$(shell id -u).lock
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup build test test-runtime test-python test-protected demo bench clean
+.PHONY: setup build test test-runtime test-python test-protected demo bench clean bench-compile
 
 setup: $(VENV)/.deps-stamp
 
@@ -38,9 +38,14 @@ test: test-runtime test-python test-protected
 # The main job: the three-phase check of all-MiniLM-L6-v2 (real weights), report.html.
 demo: build
 	$(VENV)/bin/torchneuron check minilm --html report.html --iterations 30 --max-warmup 30
+	$(PY) examples/compile_demo.py
 
 bench: build
 	$(PY) bench/bench_minilm.py
+
+# The compile path's speed: compiled neuron vs eager neuron vs Inductor, cold/warm compile.
+bench-compile: build
+	$(PY) bench/bench_compile.py
 
 clean:
 	rm -rf $(BUILD) torchneuron/_C*.so
