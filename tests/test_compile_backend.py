@@ -111,6 +111,7 @@ def test_unlowerable_op_runs_with_fallback_execution():
     assert torch.neuron.get_dynamo_metrics()[0]["fallback"].startswith("neuron backend: lowering")
 
 
+@pytest.mark.slow   # a child process; the option form is tested in-process above
 def test_fallback_by_environment():
     out = run_python("""
         import torch, warnings

@@ -102,6 +102,7 @@ def test_graph_larger_than_hbm_fails_at_compile_time():
     assert out.stdout.split()[1:] == ["True", "True", "True"], out.stdout
 
 
+@pytest.mark.slow   # two child processes; `make test-protected` covers protected memory in-process
 def test_protected_device_memory_and_launch_blocking():
     code = """
         import torch, torchneuron

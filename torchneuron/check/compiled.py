@@ -112,6 +112,17 @@ def check_compile(session, cfg, eager: dict, error_info) -> dict:
             os.environ.pop("TORCH_NEURONX_NEFF_CACHE_DIR", None)
         else:
             os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = old
-        cache.clear_memory_cache()
-        torch._dynamo.reset()
+        torch._dynamo.reset()   # the in-memory executables stay (--mode compile reuses them)
     return res
+
+
+def use_compiled(session, cfg) -> None:
+    """--mode compile: phases 2 and 3 measure the compiled model. Replaces the session's
+    model with its compiled form (executables from the in-memory cache) and its first
+    outputs (what phase 2 compares) with the compiled model's."""
+    dev_type = torch.device(session.device).type
+    compiled = torch.compile(session.model, backend="neuron")
+    out = T.flatten(T.call(compiled, session.inputs, dev_type, cfg.torch_dtype))
+    session.sync()
+    session.model = compiled
+    session.outputs = T.to_cpu(out)

@@ -233,9 +233,16 @@ def _check_compile(session: DeviceSession, cfg: CheckConfig, eager: dict[str, to
         return {"checked": False, "modes": ["eager"],
                 "note": "torch.compile(backend='neuron') does not exist in this build "
                         "(no graph compiler registered): only eager mode was checked"}
-    from .compiled import check_compile   # issue 6: the compiled-mode measurement
+    from .compiled import check_compile, use_compiled   # issue 6: compiled mode
 
-    return check_compile(session, cfg, eager, _error_info)
+    if cfg.mode == "eager":
+        return {"checked": False, "modes": ["eager"],
+                "note": "--mode eager: torch.compile(backend='neuron') was not checked"}
+    res = check_compile(session, cfg, eager, _error_info)
+    if cfg.mode == "compile" and res.get("ok"):
+        use_compiled(session, cfg)
+        res["phases_2_3"] = "compiled"
+    return res
 
 
 def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]:

@@ -71,8 +71,9 @@ def phase1_tables(p1: dict) -> list:
     t.add_row("result", status_text(p1["status"]))
     t.add_row("device", p1["device"])
     comp = p1.get("compile", {})
-    t.add_row("mode", "eager and compile (torch.compile backend 'neuron')" if comp.get("checked")
-              else f"eager  ({comp.get('note')})")
+    t.add_row("mode", ("eager and compile (torch.compile backend 'neuron'); phases 2 and 3 "
+                       + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager"))
+              if comp.get("checked") else f"eager  ({comp.get('note')})")
     if comp.get("checked") and comp.get("ok"):
         t.add_row("torch.compile", f"ok, {comp.get('compiled_graphs')} graph(s), "
                   f"{comp.get('graph_breaks')} graph break(s), {comp.get('recompiles')} recompile(s); "
