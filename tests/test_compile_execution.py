@@ -115,3 +115,18 @@ def test_protected_device_memory_and_launch_blocking():
     """
     assert run_python(code, env={"TORCHNEURON_PROTECT_MEMORY": "1"}).stdout.strip() == "True"
     assert run_python(code, env={"NEURON_LAUNCH_BLOCKING": "1"}).stdout.strip() == "True"
+
+
+def test_many_eager_launches_behind_a_queued_compiled_graph():
+    # The compiled graph's kernel takes the GIL; launches that fill the stream's queue
+    # (1024 pending kernels) behind it must not hold the GIL while they wait.
+    f = torch.compile(lambda x: x * 2, backend="neuron")
+    x = torch.ones(4, device="neuron")
+    a = torch.randn(1000, 1000, device="neuron")
+    for _ in range(2):
+        a @ a                          # keeps the stream's worker busy
+        y = f(x)
+        for _ in range(1300):
+            x.add_(0)
+    torch.neuron.synchronize()
+    assert y.cpu().tolist() == [2.0, 2.0, 2.0, 2.0]

@@ -3,6 +3,8 @@
 // on the host's CPU); launched as a kernel it runs on the worker thread of
 // the current stream, in order with eager kernels, with device memory
 // accessible (TORCHNEURON_PROTECT_MEMORY=1 keeps it closed everywhere else).
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -22,10 +24,32 @@ const char* intern_kernel_name(const std::string& name) {
   return names.insert(name).first->c_str();
 }
 
+namespace {
+std::atomic<int64_t> g_queued{0};
+}  // namespace
+
+int64_t compiled_kernels_queued() noexcept { return g_queued.load(std::memory_order_relaxed); }
+
 void launch_compiled(c10::DeviceIndex device, const std::string& graph_name,
                      std::function<void()> run) {
   check_device_index(device);
-  launch(device, intern_kernel_name(graph_name), std::move(run));
+  // Counted before the enqueue, uncounted when the kernel ends (run or failed),
+  // or here if the launch itself throws.
+  struct Uncount {
+    ~Uncount() { g_queued.fetch_sub(1, std::memory_order_relaxed); }
+  };
+  g_queued.fetch_add(1, std::memory_order_relaxed);
+  auto counted = std::make_shared<std::atomic<bool>>(false);
+  try {
+    launch(device, intern_kernel_name(graph_name), [run = std::move(run), counted] {
+      *counted = true;
+      Uncount u;
+      run();
+    });
+  } catch (...) {
+    if (!*counted) g_queued.fetch_sub(1, std::memory_order_relaxed);
+    throw;
+  }
 }
 
 }  // namespace torchneuron

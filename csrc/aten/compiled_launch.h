@@ -3,6 +3,7 @@
 
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -18,5 +19,9 @@ const char* intern_kernel_name(const std::string& name);
 // at the next synchronization as any asynchronous kernel error.
 void launch_compiled(c10::DeviceIndex device, const std::string& graph_name,
                      std::function<void()> run);
+
+// Compiled-graph kernels enqueued and not yet finished (all devices). Such a
+// kernel takes the GIL when it runs; launch() then enqueues without the GIL.
+int64_t compiled_kernels_queued() noexcept;
 
 }  // namespace torchneuron

@@ -62,18 +62,33 @@ py::dict runtime_info() {
 }
 
 // A Python callable run as a kernel (compiled graphs): the worker thread
-// takes the GIL to call it, and drops the last reference under the GIL too.
+// takes the GIL to call it and drops the callable right after, under that
+// GIL, so the closure's later destruction needs no GIL (a thread taking the
+// GIL while the interpreter finalizes is ended, which C++ turns into
+// std::terminate). A callable never run is dropped under the GIL, or leaked
+// once the interpreter finalizes.
+bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 std::function<void()> python_kernel(py::function fn) {
   auto held = std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
-    if (Py_IsInitialized()) {
+    if (!*o) {
+      delete o;  // already dropped by the kernel
+    } else if (Py_IsInitialized() && !python_finalizing()) {
       py::gil_scoped_acquire gil;
       delete o;
-    }  // else the interpreter is gone: leak rather than touch it
+    }
   });
   return [held] {
     py::gil_scoped_acquire gil;
+    py::object fn = std::move(*held);  // *held is now empty
     try {
-      (*held)();
+      fn();
     } catch (py::error_already_set& e) {
       throw std::runtime_error(e.what());
     }
