@@ -11,6 +11,7 @@ from the eager outputs. The user's NEFF cache is left untouched.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 
@@ -113,6 +114,7 @@ def check_compile(session, cfg, eager: dict, error_info) -> dict:
         else:
             os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = old
         torch._dynamo.reset()   # the in-memory executables stay (--mode compile reuses them)
+        shutil.rmtree(tmp, ignore_errors=True)
     return res
 
 

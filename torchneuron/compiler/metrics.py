@@ -50,8 +50,8 @@ def record(m: GraphMetrics) -> None:
     c["graphs"] += 1
     if m.cache in ("disk", "memory"):
         c[f"cache_hit_{m.cache}"] += 1
-    if m.recompile_reason:
-        c["recompiles"] += 1
+    if m.recompile_reason and "_backward_" not in m.graph_name:
+        c["recompiles"] += 1   # one per recompiled forward/inference graph, not its backward
     if m.fallback:
         c["fallback_graphs"] += 1
 
