@@ -3,6 +3,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
+#include <ATen/DLConvertor.h>
 
 #include "aten/compiled_launch.h"
 #include "aten/context.h"
@@ -160,6 +161,26 @@ PYBIND11_MODULE(_C, m) {
     auto idx = resolve_device(d);
     auto kernel = python_kernel(std::move(fn));
     released([&] { launch_compiled(idx, name, std::move(kernel)); });
+  });
+  // A DLPack capsule (legacy "dltensor") over a neuron tensor's bytes, for XLA's
+  // zero-copy import inside a kernel. The capsule holds a C++ tensor that never
+  // had a Python object: XLA's threads may drop it at any time (even while the
+  // interpreter shuts down) without taking the GIL.
+  m.def("_cpu_alias_dlpack", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == kNeuron, "_cpu_alias_dlpack: expected a neuron tensor, got ",
+                t.device());
+    DLManagedTensor* dl = at::toDLPack(cpu_alias(t));
+    PyObject* cap = PyCapsule_New(dl, "dltensor", [](PyObject* c) {
+      if (PyCapsule_IsValid(c, "dltensor")) {  // not consumed: release it here
+        auto* d = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+        if (d->deleter) d->deleter(d);
+      }
+    });
+    if (!cap) {
+      dl->deleter(dl);
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::object>(cap);
   });
   // A CPU tensor over a neuron tensor's bytes; read it only inside a kernel.
   m.def("_cpu_alias", [](const at::Tensor& t) {

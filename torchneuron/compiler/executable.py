@@ -18,10 +18,25 @@ from . import config
 from .plan import GraphPlan
 
 
+class _DeviceBytes:
+    """DLPack producer over a neuron tensor's bytes (CPU-addressable inside a kernel).
+    Its capsule holds no Python object: XLA releases imported buffers from its own
+    threads, possibly while the interpreter shuts down, when taking the GIL is fatal."""
+
+    def __init__(self, t: torch.Tensor):
+        self.t = t
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return _C._cpu_alias_dlpack(self.t)
+
+    def __dlpack_device__(self):
+        return (1, 0)   # kDLCPU, device 0
+
+
 def _jax_view(t: torch.Tensor):
     import jax.dlpack
 
-    return jax.dlpack.from_dlpack(_C._cpu_alias(t))
+    return jax.dlpack.from_dlpack(_DeviceBytes(t))
 
 
 class CompiledGraph:
