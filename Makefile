@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 
-.PHONY: setup build test test-runtime ensure-gtest test-python test-protected demo bench bench-dist clean conformance
+.PHONY: setup build test test-runtime ensure-gtest test-python test-protected demo bench bench-dist bench-compile clean conformance
 
 setup: $(VENV)/.deps-stamp
 
@@ -44,9 +44,14 @@ test: test-runtime test-python test-protected
 # The main job: the three-phase check of all-MiniLM-L6-v2 (real weights), report.html.
 demo: build
 	$(VENV)/bin/torchneuron check minilm --html report.html --iterations 30 --max-warmup 30 --projection
+	$(PY) examples/compile_demo.py
 
 bench: build
 	$(PY) bench/bench_minilm.py
+
+# The compile path's speed: compiled neuron vs eager neuron vs Inductor, cold/warm compile.
+bench-compile: build
+	$(PY) bench/bench_compile.py
 
 clean:
 	rm -rf $(BUILD) torchneuron/_C*.so

@@ -19,7 +19,7 @@ def test_manifest_contents(monkeypatch):
     assert ds["runtime"] == info["name"] and ds["runtime_version"] == info["version"]
     props = torch.neuron.get_device_properties(0)
     assert ds["hbm_bytes_per_core"] == props.total_memory and ds["logical_nc_config"] == props.logical_nc_config
-    assert ds["compiler"] is None and "eager only" in ds["compiler_note"]
+    assert ds["compiler"] == "torch.compile backend 'neuron'" and ds["compiler_note"] is None
     assert m["host"]["cpu_model"] and m["host"]["cpu_count"] >= 1
     assert m["env"]["NEURON_CHECK_TEST_MARKER"] == "1"
     assert all(k.startswith(("NEURON_", "TORCHNEURON_")) for k in m["env"])

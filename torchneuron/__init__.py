@@ -78,3 +78,18 @@ _atexit.register(_drain_at_exit)
 
 
 from . import distributed as _distributed  # noqa: E402,F401  (registers the c10d backend `neuron`)
+def _register_compile_backend() -> None:
+    # torch.compile(backend="neuron"): the torch_dynamo_backends entry point finds it
+    # after a plain `import torch`; registering here as well covers a Dynamo that was
+    # imported first. Importing Dynamo costs about a second, so it is not forced.
+    import sys
+
+    if "torch._dynamo" in sys.modules:
+        from .compiler.backend import register
+
+        register()
+
+
+_register_compile_backend()
+
+from .compiler import cache_artifacts as _cache_artifacts  # noqa: E402,F401  (mega-cache types)

@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--fallback", choices=["warn", "error"],
                    help="CPU fallback of ops without a native kernel: warn (run them on the CPU) or error "
                         "(fail phase 1); default: the process setting (TORCHNEURON_FALLBACK, else warn)")
+    g.add_argument("--mode", choices=["eager", "compile", "both"], default="both",
+                   help="eager: no torch.compile; compile: phase 1 checks both, phases 2 and 3 "
+                        "measure the compiled model; both (default): phase 1 checks both, phases "
+                        "2 and 3 measure eager")
     g = c.add_argument_group("accuracy (phase 2)")
     g.add_argument("--reference", choices=["cpu", "cuda"], default="cpu", help="reference device (default cpu)")
     g.add_argument("--tol", type=float, help="tolerance of the accuracy rule (default by dtype: "
@@ -123,7 +127,7 @@ def _config(a: argparse.Namespace, argv: list[str]):
     iterations = a.iterations if a.iterations is not None else (None if a.seconds is not None else 100)
     return CheckConfig(
         model=a.model, batch_size=a.batch_size, dtype=a.dtype, seed=a.seed, device=a.device,
-        reference=a.reference, tol=a.tol, fallback=a.fallback, iterations=iterations, seconds=a.seconds,
+        reference=a.reference, tol=a.tol, fallback=a.fallback, mode=a.mode, iterations=iterations, seconds=a.seconds,
         max_warmup=a.max_warmup, cv_window=a.cv_window, cv_threshold=a.cv_threshold,
         skip_reference_perf=a.skip_reference_perf, timing_threads=a.timing_threads, max_rounds=a.max_rounds, baseline=a.baseline, save_baseline=a.save_baseline,
         max_latency_regression=a.max_latency_regression, max_memory_regression=a.max_memory_regression,

@@ -225,3 +225,15 @@ def __getattr__(name: str):
     if name == "default_generators":
         return _random.default_generators()
     raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")
+def get_dynamo_metrics() -> list[dict]:
+    """One record per graph compiled by torch.compile(backend="neuron") (torchneuron/compiler/metrics.py)."""
+    from .compiler.metrics import get_dynamo_metrics as _get
+
+    return _get()
+
+
+def reset_dynamo_metrics() -> None:
+    """Forgets the compile records and Dynamo's counters["neuron"]."""
+    from .compiler.metrics import reset_dynamo_metrics as _reset
+
+    _reset()

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "aten/compiled_launch.h"
 #include "aten/context.h"
 
 namespace torchneuron {
@@ -142,8 +143,11 @@ void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn)
       device_runtime().launch(device, current_stream_id(device), name, std::move(kernel));
     });
   };
-  if (device_runtime().config().launch_blocking)
-    blocking_wait(enqueue);  // the launch waits for the kernel
+  // A compiled graph's kernel takes the GIL (compiled_launch.h): while one is
+  // queued, a launch that finds the stream's queue full must wait without the
+  // GIL, or that kernel could never run and the queue never drain.
+  if (device_runtime().config().launch_blocking || compiled_kernels_queued() > 0)
+    blocking_wait(enqueue);  // the launch waits for the kernel (or for queue space)
   else
     enqueue();
 }

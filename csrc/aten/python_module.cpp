@@ -3,7 +3,9 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
+#include <ATen/DLConvertor.h>
 
+#include "aten/compiled_launch.h"
 #include "aten/context.h"
 #include "aten/stats.h"
 #include "profiler/python_bindings.h"
@@ -60,6 +62,40 @@ py::dict runtime_info() {
   d["launch_blocking"] = c.launch_blocking;
   d["protect_memory"] = c.protect_memory;
   return d;
+}
+
+// A Python callable run as a kernel (compiled graphs): the worker thread
+// takes the GIL to call it and drops the callable right after, under that
+// GIL, so the closure's later destruction needs no GIL (a thread taking the
+// GIL while the interpreter finalizes is ended, which C++ turns into
+// std::terminate). A callable never run is dropped under the GIL, or leaked
+// once the interpreter finalizes.
+bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+std::function<void()> python_kernel(py::function fn) {
+  auto held = std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
+    if (!*o) {
+      delete o;  // already dropped by the kernel
+    } else if (Py_IsInitialized() && !python_finalizing()) {
+      py::gil_scoped_acquire gil;
+      delete o;
+    }
+  });
+  return [held] {
+    py::gil_scoped_acquire gil;
+    py::object fn = std::move(*held);  // *held is now empty
+    try {
+      fn();
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(e.what());
+    }
+  };
 }
 
 }  // namespace
@@ -139,4 +175,36 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_pinned_host_empty_cache", &pinned_host_empty_cache);
+  // Compiled graphs (torchneuron/compiler/executable.py).
+  m.def("_launch_compiled", [](int d, const std::string& name, py::function fn) {
+    auto idx = resolve_device(d);
+    auto kernel = python_kernel(std::move(fn));
+    released([&] { launch_compiled(idx, name, std::move(kernel)); });
+  });
+  // A DLPack capsule (legacy "dltensor") over a neuron tensor's bytes, for XLA's
+  // zero-copy import inside a kernel. The capsule holds a C++ tensor that never
+  // had a Python object: XLA's threads may drop it at any time (even while the
+  // interpreter shuts down) without taking the GIL.
+  m.def("_cpu_alias_dlpack", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == kNeuron, "_cpu_alias_dlpack: expected a neuron tensor, got ",
+                t.device());
+    DLManagedTensor* dl = at::toDLPack(cpu_alias(t));
+    PyObject* cap = PyCapsule_New(dl, "dltensor", [](PyObject* c) {
+      if (PyCapsule_IsValid(c, "dltensor")) {  // not consumed: release it here
+        auto* d = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+        if (d->deleter) d->deleter(d);
+      }
+    });
+    if (!cap) {
+      dl->deleter(dl);
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::object>(cap);
+  });
+  // A CPU tensor over a neuron tensor's bytes; read it only inside a kernel.
+  m.def("_cpu_alias", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == kNeuron, "_cpu_alias: expected a neuron tensor, got ",
+                t.device());
+    return cpu_alias(t);
+  });
 }

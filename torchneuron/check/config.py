@@ -46,6 +46,7 @@ class CheckConfig:
     reference: str = "cpu"                    # cpu | cuda
     tol: Optional[float] = None               # None: DEFAULT_TOL[dtype]
     fallback: Optional[str] = None            # None: keep the process setting; warn | error
+    mode: str = "both"                        # eager | compile | both (torch.compile backend neuron)
     # phase 3
     iterations: Optional[int] = 100           # measured iterations (when seconds is None)
     seconds: Optional[float] = None           # measure for this long instead

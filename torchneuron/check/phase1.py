@@ -7,7 +7,7 @@ peak device memory (allocated and reserved); whether two device runs give bitwis
 identical outputs; host dispatch time per operator (torch.profiler); and the cold
 (first-iteration) latency. A model that fails the same way on the reference device
 (or returns no tensor there either) is bad input: CheckUsageError. ``torch.compile(backend="neuron")`` is checked when that
-backend is registered; otherwise the result says that only eager mode was checked.
+backend is registered (check/compiled.py); otherwise the result says that only eager mode was checked.
 """
 from __future__ import annotations
 
@@ -258,21 +258,16 @@ def _check_compile(session: DeviceSession, cfg: CheckConfig, eager: dict[str, to
         return {"checked": False, "modes": ["eager"],
                 "note": "torch.compile(backend='neuron') does not exist in this build "
                         "(no graph compiler registered): only eager mode was checked"}
-    dev_type = torch.device(session.device).type
-    try:
-        compiled = torch.compile(session.model, backend="neuron")
-        session.sync()
-        t0 = time.perf_counter()
-        out = T.flatten(T.call(compiled, session.inputs, dev_type, cfg.torch_dtype))
-        session.sync()
-        compile_s = time.perf_counter() - t0
-        out = T.to_cpu(out)
-        diff = {k: float((out[k].double() - v.double()).abs().max()) for k, v in eager.items() if k in out}
-        return {"checked": True, "modes": ["eager", "compile"], "ok": True,
-                "compile_s": compile_s, "max_abs_diff_vs_eager": diff}
-    except Exception as e:  # reported as a phase-1 failure by the caller
-        return {"checked": True, "modes": ["eager", "compile"], "ok": False,
-                "error": _error_info(e, "torch.compile(backend='neuron')")}
+    from .compiled import check_compile, use_compiled   # issue 6: compiled mode
+
+    if cfg.mode == "eager":
+        return {"checked": False, "modes": ["eager"],
+                "note": "--mode eager: torch.compile(backend='neuron') was not checked"}
+    res = check_compile(session, cfg, eager, _error_info)
+    if cfg.mode == "compile" and res.get("ok"):
+        use_compiled(session, cfg)
+        res["phases_2_3"] = "compiled"
+    return res
 
 
 def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]:

@@ -171,10 +171,18 @@ def _phase1(p1: dict) -> str:
     det = p1.get("determinism")
     fb = p1["fallback"]
     rows = [("result", _status(p1["status"])), ("device", _e(p1["device"])),
-            ("mode", "eager" + ("" if comp.get("checked") else f" — {_e(comp.get('note'))}")),
-            *([("torch.compile", (_status("pass") + _e(f" compile {F.ms(comp.get('compile_s'), 1)}, max |Δ| vs eager "
-                                                          f"{comp.get('max_abs_diff_vs_eager')}")) if comp.get("ok")
-                else _status("fail"))] if comp.get("checked") else []),
+            ("mode", ("eager and compile; phases 2 and 3 "
+                      + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager"))
+             if comp.get("checked") else "eager" + f" — {_e(comp.get('note'))}"),
+            *([("torch.compile", (_status("pass") + _e(
+                f" {comp.get('compiled_graphs')} graph(s), {comp.get('graph_breaks')} graph break(s), "
+                f"{comp.get('recompiles')} recompile(s); cold compile {F.ms(comp.get('compile_s'), 1)}, "
+                f"warm (cache hit) {F.ms(comp.get('warm_compile_s'), 1)}; max |Δ| vs eager "
+                f"{comp.get('max_abs_diff_vs_eager')}")) if comp.get("ok")
+                else _status("fail") + _e(" at " + str((comp.get("error") or {}).get("compile_stage")
+                                                       or (comp.get("error") or {}).get("stage"))
+                                          + (f", op {comp['error']['op']}" if (comp.get("error") or {}).get("op") else "")))]
+              if comp.get("checked") else []),
             ("fallback mode", _e(p1.get("fallback_mode"))),
             ("cold latency (first iteration)", _e(F.ms(p1.get("cold_latency_s")))),
             ("CPU fallback ops", "none" if not fb["ops"] else

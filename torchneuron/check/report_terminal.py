@@ -71,9 +71,21 @@ def phase1_tables(p1: dict) -> list:
     t.add_row("result", status_text(p1["status"]))
     t.add_row("device", p1["device"])
     comp = p1.get("compile", {})
-    t.add_row("mode", "eager" + ("" if comp.get("checked") else f"  ({comp.get('note')})"))
+    t.add_row("mode", ("eager and compile (torch.compile backend 'neuron'); phases 2 and 3 "
+                       + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager"))
+              if comp.get("checked") else f"eager  ({comp.get('note')})")
     if comp.get("checked") and comp.get("ok"):
-        t.add_row("torch.compile", f"ok, compile {F.ms(comp['compile_s'], 1)}")
+        t.add_row("torch.compile", f"ok, {comp.get('compiled_graphs')} graph(s), "
+                  f"{comp.get('graph_breaks')} graph break(s), {comp.get('recompiles')} recompile(s); "
+                  f"cold compile {F.ms(comp['compile_s'], 1)}, warm (cache hit) "
+                  f"{F.ms(comp.get('warm_compile_s'), 1)}")
+        for b in comp.get("break_reasons") or []:
+            t.add_row("  graph break", f"{b['reason']}" + (f" at {b['where']}" if b.get("where") else ""))
+    elif comp.get("checked") and comp.get("error"):
+        e = comp["error"]
+        t.add_row("torch.compile", f"FAILED at {e.get('compile_stage') or e.get('stage')}"
+                  + (f", op {e['op']}" if e.get("op") else "")
+                  + (f", from {e['raised_at']}" if e.get("raised_at") else ""))
     t.add_row("fallback mode", p1.get("fallback_mode") or "–")
     if p1.get("cold_latency_s") is not None:
         t.add_row("cold latency (first iteration)", F.ms(p1["cold_latency_s"]))

@@ -1,0 +1,132 @@
+"""Running compiled graphs on the device: stream order and asynchrony, device memory,
+CPU inputs, in-place updates of inputs, random ops and the neuron generator, the
+compile-time HBM check, protected device memory."""
+import pytest
+import torch
+
+import torchneuron  # noqa: F401
+
+from compile_support import fresh_compile_state  # noqa: F401
+from conftest import run_python
+
+
+def test_in_order_with_eager_kernels_on_current_stream():
+    f = torch.compile(lambda x: x * 2 + 1, backend="neuron")
+    x = torch.zeros(1000, device="neuron")
+    x.add_(3)                      # eager kernel queued before the compiled graph
+    y = f(x)
+    z = y.sub(7)                   # eager kernel after it, reading its output
+    assert torch.equal(z.cpu(), torch.zeros(1000))
+    s = torch.neuron.Stream()
+    with torch.neuron.stream(s):
+        x2 = torch.ones(8, device="neuron")
+        y2 = f(x2)
+    s.synchronize()
+    assert torch.equal(y2.cpu(), torch.full((8,), 3.0))
+
+
+def test_outputs_live_in_device_memory_counted_by_allocator():
+    f = torch.compile(lambda x: torch.cat([x, x]).exp(), backend="neuron")
+    x = torch.randn(256, 64, device="neuron")
+    f(x)                           # compile (and warm the allocator's cache)
+    torch.neuron.synchronize()
+    before = torch.neuron.memory_allocated()
+    y = f(x)
+    assert y.device.type == "neuron"
+    assert torch.neuron.memory_allocated() - before >= 2 * 256 * 64 * 4
+    assert torch.allclose(y.cpu(), torch.cat([x.cpu(), x.cpu()]).exp(), atol=1e-6)
+
+
+def test_cpu_inputs_are_copied_unless_autocopy_disabled(monkeypatch):
+    # A CPU scalar tensor beside neuron tensors passes Dynamo (as in eager PyTorch); the
+    # compiled graph copies it to the device. (Other mixes fail in Dynamo's own tracing.)
+    f = torch.compile(lambda x, scale: x * scale + 1, backend="neuron")
+    x = torch.arange(4.0).to("neuron")
+    out = f(x, torch.tensor(3.0))
+    assert out.device.type == "neuron" and out.cpu().tolist() == [1.0, 4.0, 7.0, 10.0]
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "1")
+    f = torch.compile(lambda x, scale: x * scale + 1, backend="neuron")
+    with pytest.raises(RuntimeError, match="input .* is on cpu.*AUTOCOPY"):
+        f(x, torch.tensor(3.0))
+
+
+def test_input_mutation_written_back_in_place():
+    def f(buf, x):
+        buf.mul_(2).add_(x)        # e.g. a running statistic or a KV cache update
+        return buf.sum()
+
+    c = torch.compile(f, backend="neuron")
+    buf = torch.arange(6.0).to("neuron")
+    ptr = buf.data_ptr()
+    with torch.no_grad():
+        s = c(buf, torch.ones(6, device="neuron"))
+    assert buf.data_ptr() == ptr
+    assert buf.cpu().tolist() == [1.0, 3.0, 5.0, 7.0, 9.0, 11.0]
+    assert s.item() == 36.0
+
+
+def test_compiled_dropout_follows_neuron_manual_seed():
+    f = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5, training=True),
+                      backend="neuron")
+    x = torch.ones(4096, device="neuron")
+    torch.neuron.manual_seed(123)
+    a = f(x).cpu()
+    torch.neuron.manual_seed(123)
+    b = f(x).cpu()
+    c = f(x).cpu()                 # the generator advanced: another mask
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert set(a.unique().tolist()) == {0.0, 2.0}
+    assert 0.45 < (a == 0).float().mean().item() < 0.55
+
+
+def test_graph_larger_than_hbm_fails_at_compile_time():
+    out = run_python("""
+        import torch, torchneuron
+        f = torch.compile(lambda x: torch.zeros(64, 1024, 1024, device=x.device) + x.sum(),
+                          backend="neuron")
+        x = torch.ones(4, device="neuron")
+        before = torch.neuron.memory_allocated()
+        try:
+            f(x)
+        except Exception as e:
+            # Dynamo wraps backend errors (BackendCompilerFailed); the cause is the OOM
+            chain, c = [], e
+            while c is not None:
+                chain.append(c)
+                c = c.__cause__ or c.__context__
+            print(type(e).__name__, any(isinstance(c, torch.OutOfMemoryError) for c in chain))
+            print("inputs and outputs 268435472" in str(e) and "capacity of 134217728" in str(e),
+                  torch.neuron.memory_allocated() == before)
+    """, env={"TORCHNEURON_HBM_GIB": "0.125"})
+    assert out.stdout.split()[1:] == ["True", "True", "True"], out.stdout
+
+
+@pytest.mark.slow   # two child processes; `make test-protected` covers protected memory in-process
+def test_protected_device_memory_and_launch_blocking():
+    code = """
+        import torch, torchneuron
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).to("neuron")
+        x = torch.randn(4, 8)
+        c = torch.compile(m, backend="neuron")
+        y = c(x.to("neuron"))
+        y.sum().backward()
+        print(torch.allclose(y.cpu(), m.cpu()(x), atol=1e-6))
+    """
+    assert run_python(code, env={"TORCHNEURON_PROTECT_MEMORY": "1"}).stdout.strip() == "True"
+    assert run_python(code, env={"NEURON_LAUNCH_BLOCKING": "1"}).stdout.strip() == "True"
+
+
+def test_many_eager_launches_behind_a_queued_compiled_graph():
+    # The compiled graph's kernel takes the GIL; launches that fill the stream's queue
+    # (1024 pending kernels) behind it must not hold the GIL while they wait.
+    f = torch.compile(lambda x: x * 2, backend="neuron")
+    x = torch.ones(4, device="neuron")
+    a = torch.randn(1000, 1000, device="neuron")
+    for _ in range(2):
+        a @ a                          # keeps the stream's worker busy
+        y = f(x)
+        for _ in range(1300):
+            x.add_(0)
+    torch.neuron.synchronize()
+    assert y.cpu().tolist() == [2.0, 2.0, 2.0, 2.0]

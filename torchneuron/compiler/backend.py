@@ -1,0 +1,210 @@
+"""The Dynamo backend ``neuron``: ``torch.compile(model, backend="neuron")``.
+
+Dynamo -> AOTAutograd (our decomposition table, keep_inference_input_mutations=True;
+forward, backward and inference graphs each compiled) -> graph_compiler.py.
+
+Options (``torch.compile(..., options={...})``): ``model_name`` (str, names graphs
+and metrics; default "model"), ``fallback_execution`` (bool: a graph that fails to
+lower or compile runs eagerly on neuron after one warning; default from
+TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION, which is 1, i.e. failures raise). Any other
+option is a ValueError. ``mode`` other than "default" warns and compiles as default.
+``dynamic=True`` raises RuntimeError: the Neuron compiler takes static shapes only.
+Shapes stay static: a new input shape recompiles (Dynamo's guards, or, when Dynamo
+made a graph dynamic after a shape change, a specialization here), counted in
+metrics with the reason.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import torch
+
+from . import config, metrics
+from .errors import NeuronCompileError
+
+KNOWN_OPTIONS = ("model_name", "fallback_execution")
+_lock = threading.Lock()
+_warned: set = set()
+_frame_shapes: dict = {}   # Dynamo frame id -> input signature of its last compile
+
+
+def _warn_once(key, msg: str) -> None:
+    with _lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(msg, UserWarning, stacklevel=3)
+
+
+def _signature(inputs) -> list:
+    """Shapes and dtypes of the tensor inputs (symbolic sizes as their symbol)."""
+    return [(tuple(s if isinstance(s, int) else str(s) for s in x.shape), str(x.dtype))
+            for x in inputs if isinstance(x, torch.Tensor)]
+
+
+def _describe_change(old: list, new: list) -> str:
+    if len(old) != len(new):
+        return (f"guards failed: the graph now takes {len(new)} tensor inputs "
+                f"(was {len(old)})")
+    diffs = [f"tensor input {i}: {a[0]} {a[1]} -> {b[0]} {b[1]}"
+             for i, (a, b) in enumerate(zip(old, new)) if a != b]
+    if not diffs:
+        return "guards failed (same input shapes)"
+    more = f" (+{len(diffs) - 4} more)" if len(diffs) > 4 else ""
+    return "input shapes changed: " + "; ".join(diffs[:4]) + more
+
+
+def _is_symbolic(inputs) -> bool:
+    for x in inputs:
+        if isinstance(x, (torch.SymInt, torch.SymFloat)):
+            return True
+        if isinstance(x, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in x.shape):
+            return True
+    return False
+
+
+def _parse_options(options) -> dict:
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(KNOWN_OPTIONS))
+    if unknown:
+        raise ValueError(f"neuron backend: unknown option(s) {unknown}; known options: "
+                         f"{list(KNOWN_OPTIONS)}")
+    fb = options.get("fallback_execution")
+    if fb is None:
+        fb = not config.fallback_execution_disabled()
+    elif not isinstance(fb, bool):
+        raise ValueError(f"neuron backend: option fallback_execution must be a bool, got {fb!r}")
+    name = options.get("model_name", "model")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"neuron backend: option model_name must be a non-empty str, got {name!r}")
+    return {"model_name": name, "fallback_execution": fb}
+
+
+def _graph_name(model_name: str) -> str:
+    from torch._functorch._aot_autograd.logging_utils import get_aot_graph_name
+
+    aot = get_aot_graph_name()          # "model__<aot id>_<kind>_<n>"
+    return f"{model_name}_{aot.split('__', 1)[-1]}"
+
+
+def _copy_gm(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    g = torch.fx.Graph()
+    out = g.graph_copy(gm.graph, {})
+    g.output(out)
+    return torch.fx.GraphModule(gm, g)
+
+
+def _make_compiler(opts: dict, reason_box: list):
+    def compiler(gm: torch.fx.GraphModule, example_inputs):
+        name = _graph_name(opts["model_name"])
+        try:
+            from .graph_compiler import compile_graph
+
+            cg = compile_graph(_copy_gm(gm), example_inputs, name, opts["model_name"],
+                               reason_box[0])
+
+            def run(args):
+                return cg(args)
+        except NeuronCompileError as e:
+            if not opts["fallback_execution"]:
+                raise
+            _warn_once(("fallback", name), f"{e}\nneuron backend: running graph {name} eagerly "
+                                           "on neuron (fallback_execution)")
+            import time
+
+            metrics.record(metrics.GraphMetrics(
+                graph_id="", graph_name=name, model_name=opts["model_name"],
+                graph_node_count=len(gm.graph.nodes), timestamp=time.time(), fx_passes_us=0.0,
+                lower_us=0.0, compile_us=0.0, cache="none", recompile_reason=reason_box[0],
+                fallback=str(e).splitlines()[0]))
+
+            def run(args):
+                return gm(*args)
+        run._boxed_call = True
+        return run
+
+    return compiler
+
+
+def _aot(opts: dict, reason: str | None):
+    from torch._dynamo.backends.common import aot_autograd
+
+    from .decompositions import decomposition_table
+
+    box = [reason]
+    comp = _make_compiler(opts, box)
+    return aot_autograd(fw_compiler=comp, bw_compiler=comp, inference_compiler=comp,
+                        decompositions=decomposition_table(),
+                        keep_inference_input_mutations=True)
+
+
+class _ShapeSpecializer:
+    """Runs a graph Dynamo made dynamic (after a shape change) as static graphs, one per
+    input signature, compiled on first use: the Neuron compiler never sees symbols."""
+
+    def __init__(self, gm, opts: dict, prev_sig):
+        self.gm, self.opts = gm, opts
+        self.compiled: dict = {}
+        self.last_sig = prev_sig  # the static signature compiled before (None: none)
+        self.lock = threading.Lock()
+
+    def __call__(self, *args):
+        sig = tuple(map(str, _signature(args)))
+        fn = self.compiled.get(sig)
+        if fn is None:
+            with self.lock:
+                fn = self.compiled.get(sig)
+                if fn is None:
+                    reason = None if self.last_sig is None else _describe_change(
+                        list(self.last_sig), _signature(args))
+                    with _math_attention():
+                        fn = _aot(self.opts, reason)(self.gm, list(args))
+                    self.compiled[sig] = fn
+                    self.last_sig = _signature(args)
+        return fn(*args)
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mode=None):
+    """The Dynamo backend (registered as "neuron"). See the module docstring."""
+    opts = _parse_options(options)
+    if mode not in (None, "default"):
+        _warn_once(("mode", mode), f"neuron backend does not support mode={mode!r}; "
+                                   "compiling with mode='default'")
+    if not torch._dynamo.config.assume_static_by_default:
+        raise RuntimeError(
+            "neuron backend: dynamic=True is not supported; the Neuron compiler needs static "
+            "shapes. Call torch.compile(model, backend='neuron') without dynamic=True "
+            "(or dynamic=False): each new input shape then compiles its own graph.")
+    from torch._guards import CompileContext
+
+    cid = CompileContext.current_compile_id()
+    sig = _signature(example_inputs)
+    reason = prev = None
+    if cid is not None:
+        prev = _frame_shapes.get(cid.frame_id)
+        if prev is not None and (cid.frame_compile_id or 0) > 0:
+            reason = _describe_change(prev, sig)
+        else:
+            prev = None
+        _frame_shapes[cid.frame_id] = sig
+    if _is_symbolic(example_inputs):
+        return _ShapeSpecializer(gm, opts, prev)
+    with _math_attention():
+        return _aot(opts, reason)(gm, example_inputs)
+
+
+def _math_attention():
+    """SDPA traced as its math composition: the fused CPU flash kernel the device picks
+    eagerly has a backward op with no decomposition and no StableHLO lowering."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])
+
+
+def register() -> None:
+    """Registers the backend with Dynamo under "neuron" (the entry point does it too)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    if "neuron" not in _COMPILER_FNS:
+        register_backend(neuron_backend, name="neuron")

@@ -1,0 +1,61 @@
+"""Environment settings of the compile path, read when a graph is compiled.
+
+Every variable is listed in docs/compile.md. Names are TorchNeuron's where the
+meaning is TorchNeuron's (TORCH_NEURONX_*, NEURON_*), TORCHNEURON_* otherwise.
+"""
+from __future__ import annotations
+
+import os
+
+
+def _flag(name: str, default: bool) -> bool:
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return default
+    return v.strip().lower() not in ("0", "false", "no", "off")
+
+
+def fallback_execution_disabled() -> bool:
+    """TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION (default 1): compile failures raise."""
+    return _flag("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", True)
+
+
+def neff_cache_dir() -> str:
+    """TORCH_NEURONX_NEFF_CACHE_DIR, default /tmp/neff_cache (TorchNeuron's default)."""
+    return os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache"
+
+
+def neff_cache_disabled() -> bool:
+    """TORCH_NEURONX_DISABLE_NEFF_CACHE=1 (or TORCH_NEURONX_NEFF_DISABLE_CACHE=1)."""
+    return _flag("TORCH_NEURONX_DISABLE_NEFF_CACHE", False) or _flag(
+        "TORCH_NEURONX_NEFF_DISABLE_CACHE", False)
+
+
+def cpu_autocopy_disabled() -> bool:
+    """TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1: CPU inputs are an error, not copied."""
+    return _flag("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", False)
+
+
+def debug_dir() -> str | None:
+    """TORCH_NEURONX_DEBUG_DIR: where per-graph artifacts go (None: nowhere)."""
+    return os.environ.get("TORCH_NEURONX_DEBUG_DIR") or None
+
+
+def preserve_artifacts() -> bool:
+    """TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1: keep them in the debug dir."""
+    return _flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False)
+
+
+def cc_flags() -> str:
+    """NEURON_CC_FLAGS: extra flags for the compiler (see neuron_cc.py)."""
+    return os.environ.get("NEURON_CC_FLAGS", "")
+
+
+def opt_level() -> int:
+    """NEURON_COMPILER_OPT_LEVEL: 1, 2 or 3; default 2 for compiled graphs (as TorchNeuron)."""
+    v = os.environ.get("NEURON_COMPILER_OPT_LEVEL", "").strip()
+    if not v:
+        return 2
+    if v not in ("1", "2", "3"):
+        raise ValueError(f"NEURON_COMPILER_OPT_LEVEL must be 1, 2 or 3, got {v!r}")
+    return int(v)

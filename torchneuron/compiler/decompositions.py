@@ -1,0 +1,62 @@
+"""The decomposition table AOTAutograd applies before lowering.
+
+PyTorch's core ATen decompositions plus those torch-mlir's FX path relies on
+(torch_mlir.extras.fx_decomp_util), plus dropout in terms of ``rand`` (so the
+random-op pass sees one kind of random op). Kept as data, one place to extend.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+# Ours, beyond core ATen and torch-mlir's list (reasons in comments).
+_EXTRA = [
+    aten.native_dropout,        # -> rand_like < p: random ops become inputs (passes/)
+    aten.bernoulli.p,
+]
+
+
+def _reduced_numel(x, dim) -> int:
+    dims = range(x.dim()) if dim is None else [d % max(x.dim(), 1) for d in dim]
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    return n
+
+
+def var_mean_correction(x, dim=None, *, correction=None, keepdim=False):
+    """var_mean in the input's dtype from mean/sub/mul/sum (torch-mlir's own lowering
+    computes in float64, which a NeuronCore has not; PyTorch's decomposition leaves
+    prims that torch-mlir rejects)."""
+    c = 1 if correction is None else correction
+    dims = list(range(x.dim())) if dim is None else list(dim)
+    mean = aten.mean.dim(x, dims, True)
+    d = aten.sub.Tensor(x, mean)
+    var = aten.div.Scalar(aten.sum.dim_IntList(aten.mul.Tensor(d, d), dims, keepdim),
+                          max(_reduced_numel(x, dim) - c, 0))
+    if not keepdim:
+        mean = aten.squeeze.dims(mean, dims)
+    return var, mean
+
+
+def var_correction(x, dim=None, *, correction=None, keepdim=False):
+    return var_mean_correction(x, dim, correction=correction, keepdim=keepdim)[0]
+
+
+_OURS = {aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction}
+
+
+@functools.lru_cache(maxsize=1)
+def decomposition_table() -> dict:
+    """{OpOverload: decomposition}: core ATen + torch-mlir's FX table + ours."""
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table as tm_table
+
+    table = dict(core_aten_decompositions())
+    table.update(tm_table())
+    table.update(get_decompositions(_EXTRA))
+    table.update(_OURS)
+    return table

@@ -1,0 +1,104 @@
+"""Running a compiled graph on the current stream of its neuron device.
+
+A call allocates the outputs in device memory (through the HBM allocator, so they
+count like any tensor), draws the random inputs, then launches one kernel on the
+current stream: in order with eager kernels and asynchronous like them. Inside the
+kernel (device memory accessible, also under TORCHNEURON_PROTECT_MEMORY=1) the
+inputs reach XLA as zero-copy DLPack views of device memory (XLA copies a buffer
+that is not 64-byte aligned; the HBM allocator's blocks are), the executable runs,
+and its results are copied into the outputs (one host memcpy per output: XLA
+allocates its own result buffers). Mutated inputs are written back in place.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import _C
+from . import config
+from .plan import GraphPlan
+
+
+class _DeviceBytes:
+    """DLPack producer over a neuron tensor's bytes (CPU-addressable inside a kernel).
+    Its capsule holds no Python object: XLA releases imported buffers from its own
+    threads, possibly while the interpreter shuts down, when taking the GIL is fatal."""
+
+    def __init__(self, t: torch.Tensor):
+        self.t = t
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return _C._cpu_alias_dlpack(self.t)
+
+    def __dlpack_device__(self):
+        return (1, 0)   # kDLCPU, device 0
+
+
+def _jax_view(t: torch.Tensor):
+    import jax.dlpack
+
+    return jax.dlpack.from_dlpack(_DeviceBytes(t))
+
+
+class CompiledGraph:
+    """Callable over the AOT graph's flat arguments; returns its flat outputs (a list).
+
+    ``out_specs``: [(shape, dtype)] of the executable's outputs. ``name``: the
+    kernel's name in errors and traces.
+    """
+
+    def __init__(self, name: str, exe, plan: GraphPlan, out_specs: list):
+        self.name, self.exe, self.plan, self.out_specs = name, exe, plan, out_specs
+
+    def _device(self, args) -> torch.device:
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.device.type == "neuron":
+                return a.device
+        return torch.device("neuron", torch.neuron.current_device())
+
+    def __call__(self, args):
+        args = list(args)
+        device = self._device(args)
+        staged: dict[int, torch.Tensor] = {}   # arg index -> device tensor used
+        ins = []
+        for src in self.plan.inputs:
+            if src[0] == "rand":
+                spec = src[1]
+                draw = torch.rand if spec.kind == "rand" else torch.randn
+                ins.append(draw(spec.shape, dtype=spec.dtype, device=device))
+                continue
+            i = src[1]
+            t = args[i]
+            if t.device != device:
+                if t.device.type == "cpu" and not config.cpu_autocopy_disabled():
+                    t = t.to(device)
+                else:
+                    raise RuntimeError(
+                        f"compiled graph {self.name}: input {i} is on {t.device}, expected "
+                        f"{device}" + (" (TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1 turns off "
+                                       "copying CPU inputs)" if t.device.type == "cpu" else ""))
+            if not t.is_contiguous():
+                t = t.contiguous()
+            staged[i] = t
+            ins.append(t)
+        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.out_specs]
+        mut_dst = [(staged[i], outs[j]) for i, j in self.plan.mutations]
+        exe = self.exe
+
+        def run():
+            res = exe.execute([_jax_view(t) for t in ins])
+            for r, dst in zip(res, outs):
+                r.block_until_ready()
+                if dst.numel():
+                    _C._cpu_alias(dst).copy_(torch.from_dlpack(r))
+            for dst, src in mut_dst:
+                _C._cpu_alias(dst).copy_(_C._cpu_alias(src))
+
+        _C._launch_compiled(device.index, self.name, run)
+        # Mutated arguments that were staged (CPU copies, contiguous copies) get the result.
+        for i, j in self.plan.mutations:
+            if staged[i] is not args[i]:
+                args[i].copy_(staged[i])
+        result = []
+        for kind, v in self.plan.outputs:
+            result.append(outs[v] if kind == "out" else v)
+        return result

@@ -1,0 +1,121 @@
+"""One AOTAutograd graph through the pipeline: FX passes -> lowering -> cache/compiler -> CompiledGraph.
+
+Every compiled graph is recorded in metrics.py; with TORCH_NEURONX_DEBUG_DIR and
+TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1 its artifacts are kept (artifacts.py).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from . import artifacts, cache, config, metrics, neuron_cc
+from .lowering import lower_to_stablehlo
+from .passes import run_passes
+from .plan import GraphPlan
+
+# The core's target name as neuronx-cc spells it (the emulated core is a Trn2 one).
+DEFAULT_TARGET = "trn2"
+
+
+def _spec(v) -> list:
+    return [list(v.shape), str(v.dtype)]
+
+
+def _lnc() -> int:
+    try:
+        return int(torch.neuron.runtime_info()["logical_nc_config"])
+    except Exception:
+        return 2
+
+
+def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> None:
+    """Static device memory of the graph vs the core's HBM (neuronx-cc fails at compile time)."""
+    def nbytes(shape, dtype):
+        n = 1
+        for s in shape:
+            n *= int(s)
+        return n * torch.empty((), dtype=dtype).element_size()
+
+    io = sum(nbytes(s, d) for s, d in in_specs) + sum(nbytes(s, d) for s, d in out_specs)
+    temp = 0
+    try:
+        temp = int(exe._loaded.get_compiled_memory_stats().temp_size_in_bytes)
+    except Exception:
+        pass
+    cap = torch.neuron.get_device_properties(torch.neuron.current_device()).total_memory
+    if io + temp > cap:
+        raise torch.OutOfMemoryError(
+            f"neuron compiler: graph {name} needs {io + temp} bytes of device memory "
+            f"(inputs and outputs {io}, temporaries {temp}), more than the NeuronCore's "
+            f"HBM capacity of {cap} bytes")
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, model_name: str,
+                  recompile_reason: str | None) -> "CompiledGraph":
+    from .executable import CompiledGraph
+
+    neuron_cc.start()   # the XLA client starts once per process; not part of compile_us
+    t0 = time.perf_counter()
+    n_nodes = len(gm.graph.nodes)
+    plan = GraphPlan.identity(gm)
+    gm = run_passes(gm, plan, list(example_inputs))
+    t1 = time.perf_counter()
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    out_vals = [o.meta["val"] for o in out.args[0]]
+    in_specs = [(tuple(p.meta["val"].shape), p.meta["val"].dtype) for p in phs]
+    out_specs = [(tuple(v.shape), v.dtype) for v in out_vals]
+    opts = neuron_cc.parse_flags(config.cc_flags(), DEFAULT_TARGET, _lnc(), config.opt_level(),
+                                 graph_name)
+    version = neuron_cc.compiler_version()
+    io_spec = [[_spec(p.meta["val"]) for p in phs], [_spec(v) for v in out_vals]]
+    # The FX graph's key: a warm start finds its executable without lowering (cache.py).
+    fx_text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
+    fx_key = cache.cache_key(fx_text, io_spec, opts.target, opts.lnc, opts.opt_level,
+                             opts.flags, version + "/fx")
+    key = indexed = cache.index_lookup(fx_key)
+    raw = shlo = None
+
+    def lower():
+        nonlocal raw, shlo
+        if shlo is None:
+            raw, shlo = lower_to_stablehlo(gm, graph_name)
+        return shlo
+
+    if key is None:
+        lower()
+        key = cache.cache_key(shlo, io_spec, opts.target, opts.lnc, opts.opt_level, opts.flags,
+                              version)
+    t2 = time.perf_counter()
+    exe, source = cache.get_or_compile(
+        key,
+        lambda: neuron_cc.compile(lower(), opts.target, opts.lnc, opts.opt_level, opts.flags,
+                                  graph_name),
+        lambda e: e.serialize(),
+        lambda b: neuron_cc.NeuronExecutable.deserialize(b, opts))
+    if indexed != key:
+        cache.index_store(fx_key, key)
+    if source != "memory":   # for torch.compiler.save_cache_artifacts()
+        from . import cache_artifacts
+
+        cache_artifacts.record(key, fx_key, cache.read_entry(key) or exe.serialize())
+    t3 = time.perf_counter()
+    _check_hbm(graph_name, exe, in_specs, out_specs)
+    if artifacts.enabled():
+        lower()
+        artifacts.save(graph_name, {
+            "fx_graph.txt": gm.print_readable(print_output=False),
+            "torch_mlir_raw.mlir": raw,
+            "stablehlo.mlir": shlo,
+            "graph.neff": exe.serialize(),
+            "compiler.txt": artifacts.compiler_txt({
+                "engine": version, "target": opts.target, "lnc": opts.lnc,
+                "opt_level": opts.opt_level, "flags": opts.flags,
+                "NEURON_CC_FLAGS": config.cc_flags(), "cache_key": key, "cache": source}),
+        })
+    metrics.record(metrics.GraphMetrics(
+        graph_id=key, graph_name=graph_name, model_name=model_name, graph_node_count=n_nodes,
+        timestamp=time.time(), fx_passes_us=(t1 - t0) * 1e6, lower_us=(t2 - t1) * 1e6,
+        compile_us=(t3 - t2) * 1e6, cache=source, recompile_reason=recompile_reason))
+    return CompiledGraph(graph_name, exe, plan, out_specs)

@@ -1,0 +1,23 @@
+"""FX passes run on AOTAutograd's graphs before lowering, in this order (one pass a file).
+
+Each takes (gm, plan) and edits both in place: see ../plan.py.
+"""
+from .specialize_scalar_inputs import specialize_scalar_inputs
+from .functionalize_input_mutations import functionalize_input_mutations
+from .random_ops_to_inputs import random_ops_to_inputs
+from .remove_none_outputs import remove_none_outputs
+from .drop_device_arguments import drop_device_arguments
+from .narrow_64bit import narrow_64bit
+
+# narrow_64bit re-runs ops on fake tensors: before device arguments are dropped.
+PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, random_ops_to_inputs,
+            remove_none_outputs, narrow_64bit, drop_device_arguments)
+
+
+def run_passes(gm, plan, example_inputs):
+    """Runs PIPELINE on ``gm``; returns ``gm`` (recompiled)."""
+    for p in PIPELINE:
+        p(gm, plan, example_inputs)
+    gm.graph.lint()
+    gm.recompile()
+    return gm

@@ -1,0 +1,41 @@
+"""How a lowered graph's executable maps onto the call the backend receives.
+
+The FX passes change a graph's signature (random ops become inputs, scalar inputs
+become constants, in-place updates of inputs become outputs, None outputs go);
+each records here what it changed, and executable.py follows the record at run time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class RandomInput:
+    """A random tensor drawn at run time from the neuron generator (torch.neuron.manual_seed)."""
+    kind: str            # "rand" (uniform [0, 1)) or "randn" (standard normal)
+    shape: tuple
+    dtype: torch.dtype
+
+
+@dataclass
+class GraphPlan:
+    """``inputs``: per executable input, ("arg", i) = the call's i-th argument, or
+    ("rand", RandomInput). ``outputs``: per value the call returns, ("out", j) = the
+    executable's j-th output, or ("const", v) (None outputs). ``mutations``: (i, j):
+    after the run, the call's argument i takes the executable's output j (in place,
+    as the eager program mutated it)."""
+    n_args: int
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    mutations: list = field(default_factory=list)
+    scalar_args: dict = field(default_factory=dict)  # arg index -> value baked in
+
+    @classmethod
+    def identity(cls, gm: torch.fx.GraphModule) -> "GraphPlan":
+        phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        n_out = len(out.args[0]) if isinstance(out.args[0], (tuple, list)) else 1
+        return cls(len(phs), [("arg", i) for i in range(len(phs))],
+                   [("out", j) for j in range(n_out)])
