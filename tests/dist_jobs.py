@@ -363,11 +363,8 @@ def check_ddp(dev: torch.device) -> None:
     model = copy.deepcopy(ref)
     # find_unused_parameters: DDP's reducer stages its used-parameter map in
     # pinned host memory for a PrivateUse1 device (an internal assert otherwise).
-    find_unused = torch.empty(1, pin_memory=True).is_pinned()
-    if not find_unused:
-        print("skip find_unused_parameters: no pinned host memory on neuron in this build", flush=True)
-        del model.unused
-        del ref.unused
+    assert torch.empty(1, pin_memory=True).is_pinned(), "pinned host memory missing on neuron"
+    find_unused = True
     ddp = DDP(model, bucket_cap_mb=0.001, find_unused_parameters=find_unused)
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)

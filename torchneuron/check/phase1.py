@@ -106,7 +106,11 @@ HINTS: list[tuple[str, str]] = [
 def short_message(msg: str, limit: int = 240) -> str:
     """The first line of an exception message, at most ``limit`` characters (the
     dispatcher's full text, listing every backend, stays in the JSON)."""
-    first = msg.strip().splitlines()[0] if msg.strip() else ""
+    lines = [ln for ln in msg.strip().splitlines() if ln.strip()]
+    # Dynamo wraps a backend's error: "backend='neuron' raised:" then the error itself
+    if len(lines) > 1 and lines[0].rstrip().endswith("raised:"):
+        lines = lines[1:]
+    first = lines[0] if lines else ""
     return first if len(first) <= limit else first[:limit] + " ..."
 
 
