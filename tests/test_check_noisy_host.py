@@ -58,7 +58,9 @@ def test_baseline_keeps_interleaved_samples(quiet_baseline):
 
 @pytest.mark.noisy_host
 def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_path):
-    code, out, r = _check(quiet_baseline, tmp_path)
+    # the +20 % threshold docs/check.md advises for shared hosts: at +10 % one run in nine
+    # gave a false device-alone regression here (the emulator's own time drifts)
+    code, out, r = _check(quiet_baseline, tmp_path, "--max-latency-regression", "0.2")
     # never a false regression; "inconclusive" (3) is the designed answer when even
     # --max-rounds rounds leave an interval across the threshold
     assert code in (0, 3), out

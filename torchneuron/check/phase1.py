@@ -342,12 +342,14 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
         except Exception as e:
             res["op_profile"] = []
             res["op_profile_note"] = f"profiling failed: {type(e).__name__}: {e}"
+    # the eager runs' fallbacks, before the compiled runs add theirs (their time is not in `timed`)
+    fb = torch.neuron.fallback_stats()
+    if res["error"] is None:
         with _fallback_ctx(cfg.fallback):
             res["compile"] = _check_compile(session, cfg, session.outputs)
         if res["compile"].get("checked") and not res["compile"].get("ok"):
             res["error"] = res["compile"]["error"]
 
-    fb = torch.neuron.fallback_stats()
     fb_total = sum(v["seconds"] for v in fb.values())
     res["fallback"] = {
         "ops": {k: {"calls": int(v["calls"]), "seconds": float(v["seconds"]),
