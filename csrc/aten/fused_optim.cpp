@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "aten/context.h"
+#include "aten/ivalue_tensors.h"
 #include "aten/stats.h"
 
 namespace torchneuron {
@@ -91,17 +92,6 @@ bool any_double(const Stack& args) {
         if (t.scalar_type() == at::kDouble) return true;
   }
   return false;
-}
-
-template <class F>
-IValue map_tensors(const IValue& v, F&& f) {
-  if (v.isTensor()) return f(v.toTensor());
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
-    return out;
-  }
-  return v;
 }
 
 void fused_step(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {

@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "aten/context.h"
+#include "aten/ivalue_tensors.h"
 #include "aten/native_ops.h"
 #include "aten/stats.h"
 #include "runtime/activity.h"
@@ -209,24 +210,6 @@ c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, S
     }
   }
   return device == -1 ? current_device() : device;
-}
-
-// Map every tensor (incl. inside lists) of the argument range through f.
-template <class F>
-IValue map_tensors(const IValue& v, F&& f) {
-  if (v.isTensor()) return f(v.toTensor());
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
-    return out;
-  }
-  if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const IValue& e : v.toListRef())
-      out.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);
-    return out;
-  }
-  return v;
 }
 
 // CPU index tensors of indexing ops (accepted on CUDA: x[cpu_index]) are
