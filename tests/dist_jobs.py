@@ -244,6 +244,34 @@ def check_collectives(dev: torch.device, cpu) -> None:
     dist.barrier()
     ok("new_group, new_subgroups, barrier on every group")
 
+    # Outputs that are views at an offset into a larger tensor; more dtypes; empty tensors.
+    big, cbig = torch.zeros(10, device=dev), torch.zeros(10)
+    for b in (big, cbig):
+        b[2:6] = RANK + 1.0
+    dist.all_reduce(big[2:6])
+    dist.all_reduce(cbig[2:6], group=cpu)
+    same(big, cbig, "all_reduce on a slice")
+    big, cbig = torch.zeros(WS * 3, device=dev), torch.zeros(WS * 3)
+    dist.all_gather(list(big.chunk(WS)), data(42, 3).to(dev))
+    dist.all_gather(list(cbig.chunk(WS)), data(42, 3), group=cpu)
+    same(big, cbig, "all_gather into chunks")
+    big, cbig = torch.zeros(3, WS * 2, device=dev), torch.zeros(3, WS * 2)
+    dist.all_gather_into_tensor(big[1], data(43, 2).to(dev))
+    dist.all_gather_into_tensor(cbig[1], data(43, 2), group=cpu)
+    same(big, cbig, "all_gather_into_tensor into a row")
+    for dtype in (torch.float16, torch.int8, torch.uint8, torch.bool, torch.float64):
+        x = data(44, 6, dtype=torch.int64).abs().remainder(3).to(dtype)
+        n, c = x.to(dev), x.clone()
+        op = dist.ReduceOp.MAX if dtype == torch.bool else dist.ReduceOp.SUM
+        dist.all_reduce(n, op=op)
+        dist.all_reduce(c, op=op, group=cpu)
+        same(n, c, f"all_reduce {dtype}")
+    e = torch.empty(0, device=dev)
+    dist.all_reduce(e)
+    dist.broadcast(e, 0)
+    same(e, torch.empty(0), "empty tensors")
+    ok("views at an offset as outputs, more dtypes, empty tensors")
+
 
 def check_functional(dev: torch.device, cpu) -> None:
     """torch.distributed._functional_collectives on neuron tensors."""
@@ -327,10 +355,47 @@ def check_errors(dev: torch.device, cpu) -> None:
         raise AssertionError("BAND on float did not raise")
     except RuntimeError as e:
         assert "bitwise" in str(e), e
+    try:  # Gloo has no int16 reductions: at the call, as on a CPU group
+        dist.all_reduce(torch.ones(3, dtype=torch.int16, device=dev))
+        raise AssertionError("int16 all_reduce did not raise")
+    except RuntimeError as e:
+        assert "Short" in str(e) and "Gloo" in str(e), e
     n = torch.full((3,), float(RANK), device=dev)
     dist.all_reduce(n)
     same(n, torch.full((3,), float(sum(range(WS)))), "group works after errors")
     ok("bad input errors; the group keeps working")
+
+    # send/recv whose two ends disagree: an error on both ranks, no data moved.
+    if RANK in (0, 1):
+        peer = 1 - RANK
+        for what, t in [("dtype", torch.ones(4, device=dev, dtype=torch.float32 if RANK == 0 else torch.int32)),
+                        ("size", torch.ones(4 + RANK, device=dev))]:
+            keep = t.cpu()
+            try:
+                dist.send(t, peer) if RANK == 0 else dist.recv(t, peer)
+                torch.neuron.synchronize()
+                raise AssertionError(f"send/recv {what} mismatch did not raise")
+            except RuntimeError as e:
+                assert "the pair's tensors differ" in str(e) and f"rank {peer}" in str(e), e
+            same(t, keep, f"recv buffer intact after {what} mismatch")
+        y = torch.empty(3 + RANK, device=dev)
+        try:
+            for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(3, device=dev), peer),
+                                             dist.P2POp(dist.irecv, y, peer)]):
+                q.wait()
+            torch.neuron.synchronize()
+            raise AssertionError("batch_isend_irecv mismatch did not raise")
+        except RuntimeError as e:
+            assert "the pair's tensors differ" in str(e), e
+        r = torch.empty(3, device=dev)
+        dist.send(torch.full((3,), 7.0, device=dev), peer) if RANK == 0 else dist.recv(r, peer)
+        if RANK == 1:
+            same(r, torch.full((3,), 7.0), "send/recv after mismatches")
+    ok("send/recv mismatch across the pair is an error on both ranks")
+
+    dist.monitored_barrier(timeout=timedelta(seconds=30))
+    dist.monitored_barrier(timeout=timedelta(seconds=30), wait_all_ranks=True)
+    ok("monitored_barrier on a neuron group")
 
 
 # ---------------------------------------------------------------- training
@@ -504,6 +569,13 @@ def job_fault(kind: str) -> None:
             os._exit(3)
         time.sleep(float(os.environ["DIST_TIMEOUT"]) * 2 + 2)
         os._exit(4)
+    if kind == "hung" and RANK == 0:  # names the rank that did not arrive
+        try:
+            dist.monitored_barrier(timeout=timedelta(seconds=1))
+            raise AssertionError("monitored_barrier passed without the hung rank")
+        except RuntimeError as e:
+            assert f"Rank {WS - 1} failed to pass monitoredBarrier" in str(e), e
+        print("ok monitored_barrier names the missing rank", flush=True)
     start = time.monotonic()
     dist.all_reduce(x)
     try:

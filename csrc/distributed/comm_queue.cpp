@@ -72,7 +72,7 @@ void CommOp::finish(std::exception_ptr error) {
       what = name_ + " failed: unknown error";
     }
   }
-  std::vector<Post> posts, checks;
+  std::vector<Post> posts, checks, then;
   {
     std::lock_guard<std::mutex> g(mu_);
     error_ = error;
@@ -80,6 +80,7 @@ void CommOp::finish(std::exception_ptr error) {
     done_ = true;
     posts.swap(posts_);
     checks.swap(checks_);
+    then.swap(then_);
     cv_.notify_all();
   }
 }
@@ -118,6 +119,7 @@ CommQueue::CommQueue(ScopeFn scope) {
   if (scope) lease_ = std::make_unique<AccessLease>(std::move(scope));
   poster_ = std::thread([this] { post_loop(); });
   completer_ = std::thread([this] { complete_loop(); });
+  finisher_ = std::thread([this] { finish_loop(); });
 }
 
 CommQueue::~CommQueue() {
@@ -133,6 +135,12 @@ CommQueue::~CommQueue() {
     cv_.notify_all();
   }
   completer_.join();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    completed_all_ = true;
+    cv_.notify_all();
+  }
+  finisher_.join();
   lease_.reset();
 }
 
@@ -185,6 +193,12 @@ void CommQueue::post_loop() {
       if (op->collective_) {
         for (auto& w : waits) w();
         waits.clear();
+        for (auto& post : op->then_) {
+          auto w = post();
+          waits.insert(waits.end(), w.begin(), w.end());
+        }
+        for (auto& w : waits) w();
+        waits.clear();
       }
     } catch (...) {
       error = std::current_exception();
@@ -202,13 +216,47 @@ void CommQueue::post_loop() {
 
 void CommQueue::complete_loop() {
   for (;;) {
-    std::pair<std::shared_ptr<CommOp>, std::vector<CommOp::Wait>> item;
+    Item item;
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] { return !to_complete_.empty() || posted_all_; });
       if (to_complete_.empty()) return;
       item = std::move(to_complete_.front());
       to_complete_.pop_front();
+    }
+    std::exception_ptr error;
+    std::vector<CommOp::Wait> then_waits;
+    try {
+      for (auto& w : item.second) w();
+      item.second.clear();
+      for (auto& post : item.first->then_) {
+        auto w = post();
+        then_waits.insert(then_waits.end(), w.begin(), w.end());
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    item.second.clear();
+    if (error || then_waits.empty()) {
+      then_waits.clear();
+      finish(item.first, error);
+      continue;
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    to_finish_.emplace_back(std::move(item.first), std::move(then_waits));
+    cv_.notify_all();
+  }
+}
+
+void CommQueue::finish_loop() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return !to_finish_.empty() || completed_all_; });
+      if (to_finish_.empty()) return;
+      item = std::move(to_finish_.front());
+      to_finish_.pop_front();
     }
     std::exception_ptr error;
     try {

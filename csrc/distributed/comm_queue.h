@@ -5,6 +5,11 @@
 // sent by a kernel on that stream). A collective is waited for there, at once;
 // a send or recv is handed to a second thread (the completer) so that posting
 // never waits for a peer: isend then irecv on both ranks works, as on CPU Gloo.
+// A send or recv has two stages: the poster posts the first (the pair's
+// exchange of what each side transfers); the completer waits for it, then
+// runs the second (the pair's check, then the data transfer, posted without
+// waiting); a third thread (the finisher) waits for the data. No thread ever
+// waits for something only a peer's completer or finisher would post.
 // While a transfer may touch device memory an AccessLease keeps it readable.
 #pragma once
 
@@ -55,9 +60,11 @@ class CommOp {
   // issuing stream is ready, overlapping the kernels still queued. `collective`:
   // every rank of the group takes part, so the poster may wait for it before
   // posting the next operation.
-  CommOp(std::string name, std::vector<Post> checks, std::vector<Post> posts, bool collective)
+  // `then`: posted once the transfers of `posts` are done (may be empty).
+  CommOp(std::string name, std::vector<Post> checks, std::vector<Post> posts, bool collective,
+         std::vector<Post> then = {})
       : name_(std::move(name)), checks_(std::move(checks)), posts_(std::move(posts)),
-        collective_(collective) {}
+        then_(std::move(then)), collective_(collective) {}
 
   const std::string& name() const { return name_; }
   // An operation that is already done (an empty coalescing block).
@@ -83,6 +90,7 @@ class CommOp {
   std::string name_;
   std::vector<Post> checks_;
   std::vector<Post> posts_;
+  std::vector<Post> then_;
   bool collective_;
   std::vector<std::shared_ptr<void>> keep_;
   mutable std::mutex mu_;
@@ -109,6 +117,7 @@ class CommQueue {
  private:
   void post_loop();
   void complete_loop();
+  void finish_loop();
   void finish(const std::shared_ptr<CommOp>& op, std::exception_ptr error);
 
   std::unique_ptr<AccessLease> lease_;  // null: memory always accessible
@@ -116,10 +125,12 @@ class CommQueue {
   std::condition_variable cv_;
   bool stop_ = false;
   bool posted_all_ = false;
+  bool completed_all_ = false;
   std::deque<std::shared_ptr<CommOp>> to_post_;
-  std::deque<std::pair<std::shared_ptr<CommOp>, std::vector<CommOp::Wait>>> to_complete_;
+  using Item = std::pair<std::shared_ptr<CommOp>, std::vector<CommOp::Wait>>;
+  std::deque<Item> to_complete_, to_finish_;
   std::vector<std::shared_ptr<void>> released_;
-  std::thread poster_, completer_;
+  std::thread poster_, completer_, finisher_;
 };
 
 }  // namespace torchneuron::distributed

@@ -58,6 +58,11 @@ std::string describe(const at::Tensor& t) {
 
 // Gloo tag of the send/recv pairs of a list all_to_all (user tags are small).
 constexpr int kAllToAllTag = 0x4e41;  // "NA"
+// send/recv: user tags below 2^29; the pair's check uses bit 30 (and bit 29
+// for the direction, lower rank to higher).
+constexpr int kMaxUserTag = 1 << 29;
+constexpr int kCheckTagBit = 1 << 30;
+constexpr int kCheckTagUp = 1 << 29;
 
 // What must agree across ranks, as int64 values: [op, count, dtype, dims, sizes...].
 constexpr int kMetaLen = 12;
@@ -113,6 +118,18 @@ void check_reduce_op(const char* name, const c10d::ReduceOp& op,
     TORCH_CHECK(!bitwise || (!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type())),
                 "ProcessGroupNeuron::", name, ": bitwise reductions need integer or bool tensors, got ",
                 t.scalar_type());
+}
+
+// The element types of Gloo's typed collectives (ProcessGroupGloo's
+// GENERATE_ALL_TYPES in PyTorch 2.13); send/recv move bytes of any type.
+bool gloo_dtype(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16: case at::kChar:
+    case at::kByte: case at::kInt: case at::kLong: case at::kBool:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -176,7 +193,8 @@ class NeuronWork : public c10d::Work {
 
 struct ProcessGroupNeuron::Pending {
   NeuronWork::Slot slot = std::make_shared<std::shared_ptr<CommOp>>();
-  std::vector<CommOp::Post> checks, posts;
+  std::vector<CommOp::Post> checks, posts, then_posts;
+  std::vector<CommOp::Wait> then_checks;
   std::vector<at::Tensor> tensors, outputs;
   bool collective = false;
 };
@@ -197,7 +215,8 @@ ProcessGroupNeuron::~ProcessGroupNeuron() {
   // (the queue's kept buffers go with it, on this thread)
 }
 
-bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>& tensors) {
+bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>& tensors,
+                                bool typed) {
   size_t cpu = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
@@ -223,6 +242,11 @@ bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>&
                 " must be contiguous (", describe(t), ", strides ", t.strides(), ")");
     TORCH_CHECK(!t.is_conj() && !t.is_neg(), "ProcessGroupNeuron::", name, ": tensor ", i,
                 " is a lazy conjugate/negative view; call resolve_conj()/resolve_neg() first");
+    // Checked here so that it fails at the call, as on a CPU group, not on the stream.
+    TORCH_CHECK(!typed || gloo_dtype(t.scalar_type()), "ProcessGroupNeuron::", name, ": tensor ", i,
+                " has dtype ", t.scalar_type(), ", which Gloo (the transport) does not reduce or "
+                "copy in collectives (it has float32, float64, float16, bfloat16, int8, uint8, "
+                "int32, int64, bool)");
   }
   return false;
 }
@@ -254,8 +278,8 @@ CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpT
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     const char* name, c10d::OpType type, const std::vector<at::Tensor>& tensors,
     std::vector<at::Tensor> outputs, Ordering ordering, const std::vector<at::Tensor>* check,
-    bool dtype_only, CommOp::Post post) {
-  std::vector<CommOp::Post> checks, posts;
+    bool dtype_only, CommOp::Post post, CommOp::Wait then_check, CommOp::Post then_post) {
+  std::vector<CommOp::Post> checks, posts, then;
   if (check) {
     auto verify = verify_across_ranks(name, type, *check, dtype_only);
     checks.push_back([verify] {
@@ -268,6 +292,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     auto& p = *pending_;
     p.checks.insert(p.checks.end(), checks.begin(), checks.end());
     p.posts.insert(p.posts.end(), posts.begin(), posts.end());
+    if (then_check) p.then_checks.push_back(std::move(then_check));
+    if (then_post) p.then_posts.push_back(std::move(then_post));
     p.tensors.insert(p.tensors.end(), tensors.begin(), tensors.end());
     p.outputs.insert(p.outputs.end(), outputs.begin(), outputs.end());
     p.collective |= ordering == Ordering::kStream;
@@ -278,7 +304,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
   label << "neuron c10d " << name << " (rank " << rank_ << " of " << size_ << ")";
   queue_->sweep();
   const bool collective = ordering != Ordering::kPeer;
-  auto op = std::make_shared<CommOp>(label.str(), std::move(checks), std::move(posts), collective);
+  if (then_check || then_post) {
+    then.push_back([then_check, then_post] {
+      if (then_check) then_check();
+      return then_post ? then_post() : std::vector<CommOp::Wait>{};
+    });
+  }
+  auto op = std::make_shared<CommOp>(label.str(), std::move(checks), std::move(posts), collective,
+                                     std::move(then));
   const auto device = device_ >= 0 ? device_ : resolve_device(-1);
   if (ordering != Ordering::kStream)
     op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
@@ -328,16 +361,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
   }
   auto checks = std::move(p->checks);
   auto posts = std::move(p->posts);
+  auto run_all = [](const std::vector<CommOp::Post>& ps) {
+    std::vector<CommOp::Wait> waits;
+    for (const auto& post : ps) {
+      auto w = post();
+      waits.insert(waits.end(), w.begin(), w.end());
+    }
+    return waits;
+  };
+  CommOp::Wait then_check;
+  CommOp::Post then_post;
+  if (!p->then_checks.empty() || !p->then_posts.empty()) {
+    auto tc = std::move(p->then_checks);
+    auto tp = std::move(p->then_posts);
+    then_check = [tc] {
+      for (const auto& c : tc) c();  // every pair checked before any data moves
+    };
+    then_post = [tp, run_all] { return run_all(tp); };
+  }
   auto work = issue("coalesced", c10d::OpType::COALESCED, p->tensors, p->outputs, ordering,
-                    nullptr, false, [checks, posts] {
+                    nullptr, false, [checks, posts, run_all] {
                       for (const auto& check : checks) check();  // all before any transfer
-                      std::vector<CommOp::Wait> waits;
-                      for (const auto& post : posts) {
-                        auto w = post();
-                        waits.insert(waits.end(), w.begin(), w.end());
-                      }
-                      return waits;
-                    });
+                      return run_all(posts);
+                    }, then_check, then_post);
   // The block's works wait on the block's CommOp.
   *p->slot = *static_cast<NeuronWork*>(work.get())->slot();
   return work;
@@ -601,20 +647,63 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>& tensors, int dst,
                                                         int tag) {
-  if (on_cpu("send", tensors)) return gloo_->send(tensors, dst, tag);
-  auto a = aliases(tensors);
-  auto g = gloo_;
-  return issue("send", c10d::OpType::SEND, tensors, tensors, Ordering::kPeer, nullptr, false,
-               [g, a, dst, tag]() mutable { return waits_of(g->send(a, dst, tag)); });
+  if (on_cpu("send", tensors, false)) return gloo_->send(tensors, dst, tag);
+  return point_to_point("send", tensors, dst, tag, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor>& tensors, int src,
                                                         int tag) {
-  if (on_cpu("recv", tensors)) return gloo_->recv(tensors, src, tag);
+  if (on_cpu("recv", tensors, false)) return gloo_->recv(tensors, src, tag);
+  return point_to_point("recv", tensors, src, tag, false);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
+    const char* name, std::vector<at::Tensor>& tensors, int peer, int tag, bool sending) {
+  TORCH_CHECK(tensors.size() == 1, "ProcessGroupNeuron::", name, ": expects one tensor, got ",
+              tensors.size());
+  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "ProcessGroupNeuron::", name,
+              ": invalid peer rank ", peer, " (group of ", size_, ", this rank ", rank_, ")");
+  TORCH_CHECK(tag >= 0 && tag < kMaxUserTag, "ProcessGroupNeuron::", name, ": tag ", tag,
+              " out of range [0, ", kMaxUserTag, ") (larger tags carry the pair's check)");
+  const at::Tensor& t = tensors[0];
+  // One tag for each direction of the pair: both ends of a transfer compute
+  // the same one, whatever else the two ranks exchange.
+  const int from = sending ? rank_ : peer, to = sending ? peer : rank_;
+  const int meta_tag = kCheckTagBit | (from < to ? kCheckTagUp : 0) | tag;
+  auto mine = std::make_shared<at::Tensor>(
+      at::tensor(std::vector<int64_t>{int64_t(t.scalar_type()), t.numel()}, at::kLong));
+  auto theirs = std::make_shared<at::Tensor>(at::empty({2}, at::kLong));
   auto a = aliases(tensors);
   auto g = gloo_;
-  return issue("recv", c10d::OpType::RECV, tensors, tensors, Ordering::kPeer, nullptr, false,
-               [g, a, src, tag]() mutable { return waits_of(g->recv(a, src, tag)); });
+  const int rank = rank_;
+  CommOp::Post exchange = [g, mine, theirs, peer, meta_tag]() mutable {
+    std::vector<at::Tensor> s{*mine}, r{*theirs};
+    auto ws = waits_of(g->send(s, peer, meta_tag));
+    auto wr = waits_of(g->recv(r, peer, meta_tag));
+    ws.insert(ws.end(), wr.begin(), wr.end());
+    return ws;
+  };
+  std::string op = name;
+  CommOp::Wait verify = [mine, theirs, peer, rank, sending, op] {
+    const int64_t* m = mine->data_ptr<int64_t>();
+    const int64_t* o = theirs->data_ptr<int64_t>();
+    if (m[0] == o[0] && m[1] == o[1]) return;
+    auto spell = [](const int64_t* v) {
+      std::ostringstream s;
+      s << c10::ScalarType(v[0]) << " with " << v[1] << " elements";
+      return s.str();
+    };
+    std::ostringstream s;
+    s << op << (sending ? " to" : " from") << " rank " << peer
+      << ": the pair's tensors differ (rank " << rank << (sending ? " sends " : " receives ")
+      << spell(m) << "; rank " << peer << (sending ? " receives " : " sends ") << spell(o) << ")";
+    throw std::runtime_error(s.str());
+  };
+  CommOp::Post data = [g, a, peer, tag, sending]() mutable {
+    return waits_of(sending ? g->send(a, peer, tag) : g->recv(a, peer, tag));
+  };
+  return issue(name, sending ? c10d::OpType::SEND : c10d::OpType::RECV, tensors, tensors,
+               Ordering::kPeer, nullptr, false, exchange, verify, data);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions& opts) {
@@ -625,6 +714,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOp
   o.device_ids.clear();
   return issue("barrier", c10d::OpType::BARRIER, {}, {}, Ordering::kHost, nullptr, false,
                [g, o]() mutable { return waits_of(g->barrier(o)); });
+}
+
+void ProcessGroupNeuron::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  // A host-side check that every rank arrives (Gloo's send/recv on tags of
+  // its own), as on a CPU group; it does not wait for queued device work.
+  c10d::BarrierOptions o = opts;
+  o.device_ids.clear();
+  gloo_->monitoredBarrier(o, waitAllRanks);
 }
 
 c10::intrusive_ptr<c10d::Backend> create_process_group_neuron(

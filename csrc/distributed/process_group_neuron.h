@@ -78,6 +78,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // Gloo's, on the host (as for a CPU group): names the ranks that did not arrive.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
  private:
   struct Pending;  // an open coalescing block
@@ -87,10 +89,15 @@ class ProcessGroupNeuron : public c10d::Backend {
                                        const std::vector<at::Tensor>& tensors,
                                        std::vector<at::Tensor> outputs, Ordering ordering,
                                        const std::vector<at::Tensor>* check, bool dtype_only,
-                                       CommOp::Post post);
+                                       CommOp::Post post, CommOp::Wait then_check = nullptr,
+                                       CommOp::Post then_post = nullptr);
+  // send/recv: the pair exchanges (dtype, elements) on a tag of its own, then
+  // each side checks them before the data moves (a mismatch fails both).
+  c10::intrusive_ptr<c10d::Work> point_to_point(const char* name, std::vector<at::Tensor>& tensors,
+                                                int peer, int tag, bool sending);
   // True if every tensor is on the CPU (served by Gloo as is); throws on a mix,
   // on another device type or core, or on a non-contiguous neuron tensor.
-  bool on_cpu(const char* name, const std::vector<at::Tensor>& tensors);
+  bool on_cpu(const char* name, const std::vector<at::Tensor>& tensors, bool typed = true);
   CommOp::Wait verify_across_ranks(const char* name, c10d::OpType type,
                                    const std::vector<at::Tensor>& tensors, bool dtype_only);
 

@@ -85,6 +85,34 @@ def _wrap_group_creation() -> None:
     c10d._new_process_group_helper = _new_process_group_helper
 
 
+def _wrap_monitored_barrier() -> None:
+    """``dist.monitored_barrier`` on a group whose CPU backend is ``neuron``:
+    PyTorch accepts only groups named "gloo"; this backend's CPU side is a
+    Gloo group, so the same host-side barrier runs (Gloo's, naming the ranks
+    that did not arrive within ``timeout``)."""
+    import torch.distributed.distributed_c10d as c10d
+
+    original = c10d.monitored_barrier
+    if getattr(original, "_torchneuron", False):
+        return
+
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        if c10d._rank_not_in_group(group) or BACKEND_NAME not in str(c10d.get_backend(group)):
+            return original(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+        if timeout is None:
+            timeout = c10d._get_default_timeout(c10d.get_backend(group))
+        elif isinstance(timeout, (int, float)):
+            timeout = timedelta(seconds=timeout)
+        c10d._check_valid_timeout(timeout)
+        pg = c10d._get_default_group() if group is None else group
+        return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier.__doc__ = original.__doc__
+    monitored_barrier._torchneuron = True
+    c10d.monitored_barrier = monitored_barrier
+    dist.monitored_barrier = monitored_barrier
+
+
 def _register() -> None:
     if not dist.is_available() or BACKEND_NAME in dist.Backend.backend_list:
         return
@@ -92,6 +120,7 @@ def _register() -> None:
     # with backend="neuron" travel as CPU tensors.
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["neuron", "cpu"])
     _wrap_group_creation()
+    _wrap_monitored_barrier()
 
 
 _register()
