@@ -13,7 +13,8 @@ op's element ``i`` is the Threefry-2x32 block of counter (i, op number) under th
   so values lie in [0, 1) exactly as the dtype can hold them;
 - normal: Box-Muller, sqrt(-2 ln u1) cos(2 pi u2), u1 in (0, 1] from the first word,
   u2 from the second, in float32 (float64 for a float64 draw);
-- bernoulli (and dropout, decomposed to ``rand_like < p``): a uniform float32 < p.
+- bernoulli (and dropout, decomposed to ``rand_like < p``): a uniform float32 < p;
+- randint(low, high): low + (first word mod (high - low)).
 Runs after the 64-bit narrowing passes: the generator's int64 words are not values.
 """
 from __future__ import annotations
@@ -28,6 +29,8 @@ aten = torch.ops.aten
 _UNIFORM = {aten.rand.default: "rand", aten.rand_like.default: "rand",
             aten.randn.default: "randn", aten.randn_like.default: "randn"}
 _BERNOULLI = (aten.bernoulli.p, aten.bernoulli.default)
+# torch-mlir lowers randint to stablehlo.rng, XLA's own state: it would ignore the seed
+_RANDINT = (aten.randint.low, aten.randint.default)
 _BITS = {torch.float32: 24, torch.float16: 11, torch.bfloat16: 8, torch.float64: 53}
 
 
@@ -38,7 +41,7 @@ def _val(a):
 def random_ops_to_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     g = gm.graph
     rnd = [n for n in g.nodes if n.op == "call_function"
-           and (n.target in _UNIFORM or n.target in _BERNOULLI)]
+           and (n.target in _UNIFORM or n.target in _BERNOULLI or n.target in _RANDINT)]
     if not rnd:
         return
     from torch._guards import detect_fake_mode
@@ -71,7 +74,17 @@ def random_ops_to_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> None
             ctr = emit(aten.arange.start_step, 0, numel, 1, dtype=torch.int64, device=device)
             y0, y1 = threefry2x32(k0, k1, ctr, number, op=emit, const=lambda c: emit(
                 aten.full.default, [], c, dtype=torch.int64, device=device))
-            if n.target in _BERNOULLI:
+            if n.target in _RANDINT:
+                low, high = (0, n.args[0]) if n.target is aten.randint.default else n.args[:2]
+                span = high - low
+                if not 0 < span <= 2 ** 32:
+                    raise RuntimeError(f"compiled randint: high - low = {span}, expected 1..2**32")
+                # low + word mod span (as the CPU's randint: random() % range + base)
+                q = emit(aten.mul.Scalar, emit(aten.floor_divide.Scalar, y0, span), span)
+                r = emit(aten.add.Scalar, emit(aten.sub.Tensor, y0, q), low)
+                r = emit(aten.view.default, r, list(val.shape))
+                new = r if val.dtype == torch.int64 else emit(aten._to_copy.default, r, dtype=val.dtype)
+            elif n.target in _BERNOULLI:
                 u = _uniform(emit, y0, y1, torch.float32)
                 u = emit(aten.view.default, u, list(val.shape))
                 p = n.args[1] if n.target is aten.bernoulli.p else n.args[0]
