@@ -1,6 +1,7 @@
-"""The 64-bit policy in compiled graphs: float64 computed in 32 bits, outputs in their
-original dtype, so compiled and eager agree (int64 stays int64: equal to eager while
-values fit int32); TORCHNEURON_NARROW_64BIT=0 keeps full width."""
+"""The 64-bit policy in compiled graphs: float64 computed in 32 bits, int64 arithmetic and
+comparisons in int32 (wrapping as in eager), index arguments and data movement at full
+width, outputs in their original dtype, so compiled and eager agree;
+TORCHNEURON_NARROW_64BIT=0 keeps full width."""
 import torch
 
 import torchneuron  # noqa: F401
@@ -39,3 +40,60 @@ def test_full_width_when_narrowing_off():
         print(c.dtype, (c - f(x)).abs().max().item() < 1e-12)
     """, env={"TORCHNEURON_NARROW_64BIT": "0"})
     assert out.stdout.split() == ["torch.float64", "True"]
+
+
+def _int_ops(a, b, idx, x, big):
+    return (a + 1, big * 1, (big * 3).sum(), torch.cumsum(big, 0), a > big, a == -2**31,
+            torch.gather(x, 0, idx), idx + 0, torch.cat([big, a]), big.max(),
+            torch.embedding(x.view(-1, 1), idx), a * b - 7)
+
+
+def test_int64_wraps_as_in_eager():
+    a = torch.tensor([2**31 - 1, 5], dtype=torch.int64)
+    b = torch.tensor([2**20, -3], dtype=torch.int64)
+    big = torch.tensor([3_000_000_000, 2**40], dtype=torch.int64)
+    idx = torch.tensor([1, 0], dtype=torch.int64)
+    x = torch.tensor([10., 20.])
+    args = [t.to("neuron") for t in (a, b, idx, x, big)]
+    eager = _int_ops(*args)
+    comp = torch.compile(_int_ops, backend="neuron")(*args)
+    for e, c in zip(eager, comp):
+        assert c.dtype == e.dtype and torch.equal(c.cpu(), e.cpu())
+    wrap = lambda v: (v + 2**31) % 2**32 - 2**31  # noqa: E731
+    assert comp[0].cpu().tolist() == [-2**31, 6]                 # README: 2**31 - 1 + 1
+    assert comp[1].cpu().tolist() == [-1294967296, 0]            # 3_000_000_000 * 1
+    assert comp[2].item() == wrap(-1294967296 * 3)               # the sum's terms wrapped
+    assert comp[11].cpu().tolist() == [wrap((2**31 - 1) * 2**20) - 7, -22]
+    # data movement and indices keep full width: the CPU's values
+    assert comp[8].cpu().tolist() == [3_000_000_000, 2**40, 2**31 - 1, 5]
+    assert comp[6].cpu().tolist() == [20.0, 10.0] and comp[7].cpu().tolist() == [1, 0]
+
+
+def test_int64_full_width_when_narrowing_off():
+    out = run_python("""
+        import torch, torchneuron
+        f = lambda a: (a + 1, (a * 3).sum())
+        a = torch.tensor([2**31 - 1, 3_000_000_000])
+        print([t.cpu().tolist() for t in torch.compile(f, backend="neuron")(a.to("neuron"))])
+    """, env={"TORCHNEURON_NARROW_64BIT": "0"})
+    assert out.stdout.strip() == str([[2**31, 3_000_000_001], (2**31 - 1 + 3_000_000_000) * 3])
+
+
+def test_int64_position_ids_and_mask_model_matches_eager():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64)
+    m = BertModel(cfg).eval()
+    ids = torch.randint(0, 100, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    mask[1, 8:] = 0
+    pos = torch.arange(12, dtype=torch.int64).expand(2, 12)
+    ref = m(input_ids=ids, attention_mask=mask, position_ids=pos).last_hidden_state
+    md = m.to("neuron")
+    with torch.no_grad():
+        out = torch.compile(md, backend="neuron")(input_ids=ids.to("neuron"),
+                                                  attention_mask=mask.to("neuron"),
+                                                  position_ids=pos.to("neuron"))
+    assert torch.allclose(out.last_hidden_state.cpu(), ref, atol=1e-4)

@@ -1,7 +1,7 @@
 """Running a compiled graph on the current stream of its neuron device.
 
 A call allocates the outputs in device memory (through the HBM allocator, so they
-count like any tensor), draws the random inputs, then launches one kernel on the
+count like any tensor), draws the random key (if the graph has random ops), then launches one kernel on the
 current stream: in order with eager kernels and asynchronous like them. Inside the
 kernel (device memory accessible, also under TORCHNEURON_PROTECT_MEMORY=1) the
 inputs reach XLA as zero-copy DLPack views of device memory (XLA copies a buffer
@@ -61,10 +61,10 @@ class CompiledGraph:
         staged: dict[int, torch.Tensor] = {}   # arg index -> device tensor used
         ins = []
         for src in self.plan.inputs:
-            if src[0] == "rand":
-                spec = src[1]
-                draw = torch.rand if spec.kind == "rand" else torch.randn
-                ins.append(draw(spec.shape, dtype=spec.dtype, device=device))
+            if src[0] == "rng_key":
+                # two 32-bit words from the device's generator, drawn on the current
+                # stream: in order with eager draws, and it advances the generator
+                ins.append(torch.randint(0, 2 ** 32, (2,), dtype=torch.int64, device=device))
                 continue
             i = src[1]
             t = args[i]

@@ -1,6 +1,6 @@
 """How a lowered graph's executable maps onto the call the backend receives.
 
-The FX passes change a graph's signature (random ops become inputs, scalar inputs
+The FX passes change a graph's signature (random ops take a key input, scalar inputs
 become constants, in-place updates of inputs become outputs, None outputs go);
 each records here what it changed, and executable.py follows the record at run time.
 """
@@ -12,17 +12,10 @@ import torch
 
 
 @dataclass
-class RandomInput:
-    """A random tensor drawn at run time from the neuron generator (torch.neuron.manual_seed)."""
-    kind: str            # "rand" (uniform [0, 1)) or "randn" (standard normal)
-    shape: tuple
-    dtype: torch.dtype
-
-
-@dataclass
 class GraphPlan:
     """``inputs``: per executable input, ("arg", i) = the call's i-th argument, or
-    ("rand", RandomInput). ``outputs``: per value the call returns, ("out", j) = the
+    ("rng_key", None) = a Threefry key drawn from the device's generator at each launch
+    (passes/random_ops_to_inputs.py). ``outputs``: per value the call returns, ("out", j) = the
     executable's j-th output, or ("const", v) (None outputs). ``mutations``: (i, j):
     after the run, the call's argument i takes the executable's output j (in place,
     as the eager program mutated it)."""

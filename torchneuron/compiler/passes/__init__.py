@@ -8,10 +8,12 @@ from .random_ops_to_inputs import random_ops_to_inputs
 from .remove_none_outputs import remove_none_outputs
 from .drop_device_arguments import drop_device_arguments
 from .narrow_64bit import narrow_64bit
+from .narrow_int64 import narrow_int64
 
-# narrow_64bit re-runs ops on fake tensors: before device arguments are dropped.
-PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, random_ops_to_inputs,
-            remove_none_outputs, narrow_64bit, drop_device_arguments)
+# narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
+# random ops are generated after it (the generator's int64 words are not values).
+PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none_outputs,
+            narrow_64bit, narrow_int64, random_ops_to_inputs, drop_device_arguments)
 
 
 def run_passes(gm, plan, example_inputs):

@@ -1,5 +1,5 @@
 """The 64-bit policy in compiled graphs, as in eager: float64 values are computed as
-float32 and the graph's outputs get their original dtype back (int64: see _NARROW).
+float32 and the graph's outputs get their original dtype back (int64: narrow_int64.py).
 
 A NeuronCore has no 64-bit arithmetic; eager kernels narrow (csrc/aten/native_kernel.cpp)
 and so must compiled graphs, or compiled and eager results differ. Each 64-bit value
@@ -14,10 +14,8 @@ from __future__ import annotations
 import torch
 
 aten = torch.ops.aten
-# float64 only: torch-mlir's StableHLO lowering of index ops (index, slicing of index
-# tensors, masks built from aranges) assumes int64 and fails on int32 operands, so
-# int64 stays int64 here. Eager narrows int64 arithmetic to int32 too; the two agree
-# unless a value leaves int32's range (eager wraps, compiled does not): docs/compile.md.
+# float64 only: int64 is narrowed op by op by narrow_int64.py, which keeps index
+# arguments and data movement at int64 (torch-mlir's index lowerings need it).
 _NARROW = {torch.float64: torch.float32}
 
 
