@@ -88,20 +88,13 @@ def _graph_name(model_name: str) -> str:
     return f"{model_name}_{aot.split('__', 1)[-1]}"
 
 
-def _copy_gm(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    g = torch.fx.Graph()
-    out = g.graph_copy(gm.graph, {})
-    g.output(out)
-    return torch.fx.GraphModule(gm, g)
-
-
 def _make_compiler(opts: dict, reason_box: list):
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         name = _graph_name(opts["model_name"])
         try:
             from .graph_compiler import compile_graph
 
-            cg = compile_graph(_copy_gm(gm), example_inputs, name, opts["model_name"],
+            cg = compile_graph(gm, example_inputs, name, opts["model_name"],
                                reason_box[0])
 
             def run(args):

@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import pickle
 import struct
 import tempfile
 import threading
@@ -81,23 +82,24 @@ def _write_atomic(path: str, data: bytes) -> None:
 def get_or_compile(key: str, compile_fn, serialize_fn, deserialize_fn):
     """The executable for ``key``: memory, else disk, else ``compile_fn()`` (then stored).
 
-    Returns (executable, source) with source "memory", "disk" or "compiled".
+    Returns (executable, source, payload): source "memory", "disk" or "compiled";
+    payload the executable's serialized bytes (None from memory).
     serialize_fn(exe) -> bytes; deserialize_fn(bytes) -> exe.
     """
     with _memory_lock:
         if key in _memory:
-            return _memory[key], "memory"
+            return _memory[key], "memory", None
     if config.neff_cache_disabled():
         exe = compile_fn()
         with _memory_lock:
             _memory[key] = exe
-        return exe, "compiled"
+        return exe, "compiled", serialize_fn(exe)
     path = entry_path(key)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path[:-len(".neff")] + ".lock", "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            exe, source = None, "compiled"
+            exe, source, payload = None, "compiled", None
             if os.path.exists(path):
                 with open(path, "rb") as f:
                     payload = decode(f.read())
@@ -112,12 +114,13 @@ def get_or_compile(key: str, compile_fn, serialize_fn, deserialize_fn):
                                       f"({e}); rebuilding it", RuntimeWarning, stacklevel=2)
             if exe is None:
                 exe = compile_fn()
-                _write_atomic(path, encode(serialize_fn(exe)))
+                payload = serialize_fn(exe)
+                _write_atomic(path, encode(payload))
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     with _memory_lock:
         _memory[key] = exe
-    return exe, source
+    return exe, source, payload
 
 
 def clear_memory_cache() -> None:
@@ -143,37 +146,67 @@ def read_entry(key: str) -> bytes | None:
         return None
 
 
-# ---- Graph index: FX graph key -> executable key ----
-# The executable's key needs the StableHLO, i.e. a lowering (about a second for a BERT
-# layer stack). A warm start looks the executable up by a key of the FX graph after the
-# passes (its printed form carries shapes, dtypes and ops) instead, and lowers only on
-# a miss. Entries: <root>/ab/cd/<fx key>.index, the executable key as text.
+# ---- Graph index: graph key -> executable key + run plan ----
+# The executable's key needs the StableHLO, i.e. the FX passes and a lowering (about
+# 0.3 + 0.6 s for MiniLM). A warm start looks the executable up by the key of the
+# AOT graph as received (graph_key.py) instead: the index entry holds the executable
+# key and what the passes produced for the run (the GraphPlan, the I/O specs), so a
+# hit skips the graph copy, the passes and the lowering. Entries:
+# <root>/ab/cd/<graph key>.index, in the executable entries' checksummed format
+# (a corrupt one is a miss, warned about, and rewritten); payload: a pickled dict.
 
-_index_memory: dict[str, str] = {}
+_index_memory: dict[str, dict] = {}
 
 
-def index_lookup(fx_key: str) -> str | None:
-    """The executable key recorded for an FX graph key, if its entry exists and is valid."""
+def index_path(fx_key: str) -> str:
+    return entry_path(fx_key)[:-len(".neff")] + ".index"
+
+
+def index_decode(payload: bytes) -> dict | None:
+    """An index record from its payload, or None when it is not a valid record."""
+    try:
+        rec = pickle.loads(payload)
+    except Exception:
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("key"), str) or len(rec["key"]) != 64:
+        return None
+    return rec
+
+
+def index_lookup(fx_key: str) -> dict | None:
+    """The record (``key``, ``plan``, ``in_specs``, ``out_specs``) stored for a graph key,
+    if its entry and its executable's entry exist and the record is valid."""
     with _memory_lock:
         if fx_key in _index_memory:
             return _index_memory[fx_key]
     if config.neff_cache_disabled():
         return None
+    path = index_path(fx_key)
     try:
-        with open(entry_path(fx_key)[:-len(".neff")] + ".index") as f:
-            key = f.read().strip()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError:
         return None
-    if len(key) != 64 or not os.path.exists(entry_path(key)):
+    payload = decode(data)
+    rec = index_decode(payload) if payload is not None else None
+    if rec is None:
+        warnings.warn(f"neuron compile cache: index entry {path} is truncated or corrupt; "
+                      "lowering the graph again and rewriting it", RuntimeWarning, stacklevel=2)
         return None
-    return key
+    if not os.path.exists(entry_path(rec["key"])):
+        return None
+    return rec
 
 
-def index_store(fx_key: str, key: str) -> None:
+def index_payload(rec: dict) -> bytes:
+    return pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def index_store(fx_key: str, rec: dict) -> None:
     with _memory_lock:
-        _index_memory[fx_key] = key
+        _index_memory[fx_key] = rec
     if config.neff_cache_disabled():
         return
-    path = entry_path(fx_key)[:-len(".neff")] + ".index"
+    path = index_path(fx_key)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    _write_atomic(path, key.encode())
+    _write_atomic(path, encode(index_payload(rec)))

@@ -2,7 +2,7 @@
 
 Two artifact types in PyTorch's mega-cache: ``neuron_neff`` (key: executable key,
 content: the compiler's serialized executable) and ``neuron_neff_index`` (key: FX graph
-key, content: the executable key). Loading writes them into this process's
+key, content: the index record's payload, cache.index_payload). Loading writes them into this process's
 TORCH_NEURONX_NEFF_CACHE_DIR, so the next torch.compile finds them as cache hits.
 Registered when torchneuron is imported (a fresh process that loads artifacts must
 know the types before it compiles anything).
@@ -29,14 +29,18 @@ class NeuronNeffArtifact(CacheArtifact):
 @CacheArtifactFactory.register
 class NeuronNeffIndexArtifact(CacheArtifact):
     def populate_cache(self) -> None:
-        cache.index_store(self.key, self.content.decode())
+        rec = cache.index_decode(self.content)
+        if rec is not None:
+            cache.index_store(self.key, rec)
 
     @staticmethod
     def type() -> str:
         return INDEX
 
 
-def record(key: str, fx_key: str, payload: bytes) -> None:
-    """Records a compiled graph's executable for the next save_cache_artifacts()."""
+def record(key: str, payload: bytes, fx_key: str | None = None, rec: dict | None = None) -> None:
+    """Records a compiled graph's executable (and its index record, when it has one)
+    for the next save_cache_artifacts()."""
     CacheArtifactManager.record_artifact(NEFF, key, payload)
-    CacheArtifactManager.record_artifact(INDEX, fx_key, key.encode())
+    if fx_key is not None and rec is not None:
+        CacheArtifactManager.record_artifact(INDEX, fx_key, cache.index_payload(rec))

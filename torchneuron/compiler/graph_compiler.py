@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from . import artifacts, cache, config, metrics, neuron_cc
+from . import artifacts, cache, config, graph_key, metrics, neuron_cc
 from .lowering import lower_to_stablehlo
 from .passes import run_passes
 from .plan import GraphPlan
@@ -35,7 +35,7 @@ def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> None:
         n = 1
         for s in shape:
             n *= int(s)
-        return n * torch.empty((), dtype=dtype).element_size()
+        return n * dtype.itemsize
 
     io = sum(nbytes(s, d) for s, d in in_specs) + sum(nbytes(s, d) for s, d in out_specs)
     temp = 0
@@ -51,63 +51,87 @@ def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> None:
             f"HBM capacity of {cap} bytes")
 
 
+def copy_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of ``gm`` the passes may edit (AOTAutograd keeps the original)."""
+    g = torch.fx.Graph()
+    out = g.graph_copy(gm.graph, {})
+    g.output(out)
+    return torch.fx.GraphModule(gm, g)
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, model_name: str,
                   recompile_reason: str | None) -> "CompiledGraph":
+    """Compiles AOTAutograd's graph ``gm`` (left unchanged) into a CompiledGraph.
+
+    A warm start (the graph's key in the cache index, graph_key.py) takes the run plan
+    from the index and the executable from the cache, and runs neither the passes nor
+    the lowering; they run only when something must be built.
+    """
     from .executable import CompiledGraph
 
     neuron_cc.start()   # the XLA client starts once per process; not part of compile_us
     t0 = time.perf_counter()
     n_nodes = len(gm.graph.nodes)
-    plan = GraphPlan.identity(gm)
-    gm = run_passes(gm, plan, list(example_inputs))
-    t1 = time.perf_counter()
-    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    out = next(n for n in gm.graph.nodes if n.op == "output")
-    out_vals = [o.meta["val"] for o in out.args[0]]
-    in_specs = [(tuple(p.meta["val"].shape), p.meta["val"].dtype) for p in phs]
-    out_specs = [(tuple(v.shape), v.dtype) for v in out_vals]
     opts = neuron_cc.parse_flags(config.cc_flags(), DEFAULT_TARGET, _lnc(), config.opt_level(),
                                  graph_name)
     version = neuron_cc.compiler_version()
-    io_spec = [[_spec(p.meta["val"]) for p in phs], [_spec(v) for v in out_vals]]
-    # The FX graph's key: a warm start finds its executable without lowering (cache.py).
-    fx_text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
-    fx_key = cache.cache_key(fx_text, io_spec, opts.target, opts.lnc, opts.opt_level,
-                             opts.flags, version + "/fx")
-    key = indexed = cache.index_lookup(fx_key)
-    raw = shlo = None
+    key_text = graph_key.graph_key_text(gm, example_inputs)
+    fx_key = None if key_text is None else cache.cache_key(
+        key_text, [], opts.target, opts.lnc, opts.opt_level, opts.flags, version + "/graph")
+    rec = cache.index_lookup(fx_key) if fx_key is not None else None
+    st = {"gm": None, "raw": None, "shlo": None}
+
+    def prepare():    # the passes: the plan and the graph to lower
+        if st["gm"] is None:
+            plan = GraphPlan.identity(gm)
+            g = run_passes(copy_graph(gm), plan, list(example_inputs))
+            phs = [n for n in g.graph.nodes if n.op == "placeholder"]
+            out = next(n for n in g.graph.nodes if n.op == "output")
+            out_vals = [o.meta["val"] for o in out.args[0]]
+            st.update(gm=g, plan=plan,
+                      in_specs=[(tuple(p.meta["val"].shape), p.meta["val"].dtype) for p in phs],
+                      out_specs=[(tuple(v.shape), v.dtype) for v in out_vals],
+                      io_spec=[[_spec(p.meta["val"]) for p in phs], [_spec(v) for v in out_vals]])
+        return st["gm"]
 
     def lower():
-        nonlocal raw, shlo
-        if shlo is None:
-            raw, shlo = lower_to_stablehlo(gm, graph_name)
-        return shlo
+        if st["shlo"] is None:
+            st["raw"], st["shlo"] = lower_to_stablehlo(prepare(), graph_name)
+        return st["shlo"]
 
-    if key is None:
-        lower()
-        key = cache.cache_key(shlo, io_spec, opts.target, opts.lnc, opts.opt_level, opts.flags,
-                              version)
+    if rec is None:
+        prepare()
+        t1 = time.perf_counter()
+        key = cache.cache_key(lower(), st["io_spec"], opts.target, opts.lnc, opts.opt_level,
+                              opts.flags, version)
+        rec = {"key": key, "plan": st["plan"], "in_specs": st["in_specs"],
+               "out_specs": st["out_specs"]}
+        indexed = False
+    else:
+        t1 = time.perf_counter()
+        key, indexed = rec["key"], True
     t2 = time.perf_counter()
-    exe, source = cache.get_or_compile(
+    exe, source, payload = cache.get_or_compile(
         key,
         lambda: neuron_cc.compile(lower(), opts.target, opts.lnc, opts.opt_level, opts.flags,
                                   graph_name),
         lambda e: e.serialize(),
         lambda b: neuron_cc.NeuronExecutable.deserialize(b, opts))
-    if indexed != key:
-        cache.index_store(fx_key, key)
+    if fx_key is not None and not indexed:
+        cache.index_store(fx_key, rec)
     if source != "memory":   # for torch.compiler.save_cache_artifacts()
         from . import cache_artifacts
 
-        cache_artifacts.record(key, fx_key, cache.read_entry(key) or exe.serialize())
+        cache_artifacts.record(key, payload, fx_key, rec)
     t3 = time.perf_counter()
+    plan, in_specs, out_specs = rec["plan"], rec["in_specs"], rec["out_specs"]
     _check_hbm(graph_name, exe, in_specs, out_specs)
     if artifacts.enabled():
         lower()
         artifacts.save(graph_name, {
-            "fx_graph.txt": gm.print_readable(print_output=False),
-            "torch_mlir_raw.mlir": raw,
-            "stablehlo.mlir": shlo,
+            "fx_graph.txt": st["gm"].print_readable(print_output=False),
+            "torch_mlir_raw.mlir": st["raw"],
+            "stablehlo.mlir": st["shlo"],
             "graph.neff": exe.serialize(),
             "compiler.txt": artifacts.compiler_txt({
                 "engine": version, "target": opts.target, "lnc": opts.lnc,

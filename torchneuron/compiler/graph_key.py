@@ -1,0 +1,95 @@
+"""The key of an AOTAutograd graph as the backend receives it (before the FX passes).
+
+A warm start looks its executable up by this key (cache.py's index) and so skips the
+graph copy, the FX passes and the lowering. The key must decide the executable and
+the run plan completely, so it covers: every node (op, target, arguments, with the
+shape, dtype, stride and device of each placeholder), the bytes of tensor constants
+(``get_attr``), the values of the scalar example inputs (the passes bake them in), the
+source of the FX passes (a changed pass changes every key) and the environment the
+passes read (TORCHNEURON_NARROW_64BIT). Hashing this is ~10x cheaper than printing
+the graph's Python code. ``None`` when a constant cannot be read: then no index.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+
+import torch
+
+
+@functools.lru_cache(maxsize=1)
+def passes_fingerprint() -> str:
+    """SHA-256 of the source files of compiler/passes/ (the pipeline's behaviour)."""
+    d = os.path.join(os.path.dirname(__file__), "passes")
+    h = hashlib.sha256()
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".py"):
+            h.update(f.encode())
+            with open(os.path.join(d, f), "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def _target(t) -> str:
+    if isinstance(t, str):
+        return t
+    mod = getattr(t, "__module__", None) or ""
+    return f"{mod}.{getattr(t, '__qualname__', None) or getattr(t, '__name__', None) or t}" \
+        if not isinstance(t, torch._ops.OpOverload) else str(t)
+
+
+_PLAIN = (bool, int, complex, str, slice, type(Ellipsis), torch.dtype, torch.device,
+          torch.layout, torch.memory_format)
+
+
+def _tensor_spec(v) -> str:
+    return f"T{tuple(v.shape)}{tuple(v.stride())}{v.dtype}{v.device}"
+
+
+def _arg(a) -> str:
+    if isinstance(a, torch.fx.Node):
+        return f"%{a.name}"
+    if isinstance(a, (list, tuple)):
+        inner = ",".join(_arg(x) for x in a)
+        return f"[{inner}]" if isinstance(a, list) else f"({inner})"
+    if isinstance(a, dict):
+        return "{" + ",".join(f"{k!r}:{_arg(v)}" for k, v in a.items()) + "}"
+    if isinstance(a, torch.Tensor):   # an inline tensor argument: by value
+        return "tensor" + _tensor_spec(a) + hashlib.sha256(
+            a.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+    if isinstance(a, float):
+        return repr(a) + "f"          # 1.0 and 1 lower differently
+    if a is None or isinstance(a, _PLAIN):
+        return f"{type(a).__name__}:{a!r}"
+    raise TypeError(f"no key for {type(a).__name__}")   # e.g. a subgraph module
+
+
+def graph_key_text(gm: torch.fx.GraphModule, example_inputs) -> str | None:
+    """A text that identifies ``gm`` + scalar inputs + pass pipeline (None: not keyable)."""
+    try:
+        return _key_text(gm, example_inputs)
+    except Exception:   # an argument we cannot read by value: no index for this graph
+        return None
+
+
+def _key_text(gm, example_inputs):
+    parts = [passes_fingerprint(), "narrow64=" + os.environ.get("TORCHNEURON_NARROW_64BIT", "")]
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            parts.append("in:" + _tensor_spec(x))
+        elif isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return None       # symbolic: the specializer gives concrete inputs
+        else:
+            parts.append("in:" + _arg(x))
+    for n in gm.graph.nodes:
+        line = f"{n.op} {n.name} {_target(n.target)} {_arg(n.args)} {_arg(n.kwargs)}"
+        if n.op == "placeholder":
+            v = n.meta.get("val")
+            line += " " + (_tensor_spec(v) if isinstance(v, torch.Tensor) else repr(v))
+        elif n.op == "get_attr":
+            line += " " + _arg(getattr(gm, n.target))
+        elif n.op in ("call_module", "call_method"):
+            return None       # AOT graphs hold neither; refuse rather than guess
+        parts.append(line)
+    return "\n".join(parts)
