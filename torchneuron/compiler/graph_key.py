@@ -18,16 +18,23 @@ import os
 import torch
 
 
+# What turns a graph into StableHLO: the passes and the modules they and the lowering use.
+_PIPELINE_SOURCES = ("threefry.py", "plan.py", "lowering.py", "decompositions.py")
+
+
 @functools.lru_cache(maxsize=1)
 def passes_fingerprint() -> str:
-    """SHA-256 of the source files of compiler/passes/ (the pipeline's behaviour)."""
-    d = os.path.join(os.path.dirname(__file__), "passes")
+    """SHA-256 of the source files of compiler/passes/ and of the modules the pipeline runs
+    (``_PIPELINE_SOURCES``): a changed pass or lowering changes every key."""
+    here = os.path.dirname(__file__)
+    d = os.path.join(here, "passes")
+    files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".py")]
+    files += [os.path.join(here, f) for f in _PIPELINE_SOURCES]
     h = hashlib.sha256()
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".py"):
-            h.update(f.encode())
-            with open(os.path.join(d, f), "rb") as fh:
-                h.update(fh.read())
+    for path in files:
+        h.update(os.path.relpath(path, here).encode())
+        with open(path, "rb") as fh:
+            h.update(fh.read())
     return h.hexdigest()
 
 
