@@ -91,3 +91,14 @@ def test_compiled_training_divergence_is_caught(tmp_path):
     r = json.loads(j.read_text())
     assert code == 1, out + err
     assert r["training"]["compiled"]["status"] == "fail" and "compiled:" in r["training"]["reason"]
+
+
+def test_compiled_training_in_every_report(tmp_path):
+    j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
+    code, out, err = cli("check", fixture("trainable_step"), *FAST, "--json", j, "--html", h, "--junit", x)
+    assert code == 0, out + err
+    assert "Training — 4 steps" in out and "Training (compiled, backend neuron) — 4 steps" in out
+    assert 'id="training-compiled"' in h.read_text()
+    xml = x.read_text()
+    assert 'name="training.eager"' in xml and 'name="training.compiled"' in xml
+    assert json.loads(j.read_text())["training"]["compiled"]["status"] == "pass"

@@ -78,6 +78,15 @@ def build(result: dict) -> ET.Element:
                     _case(suite, cls, f"baseline.{key}", skipped=result.get("inconclusive") or "inconclusive")
                 else:
                     _case(suite, cls, f"baseline.{key}", failure=msg if x.get("regressed") else None)
+    tr = result.get("training") or {}
+    if tr.get("status") not in (None, "skipped"):
+        parts = [("training.eager", tr if "eager" in tr.get("modes", ["eager"]) else None),
+                 ("training.compiled", tr.get("compiled"))]
+        for name, part in parts:
+            if part is None:
+                continue
+            t = sum(s["step_time_device_s"] for s in part.get("per_step", []))
+            _case(suite, cls, name, t, failure=(part.get("reason") if part.get("status") == "fail" else None))
     c = result.get("cost", {})
     if c.get("budget_usd_per_million") is not None:
         _case(suite, cls, "cost.budget", failure=(f"{c['device'].get('usd_per_million')} USD per million > "

@@ -327,13 +327,18 @@ def _baseline(b: Optional[dict]) -> str:
     return out
 
 
-def _training(tr: Optional[dict]) -> str:
-    """The training check section (empty for an inference model)."""
+def _training(tr: Optional[dict], label: str = "", anchor: str = "training") -> str:
+    """The training check section (empty for an inference model); the compiled mode's
+    steps (``tr["compiled"]``) in a section of their own."""
     if not tr or tr.get("status") == "skipped":
         return ""
-    head = f'<h2 id="training">Training — {tr.get("steps")} steps {_status(tr["status"])}</h2>'
+    compiled = ""
+    if tr.get("compiled"):
+        compiled = _training(tr["compiled"] | {"steps": tr["steps"], "optimizer": tr["optimizer"]},
+                             " (compiled, backend neuron)", "training-compiled")
+    head = f'<h2 id="{anchor}">Training{_e(label)} — {tr.get("steps")} steps {_status(tr["status"])}</h2>'
     if "per_step" not in tr:
-        return head + f'<div class="note">{_e(tr.get("reason"))}</div>'
+        return head + f'<div class="note">{_e(tr.get("reason") or tr.get("note"))}</div>' + compiled
     groups = list(tr["per_step"][0]["grad_norm_device"])
     rows = [[_e(st["step"]), _e(f"{st['loss_device']:.6g}"), _e(f"{st['loss_reference']:.6g}"),
              _e(f"{st['loss_fp64']:.6g}"), _status("pass" if st["loss_passed"] else "fail")]
@@ -349,7 +354,8 @@ def _training(tr: Optional[dict]) -> str:
                                            + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else ""))),
                    ("device step p50", _e(F.ms(tr["step_time"]["device_p50_s"]))),
                    ("reference step p50", _e(F.ms(tr["step_time"]["reference_p50_s"]))),
-                   ("peak device memory with optimizer state", _e(F.nbytes(tr.get("peak_allocated_bytes"))))]))
+                   ("peak device memory with optimizer state", _e(F.nbytes(tr.get("peak_allocated_bytes"))))])
+            + compiled)
 
 
 def _projection(p: Optional[dict]) -> str:

@@ -302,13 +302,20 @@ def baseline_table(b: Optional[dict]) -> list:
     return out
 
 
-def training_tables(tr: Optional[dict]) -> list:
-    """The training check: loss curve and gradient norms per step, final parameters."""
+def training_tables(tr: Optional[dict], label: str = "") -> list:
+    """The training check: loss curve and gradient norms per step, final parameters; the
+    compiled mode's steps (``tr["compiled"]``) in a table of their own."""
     if not tr or tr.get("status") == "skipped":
         return []
+    compiled = []
+    if tr.get("compiled"):
+        c = tr["compiled"] | {"steps": tr["steps"], "optimizer": tr["optimizer"]}
+        compiled = (training_tables(c, " (compiled, backend neuron)") if "per_step" in c else
+                    [Text(f"Training (compiled): {c['reason']}", style="red")])
     if "per_step" not in tr:
-        return [Text(f"Training: {tr['reason']}", style="red")]
-    t = Table(title=f"Training — {tr['steps']} steps, {tr['optimizer']}  {tr['status'].upper()}",
+        return ([Text(f"Training: {tr['reason']}", style="red")] if tr.get("status") == "fail" and not compiled
+                else [Text(f"Training (eager): {tr.get('note') or tr.get('reason')}", style="dim")]) + compiled
+    t = Table(title=f"Training{label} — {tr['steps']} steps, {tr['optimizer']}  {tr['status'].upper()}",
               title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY)
     groups = list(tr["per_step"][0]["grad_norm_device"])
     for col in ["step", "loss device", "loss reference", "loss fp64", "loss"] + [f"|grad| {g}" for g in groups] \
@@ -325,7 +332,7 @@ def training_tables(tr: Optional[dict]) -> list:
                     + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
                     + f"; device step p50 {F.ms(tr['step_time']['device_p50_s'])} (reference "
                     f"{F.ms(tr['step_time']['reference_p50_s'])}); peak device memory with optimizer state "
-                    f"{F.nbytes(tr['peak_allocated_bytes'])}")]
+                    f"{F.nbytes(tr['peak_allocated_bytes'])}")] + compiled
 
 
 def projection_tables(p: Optional[dict]) -> list:
