@@ -44,12 +44,15 @@ def build(result: dict) -> ET.Element:
     if p2["status"] == "skipped":
         _case(suite, cls, "phase2.accuracy", skipped=p2.get("reason") or "skipped")
     else:
-        for name, o in p2["outputs"].items():
-            msg = None if o.get("passed") else (
-                f"{name}: {o.get('decided_by')}; max abs {o.get('max_abs')}, RMSE vs fp64 "
-                f"{o.get('rmse_device_fp64')} > bound {o.get('rmse_bound')}")
-            _case(suite, cls, f"phase2.accuracy[{name}]", failure=msg,
-                  out=f"decided by {o.get('decided_by')}; cosine {o.get('cosine')}")
+        parts = [("phase2.accuracy", p2["outputs"])] + (
+            [("phase2.compiled.accuracy", p2["compiled"]["outputs"])] if p2.get("compiled") else [])
+        for case, outs in parts:
+            for name, o in outs.items():
+                msg = None if o.get("passed") else (
+                    f"{name}: {o.get('decided_by')}; max abs {o.get('max_abs')}, RMSE vs fp64 "
+                    f"{o.get('rmse_device_fp64')} > bound {o.get('rmse_bound')}")
+                _case(suite, cls, f"{case}[{name}]", failure=msg,
+                      out=f"decided by {o.get('decided_by')}; cosine {o.get('cosine')}")
 
     p3 = result["phase3"]
     if p3["status"] == "skipped":

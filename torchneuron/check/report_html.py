@@ -215,6 +215,15 @@ def _phase1(p1: dict) -> str:
     return out
 
 
+def _phase2_compiled(p2: dict) -> str:
+    """--mode both: the compiled model's accuracy table (empty otherwise)."""
+    c = p2.get("compiled")
+    if not c:
+        return ""
+    return (f'<h2 id="phase2-compiled">Phase 2 (compiled, backend neuron) — is it accurate {_status(c["status"])}'
+            f'</h2>\n{_phase2(p2 | {"status": c["status"], "outputs": c["outputs"]})}')
+
+
 def _phase2(p2: dict) -> str:
     if p2["status"] == "skipped":
         return _kv([("result", _status("skipped")), ("reason", _e(p2.get("reason")))])
@@ -451,6 +460,7 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 <div class="plots">{plot_html['ops']}</div>
 <h2 id="phase2">Phase 2 — is it accurate {_status(p2['status'])}</h2>
 {_phase2(p2)}
+{_phase2_compiled(p2)}
 <h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3['status'])}</h2>
 {_phase3(p3, result['config']['reference'])}
 <div class="plots">{plot_html['warmup']}{plot_html['hist']}</div>

@@ -138,9 +138,14 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join((["..."] if len(ls) > lines else []) + ls[-lines:])
 
 
-def phase2_tables(p2: dict, width: int = 200) -> list:
-    """The accuracy table: one row per output, or one column per output below 130 columns."""
-    title = f"Phase 2 — is it accurate  (reference {p2['reference_device']}, golden fp64 on cpu, {p2['dtype']})"
+def phase2_tables(p2: dict, width: int = 200, label: str = "") -> list:
+    """The accuracy table: one row per output, or one column per output below 130 columns;
+    the compiled model's (``--mode both``) in a second table."""
+    if p2.get("compiled") and not label:
+        return phase2_tables({k: v for k, v in p2.items() if k != "compiled"}, width, "") + phase2_tables(
+            p2 | {"status": p2["compiled"]["status"], "outputs": p2["compiled"]["outputs"], "compiled": None},
+            width, " (compiled, backend neuron)")
+    title = f"Phase 2{label} — is it accurate  (reference {p2['reference_device']}, golden fp64 on cpu, {p2['dtype']})"
     if p2["status"] == "skipped":
         t = _kv_table(title)
         t.add_row("result", status_text("skipped"))

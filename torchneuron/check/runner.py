@@ -174,6 +174,8 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     # Phase 2
     p2, extra = phase2.run(loaded, cfg, session.outputs, ui, skip)
     result["phase2"] = p2
+    if cfg.mode == "both" and p2["status"] != "skipped" and session.compiled_outputs is not None:
+        p2["compiled"] = phase2.compiled_section(session.compiled_outputs, session.outputs, extra, cfg)
 
     # Phase 3
     p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size, p1.get("cold_latency_s"), ui, skip,
@@ -230,6 +232,10 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if p2["status"] == "fail":
         bad = [k for k, v in p2["outputs"].items() if not v["passed"]]
         fails.append(f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}")
+    if (p2.get("compiled") or {}).get("status") == "fail":
+        bad = [k for k, v in p2["compiled"]["outputs"].items() if not v["passed"]]
+        fails.append(f"phase 2 (compiled): {len(bad)} output(s) not accurate against {cfg.reference}: "
+                     f"{', '.join(bad)}")
     if p3["status"] == "fail":
         fails.append(f"phase 3: {p3['reason']}")
     if result["training"]["status"] == "fail":
