@@ -66,3 +66,24 @@ def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
     r = result("mlp", **FAST_KW)
     assert r["phase2"]["status"] == "pass" and r["phase2"]["compiled"]["status"] == "fail"
     assert r["verdict"] == "fail" and any(f.startswith("phase 2 (compiled)") for f in r["failures"])
+
+
+def test_mode_both_times_and_prices_the_compiled_model(tmp_path):
+    from check_support import cli
+    import json
+    j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
+    code, out, err = cli("check", "mlp", "--iterations", "5", "--max-warmup", "5", "--amortize-samples", "1000",
+                         "--json", j, "--html", h, "--junit", x)
+    assert code == 0, out + err
+    r = json.loads(j.read_text())
+    c, d = r["phase3"]["compiled"], r["phase3"]["device"]
+    assert c["iterations"] == 5 and c["p50_s"] > 0 and c["cold_s"] == r["phase1"]["compile"]["compile_s"]
+    assert c["ratio_to_eager_p50"] == c["p50_s"] / d["p50_s"]
+    k, price = r["cost"]["compiled"], r["cost"]["device"]["usd_per_hour"]
+    # documented formula: price/3600 * (1e6/throughput + compile_s * 1e6/amortize_samples)
+    want = price / 3600 * (1e6 / c["throughput_samples_per_s"] + k["overhead_s"] * 1e6 / 1000)
+    assert k["usd_per_million"] == __import__("pytest").approx(want, rel=1e-12)
+    assert k["overhead_s"] == r["phase1"]["compile"]["compile_s"]
+    assert r["cost"]["device"]["overhead_label"].startswith("cold-start")   # eager has no compile step
+    assert "compiled (backend neuron)" in out and 'id="phase3-compiled"' in h.read_text()
+    assert 'name="phase3.compiled.performance"' in x.read_text()

@@ -81,6 +81,10 @@ def build(result: dict) -> ET.Element:
                     _case(suite, cls, f"baseline.{key}", skipped=result.get("inconclusive") or "inconclusive")
                 else:
                     _case(suite, cls, f"baseline.{key}", failure=msg if x.get("regressed") else None)
+    pc = (result.get("phase3") or {}).get("compiled")
+    if pc:
+        _case(suite, cls, "phase3.compiled.performance", pc.get("total_s") or 0.0,
+              failure=pc.get("reason") if pc.get("status") == "fail" else None)
     tr = result.get("training") or {}
     if tr.get("status") not in (None, "skipped"):
         parts = [("training.eager", tr if "eager" in tr.get("modes", ["eager"]) else None),

@@ -215,6 +215,22 @@ def _phase1(p1: dict) -> str:
     return out
 
 
+def _compiled_perf(p3: dict, cost: dict) -> str:
+    """--mode both: the compiled model's phase-3 statistics and amortized cost (empty otherwise)."""
+    c, k = p3.get("compiled"), cost.get("compiled")
+    if not c or not c.get("p50_s"):
+        return ""
+    d = p3["device"]
+    rows = [(label, _e(F.ms(c[key])) + " (eager " + _e(F.ms(d[key])) + ")")
+            for key, label in (("p50_s", "p50 latency"), ("p90_s", "p90 latency"), ("p99_s", "p99 latency"))]
+    rows.append(("throughput (samples/s)", _e(F.num(c["throughput_samples_per_s"]))
+                 + " (eager " + _e(F.num(d["throughput_samples_per_s"])) + ")"))
+    if k:
+        rows += [("cold compile time (amortized)", _e(F.ms(k["overhead_s"]))),
+                 ("USD per 1M samples, amortized", _e(F.usd(k["usd_per_million"])))]
+    return '<h2 id="phase3-compiled">Phase 3 (compiled, backend neuron)</h2>' + _kv(rows)
+
+
 def _phase2_compiled(p2: dict) -> str:
     """--mode both: the compiled model's accuracy table (empty otherwise)."""
     c = p2.get("compiled")
@@ -461,6 +477,7 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 <h2 id="phase2">Phase 2 — is it accurate {_status(p2['status'])}</h2>
 {_phase2(p2)}
 {_phase2_compiled(p2)}
+{_compiled_perf(p3, result.get("cost") or {})}
 <h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3['status'])}</h2>
 {_phase3(p3, result['config']['reference'])}
 <div class="plots">{plot_html['warmup']}{plot_html['hist']}</div>

@@ -201,6 +201,18 @@ def phase3_tables(p3: dict, reference: str) -> list:
     t.add_column(f"device ({d['device']})", justify="right")
     t.add_column(f"reference ({reference})", justify="right")
     t.add_column("device / reference", justify="right")
+    c = p3.get("compiled") if (p3.get("compiled") or {}).get("p50_s") else None
+    if c:   # --mode both: the compiled model beside eager
+        t.add_column("compiled (backend neuron)", justify="right")
+        t.add_column("compiled / eager", justify="right")
+        _row = t.add_row
+
+        def add_row(label, *cells, key=None):
+            cx = (F.ms(c.get(key)) if key else "", F.ratio(c[key] / d[key]) if key and d.get(key) else "")
+            _row(label, *cells, *cx)
+    else:
+        def add_row(label, *cells, key=None):
+            t.add_row(label, *cells)
 
     def wu(x):
         if not x:
@@ -214,15 +226,18 @@ def phase3_tables(p3: dict, reference: str) -> list:
             f"{F.ms(x['median_ci95_s'][0])} – {F.ms(x['median_ci95_s'][1])}"
 
     g = (lambda k: r.get(k) if r else None)
-    t.add_row("cold (first iteration)", F.ms(d.get("cold_s")), F.ms(g("cold_s")), "")
-    t.add_row("warm-up", wu(d), wu(r), "")
-    t.add_row("measured iterations", str(d["iterations"]), str(g("iterations") or "–"), "")
+    add_row("cold (first iteration)", F.ms(d.get("cold_s")), F.ms(g("cold_s")), "", key="cold_s")
+    add_row("warm-up", wu(d), wu(r), "")
+    add_row("measured iterations", str(d["iterations"]), str(g("iterations") or "–"), "")
     for k, label in (("p50_s", "p50 latency"), ("p90_s", "p90 latency"), ("p99_s", "p99 latency")):
         rat = F.ratio(d[k] / r[k]) if r and r.get(k) else ""
-        t.add_row(label, F.ms(d[k]), F.ms(g(k)), rat)
-    t.add_row("95% CI of the median", ci(d), ci(r), "")
-    t.add_row("throughput (samples/s)", F.num(d["throughput_samples_per_s"]),
-              F.num(g("throughput_samples_per_s")), F.ratio(ratio.get("throughput_device_over_reference")))
+        add_row(label, F.ms(d[k]), F.ms(g(k)), rat, key=k)
+    add_row("95% CI of the median", ci(d), ci(r), "")
+    add_row("throughput (samples/s)", F.num(d["throughput_samples_per_s"]),
+            F.num(g("throughput_samples_per_s")), F.ratio(ratio.get("throughput_device_over_reference")))
+    if c:
+        t.add_row("compiled throughput (samples/s)", "", "", "", F.num(c["throughput_samples_per_s"]),
+                  F.ratio(c["throughput_samples_per_s"] / d["throughput_samples_per_s"]))
     if d.get("fallback_share") is not None:
         t.add_row("CPU fallback share (steady state)", F.pct(d["fallback_share"]), "", "")
     return [t]
@@ -239,15 +254,18 @@ def cost_table(c: dict) -> list:
     t.add_column("device", justify="right")
     t.add_column("reference", justify="right")
     d, r = c["device"], c["reference"]
+    comp = c.get("compiled")
+    if comp:
+        t.add_column("compiled (backend neuron)", justify="right")
     for label, fn in (("priced as", lambda x: x["instance"]), ("USD per hour", lambda x: F.usd(x["usd_per_hour"])),
                       ("price as of", lambda x: x.get("as_of") or "given"),
                       ("throughput (samples/s)", lambda x: F.num(x.get("throughput_samples_per_s"))),
                       ("one-time overhead", lambda x: F.ms(x.get("overhead_s"))),
                       ("USD per 1M samples, steady", lambda x: F.usd(x.get("usd_per_million_steady"))),
                       ("USD per 1M samples, amortized", lambda x: F.usd(x.get("usd_per_million")))):
-        t.add_row(label, fn(d), fn(r))
+        t.add_row(label, fn(d), fn(r), *([fn(d | comp)] if comp else []))
     out: list = [t]
-    for label, x in (("device", c["device"]), ("reference", c["reference"])):
+    for label, x in (("device", c["device"]), ("reference", c["reference"]), ("compiled", comp or {})):
         if x.get("overhead_label"):
             out.append(Text(f"{label} one-time overhead: {x['overhead_label']}", style="dim"))
     srcs = {x.get("source") for x in (c["device"], c["reference"]) if x.get("source")}

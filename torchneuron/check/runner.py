@@ -181,6 +181,17 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size, p1.get("cold_latency_s"), ui, skip,
                     extra.get("reference_cold_s"))
     result["phase3"] = p3
+    comp = p1.get("compile") or {}
+    if cfg.mode == "both" and p3["status"] == "pass" and comp.get("ok"):
+        # the compiled model timed on its own (phase3.benchmark), same statistics as eager's
+        try:
+            compiled_model = torch.compile(session.model, backend="neuron")   # in-memory executables
+            p3["compiled"] = phase3.benchmark("Phase 3 compiled", compiled_model, session.inputs, session.device,
+                                              cfg, loaded.batch_size, ui, comp.get("compile_s"))
+            p3["compiled"]["ratio_to_eager_p50"] = p3["compiled"]["p50_s"] / p3["device"]["p50_s"]
+        except Exception as e:
+            p3["compiled"] = {"status": "fail", "reason": f"the compiled model raised during timing: "
+                                                          f"{type(e).__name__}: {e}"}
     if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/profile.py)
         from . import profile as profile_mod
         result["profile"] = profile_mod.run(session, cfg, ui) if skip is None else {"status": "skipped",
