@@ -43,6 +43,64 @@ def test_loss_fn_must_be_callable():
 
 @pytest.mark.slow
 def test_builtin_llama_tiny_train():
-    code, out, err = cli("check", "llama-tiny-train", *FAST)
+    # eager only: the compile path cannot lower this model's backward yet (aten.empty_permuted
+    # in SiLU's backward graph); --mode both reports that as a compiled-training failure
+    code, out, err = cli("check", "llama-tiny-train", *FAST, "--mode", "eager")
     assert code == 0, out + err
     assert "Training — 4 steps" in out and "PASS" in out
+
+
+def test_step_function_form_matches_loss_fn_form(tmp_path):
+    """step(model, inputs) -> loss gives the same steps as the (model, inputs, loss_fn) form."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for fx, j in (("trainable", a), ("trainable_step", b)):
+        code, out, err = cli("check", fixture(fx), *FAST, "--mode", "eager", "--json", j)
+        assert code == 0, out + err
+    ta, tb = (json.loads(p.read_text())["training"] for p in (a, b))
+    assert tb["form"] == "step(model, inputs)" and ta["form"] == "loss_fn(output)"
+    assert tb["status"] == "pass"
+    for sa, sb in zip(ta["per_step"], tb["per_step"]):
+        assert sb["loss_device"] == pytest.approx(sa["loss_device"], rel=1e-6)
+        assert sb["loss_reference"] == pytest.approx(sa["loss_reference"], rel=1e-6)
+
+
+@pytest.mark.parametrize("fx,words", [("trainable_step_no_grad", "does not require grad"),
+                                      ("trainable_step_vector", "expected a floating scalar"),
+                                      ("trainable_three_args", "3 required positional")])
+def test_bad_training_callable_is_a_usage_error(fx, words):
+    code, _, err = cli("check", fixture(fx), *FAST, "--mode", "eager")
+    assert code == 2 and words in err, err
+
+
+def test_compiled_training_matches_the_reference(tmp_path):
+    """--mode both: forward and backward compiled with backend neuron, same rule per step."""
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable"), *FAST, "--json", j)
+    assert code == 0, out + err
+    tr = json.loads(j.read_text())["training"]
+    assert tr["modes"] == ["eager", "compile"]
+    c = tr["compiled"]
+    assert c["status"] == "pass" and len(c["per_step"]) == 4 and c["final_params"]["failed"] == []
+    for e, s in zip(tr["per_step"], c["per_step"]):
+        assert s["loss_device"] == pytest.approx(s["loss_reference"], rel=1e-4)
+        assert s["loss_device"] == pytest.approx(e["loss_device"], rel=1e-4)
+    assert c["peak_allocated_bytes"] > 0 and c["step_time"]["first_step_device_s"] > 0
+
+
+def test_compiled_training_divergence_is_caught(tmp_path):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable_perturbed"), *FAST, "--mode", "compile", "--json", j)
+    r = json.loads(j.read_text())
+    assert code == 1, out + err
+    assert r["training"]["compiled"]["status"] == "fail" and "compiled:" in r["training"]["reason"]
+
+
+def test_compiled_training_in_every_report(tmp_path):
+    j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
+    code, out, err = cli("check", fixture("trainable_step"), *FAST, "--json", j, "--html", h, "--junit", x)
+    assert code == 0, out + err
+    assert "Training — 4 steps" in out and "Training (compiled, backend neuron) — 4 steps" in out
+    assert 'id="training-compiled"' in h.read_text()
+    xml = x.read_text()
+    assert 'name="training.eager"' in xml and 'name="training.compiled"' in xml
+    assert json.loads(j.read_text())["training"]["compiled"]["status"] == "pass"

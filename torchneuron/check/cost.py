@@ -11,7 +11,9 @@ Formula (USD per million samples)::
 ``throughput`` is the measured steady-state samples/s; ``overhead_s`` is the one-time
 cost spread over ``amortize_samples`` samples: the compile time when a graph compiler
 ran, otherwise (eager mode, no compile step) the measured cold-start overhead = first
-iteration minus steady-state p50 (clamped at 0).
+iteration minus steady-state p50 (clamped at 0). Under ``--mode both`` the eager figures
+use the cold-start overhead and a ``compiled`` entry gives the compiled model's cost with
+``overhead_s`` = the cold compile time (phase 1's first compiled call, empty NEFF cache).
 """
 from __future__ import annotations
 
@@ -93,7 +95,7 @@ def compute(phase1: dict, phase3: dict, cfg, device_price: dict, reference_price
         res["notes"].append("no cost: phase 3 did not run")
         return res
     comp = phase1.get("compile", {})
-    if comp.get("checked") and comp.get("ok"):
+    if comp.get("checked") and comp.get("ok") and comp.get("phases_2_3") == "compiled":
         overhead, label = comp["compile_s"], "compile time (torch.compile first call)"
     else:
         overhead = max((d.get("cold_s") or 0.0) - d["p50_s"], 0.0)
@@ -115,6 +117,16 @@ def compute(phase1: dict, phase3: dict, cfg, device_price: dict, reference_price
                                                                  cfg.amortize_samples),
                                 usd_per_million_steady=cost_per_million(reference_price["usd_per_hour"],
                                                                         r["throughput_samples_per_s"]))
+    c = phase3.get("compiled")
+    if c and c.get("throughput_samples_per_s"):
+        overhead = comp.get("compile_s") or 0.0
+        res["compiled"] = {"throughput_samples_per_s": c["throughput_samples_per_s"], "overhead_s": overhead,
+                           "overhead_label": "cold compile time (torch.compile first call, empty NEFF cache)",
+                           "usd_per_million": cost_per_million(device_price["usd_per_hour"],
+                                                               c["throughput_samples_per_s"], overhead,
+                                                               cfg.amortize_samples),
+                           "usd_per_million_steady": cost_per_million(device_price["usd_per_hour"],
+                                                                      c["throughput_samples_per_s"])}
     if cfg.max_cost_per_million is not None:
         res["over_budget"] = res["device"]["usd_per_million"] > cfg.max_cost_per_million
     return res

@@ -44,12 +44,15 @@ def build(result: dict) -> ET.Element:
     if p2["status"] == "skipped":
         _case(suite, cls, "phase2.accuracy", skipped=p2.get("reason") or "skipped")
     else:
-        for name, o in p2["outputs"].items():
-            msg = None if o.get("passed") else (
-                f"{name}: {o.get('decided_by')}; max abs {o.get('max_abs')}, RMSE vs fp64 "
-                f"{o.get('rmse_device_fp64')} > bound {o.get('rmse_bound')}")
-            _case(suite, cls, f"phase2.accuracy[{name}]", failure=msg,
-                  out=f"decided by {o.get('decided_by')}; cosine {o.get('cosine')}")
+        parts = [("phase2.accuracy", p2["outputs"])] + (
+            [("phase2.compiled.accuracy", p2["compiled"]["outputs"])] if p2.get("compiled") else [])
+        for case, outs in parts:
+            for name, o in outs.items():
+                msg = None if o.get("passed") else (
+                    f"{name}: {o.get('decided_by')}; max abs {o.get('max_abs')}, RMSE vs fp64 "
+                    f"{o.get('rmse_device_fp64')} > bound {o.get('rmse_bound')}")
+                _case(suite, cls, f"{case}[{name}]", failure=msg,
+                      out=f"decided by {o.get('decided_by')}; cosine {o.get('cosine')}")
 
     p3 = result["phase3"]
     if p3["status"] == "skipped":
@@ -78,6 +81,19 @@ def build(result: dict) -> ET.Element:
                     _case(suite, cls, f"baseline.{key}", skipped=result.get("inconclusive") or "inconclusive")
                 else:
                     _case(suite, cls, f"baseline.{key}", failure=msg if x.get("regressed") else None)
+    pc = (result.get("phase3") or {}).get("compiled")
+    if pc:
+        _case(suite, cls, "phase3.compiled.performance", pc.get("total_s") or 0.0,
+              failure=pc.get("reason") if pc.get("status") == "fail" else None)
+    tr = result.get("training") or {}
+    if tr.get("status") not in (None, "skipped"):
+        parts = [("training.eager", tr if "eager" in tr.get("modes", ["eager"]) else None),
+                 ("training.compiled", tr.get("compiled"))]
+        for name, part in parts:
+            if part is None:
+                continue
+            t = sum(s["step_time_device_s"] for s in part.get("per_step", []))
+            _case(suite, cls, name, t, failure=(part.get("reason") if part.get("status") == "fail" else None))
     c = result.get("cost", {})
     if c.get("budget_usd_per_million") is not None:
         _case(suite, cls, "cost.budget", failure=(f"{c['device'].get('usd_per_million')} USD per million > "

@@ -37,6 +37,7 @@ class LoadedModel:
     batch_size: int             # samples per iteration
     batch_size_source: str      # "factory parameter" | "first input's first dimension"
     loss_fn: Optional[Callable] = None   # training factories: loss_fn(output) -> scalar tensor
+    train_step: Optional[Callable] = None   # or step(model, inputs) -> scalar loss (forward and loss)
 
     @property
     def path(self) -> str | None:
@@ -147,15 +148,36 @@ def _accepts(fn: Callable, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+def training_kind(where: str, fn: Any) -> str:
+    """What the third element of a training factory's return is: ``"loss_fn"`` (a callable
+    with one required positional parameter, ``loss_fn(output) -> loss``) or ``"step"`` (two,
+    ``step(model, inputs) -> loss``). Raises CheckUsageError for anything else."""
+    if not callable(fn):
+        raise CheckUsageError(f"{where} returned a {type(fn).__name__} as loss_fn; expected a callable "
+                              "loss_fn(output) -> scalar tensor or step(model, inputs) -> scalar tensor")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return "loss_fn"   # a builtin without a signature: called with the output
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in pos if p.default is p.empty]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or len(required) == 1:
+        return "loss_fn"
+    if len(required) == 2:
+        return "step"
+    raise CheckUsageError(f"{where} returned a training callable {getattr(fn, '__name__', fn)!r} with "
+                          f"{len(required)} required positional parameter(s); expected loss_fn(output) "
+                          "(one) or step(model, inputs) (two)")
+
+
 def _validate(spec: str, ret: Any) -> tuple[torch.nn.Module, Inputs]:
     where = f"model {spec!r}: the factory"
     if not isinstance(ret, (tuple, list)) or len(ret) not in (2, 3):
         got = f"a {type(ret).__name__}" + (f" of length {len(ret)}" if isinstance(ret, (tuple, list)) else "")
         raise CheckUsageError(f"{where} must return (model, example_inputs), got {got} (a training factory "
                               "returns (model, example_inputs, loss_fn))")
-    if len(ret) == 3 and not callable(ret[2]):
-        raise CheckUsageError(f"{where} returned a {type(ret[2]).__name__} as loss_fn; expected a callable "
-                              "loss_fn(output) -> scalar tensor")
+    if len(ret) == 3:
+        training_kind(where, ret[2])
     model, inputs = ret[0], ret[1]
     if not isinstance(model, torch.nn.Module):
         raise CheckUsageError(f"{where} returned a {type(model).__name__} as the model; "
@@ -212,7 +234,12 @@ def load(spec: str, batch_size: int | None = None, seed: int = 0) -> LoadedModel
         if quiet:
             quiet()
     model, inputs = _validate(spec, ret)
-    loss_fn = ret[2] if len(ret) == 3 else None
+    loss_fn = train_step = None
+    if len(ret) == 3:
+        if training_kind("", ret[2]) == "step":
+            train_step = ret[2]
+        else:
+            loss_fn = ret[2]
     model.eval()
     first = next(iter(inputs.values())) if isinstance(inputs, dict) else inputs[0]
     if first.dim() and first.shape[0] == 0:   # nothing to time or price: the cost would be infinite
@@ -223,7 +250,8 @@ def load(spec: str, batch_size: int | None = None, seed: int = 0) -> LoadedModel
     else:
         bs, how = (int(first.shape[0]) if first.dim() else 1), "first input's first dimension"
     return LoadedModel(name=name, spec=spec, source=source, description=desc, model=model,
-                       inputs=inputs, batch_size=bs, batch_size_source=how, loss_fn=loss_fn)
+                       inputs=inputs, batch_size=bs, batch_size_source=how, loss_fn=loss_fn,
+                       train_step=train_step)
 
 
 def _quiet_transformers():

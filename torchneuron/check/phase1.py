@@ -41,6 +41,7 @@ class DeviceSession:
     model: Optional[torch.nn.Module] = None
     inputs: Any = None
     outputs: dict[str, torch.Tensor] = field(default_factory=dict)   # first run, on the CPU
+    compiled_outputs: Optional[dict] = None   # torch.compile(backend="neuron")'s first run, on the CPU
     sync: Any = None
 
 

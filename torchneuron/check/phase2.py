@@ -111,6 +111,26 @@ def reference_outputs(loaded: LoadedModel, cfg: CheckConfig) -> tuple[torch.nn.M
     return model, inputs, T.to_cpu(out), cold
 
 
+def compiled_section(compiled: dict[str, torch.Tensor], eager: dict[str, torch.Tensor], extra: dict,
+                     cfg: CheckConfig) -> dict:
+    """``--mode both``: the compiled model's outputs (``torch.compile(backend="neuron")``'s
+    first run) against the reference and fp64 with the same rule as eager's, and their
+    largest absolute difference from eager's. ``status`` pass/fail."""
+    ref, gold, tol = extra["outputs"]["reference"], extra["outputs"]["fp64"], cfg.effective_tol
+    outs = {}
+    for name, c in compiled.items():
+        if name not in ref or name not in gold:
+            outs[name] = {"passed": False, "decided_by": "output missing on the reference"}
+            continue
+        outs[name] = compare(c, ref[name], gold[name], tol, cfg.torch_dtype)
+        if name in eager and eager[name].shape == c.shape:
+            outs[name]["max_abs_vs_eager"] = float((c.double() - eager[name].double()).abs().max()) \
+                if c.numel() else 0.0
+    for name in sorted(set(ref) - set(compiled)):
+        outs[name] = {"passed": False, "decided_by": "output missing in the compiled model"}
+    return {"status": "pass" if all(o["passed"] for o in outs.values()) else "fail", "outputs": outs}
+
+
 def run(loaded: LoadedModel, cfg: CheckConfig, device_outputs: dict[str, torch.Tensor],
         ui, skip_reason: Optional[str] = None) -> tuple[dict, dict]:
     """Run phase 2. Returns the JSON-ready phase result and

@@ -215,6 +215,31 @@ def _phase1(p1: dict) -> str:
     return out
 
 
+def _compiled_perf(p3: dict, cost: dict) -> str:
+    """--mode both: the compiled model's phase-3 statistics and amortized cost (empty otherwise)."""
+    c, k = p3.get("compiled"), cost.get("compiled")
+    if not c or not c.get("p50_s"):
+        return ""
+    d = p3["device"]
+    rows = [(label, _e(F.ms(c[key])) + " (eager " + _e(F.ms(d[key])) + ")")
+            for key, label in (("p50_s", "p50 latency"), ("p90_s", "p90 latency"), ("p99_s", "p99 latency"))]
+    rows.append(("throughput (samples/s)", _e(F.num(c["throughput_samples_per_s"]))
+                 + " (eager " + _e(F.num(d["throughput_samples_per_s"])) + ")"))
+    if k:
+        rows += [("cold compile time (amortized)", _e(F.ms(k["overhead_s"]))),
+                 ("USD per 1M samples, amortized", _e(F.usd(k["usd_per_million"])))]
+    return '<h2 id="phase3-compiled">Phase 3 (compiled, backend neuron)</h2>' + _kv(rows)
+
+
+def _phase2_compiled(p2: dict) -> str:
+    """--mode both: the compiled model's accuracy table (empty otherwise)."""
+    c = p2.get("compiled")
+    if not c:
+        return ""
+    return (f'<h2 id="phase2-compiled">Phase 2 (compiled, backend neuron) — is it accurate {_status(c["status"])}'
+            f'</h2>\n{_phase2(p2 | {"status": c["status"], "outputs": c["outputs"]})}')
+
+
 def _phase2(p2: dict) -> str:
     if p2["status"] == "skipped":
         return _kv([("result", _status("skipped")), ("reason", _e(p2.get("reason")))])
@@ -327,13 +352,18 @@ def _baseline(b: Optional[dict]) -> str:
     return out
 
 
-def _training(tr: Optional[dict]) -> str:
-    """The training check section (empty for an inference model)."""
+def _training(tr: Optional[dict], label: str = "", anchor: str = "training") -> str:
+    """The training check section (empty for an inference model); the compiled mode's
+    steps (``tr["compiled"]``) in a section of their own."""
     if not tr or tr.get("status") == "skipped":
         return ""
-    head = f'<h2 id="training">Training — {tr.get("steps")} steps {_status(tr["status"])}</h2>'
+    compiled = ""
+    if tr.get("compiled"):
+        compiled = _training(tr["compiled"] | {"steps": tr["steps"], "optimizer": tr["optimizer"]},
+                             " (compiled, backend neuron)", "training-compiled")
+    head = f'<h2 id="{anchor}">Training{_e(label)} — {tr.get("steps")} steps {_status(tr["status"])}</h2>'
     if "per_step" not in tr:
-        return head + f'<div class="note">{_e(tr.get("reason"))}</div>'
+        return head + f'<div class="note">{_e(tr.get("reason") or tr.get("note"))}</div>' + compiled
     groups = list(tr["per_step"][0]["grad_norm_device"])
     rows = [[_e(st["step"]), _e(f"{st['loss_device']:.6g}"), _e(f"{st['loss_reference']:.6g}"),
              _e(f"{st['loss_fp64']:.6g}"), _status("pass" if st["loss_passed"] else "fail")]
@@ -349,7 +379,8 @@ def _training(tr: Optional[dict]) -> str:
                                            + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else ""))),
                    ("device step p50", _e(F.ms(tr["step_time"]["device_p50_s"]))),
                    ("reference step p50", _e(F.ms(tr["step_time"]["reference_p50_s"]))),
-                   ("peak device memory with optimizer state", _e(F.nbytes(tr.get("peak_allocated_bytes"))))]))
+                   ("peak device memory with optimizer state", _e(F.nbytes(tr.get("peak_allocated_bytes"))))])
+            + compiled)
 
 
 def _projection(p: Optional[dict]) -> str:
@@ -445,6 +476,8 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 <div class="plots">{plot_html['ops']}</div>
 <h2 id="phase2">Phase 2 — is it accurate {_status(p2['status'])}</h2>
 {_phase2(p2)}
+{_phase2_compiled(p2)}
+{_compiled_perf(p3, result.get("cost") or {})}
 <h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3['status'])}</h2>
 {_phase3(p3, result['config']['reference'])}
 <div class="plots">{plot_html['warmup']}{plot_html['hist']}</div>

@@ -138,9 +138,14 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join((["..."] if len(ls) > lines else []) + ls[-lines:])
 
 
-def phase2_tables(p2: dict, width: int = 200) -> list:
-    """The accuracy table: one row per output, or one column per output below 130 columns."""
-    title = f"Phase 2 — is it accurate  (reference {p2['reference_device']}, golden fp64 on cpu, {p2['dtype']})"
+def phase2_tables(p2: dict, width: int = 200, label: str = "") -> list:
+    """The accuracy table: one row per output, or one column per output below 130 columns;
+    the compiled model's (``--mode both``) in a second table."""
+    if p2.get("compiled") and not label:
+        return phase2_tables({k: v for k, v in p2.items() if k != "compiled"}, width, "") + phase2_tables(
+            p2 | {"status": p2["compiled"]["status"], "outputs": p2["compiled"]["outputs"], "compiled": None},
+            width, " (compiled, backend neuron)")
+    title = f"Phase 2{label} — is it accurate  (reference {p2['reference_device']}, golden fp64 on cpu, {p2['dtype']})"
     if p2["status"] == "skipped":
         t = _kv_table(title)
         t.add_row("result", status_text("skipped"))
@@ -196,6 +201,18 @@ def phase3_tables(p3: dict, reference: str) -> list:
     t.add_column(f"device ({d['device']})", justify="right")
     t.add_column(f"reference ({reference})", justify="right")
     t.add_column("device / reference", justify="right")
+    c = p3.get("compiled") if (p3.get("compiled") or {}).get("p50_s") else None
+    if c:   # --mode both: the compiled model beside eager
+        t.add_column("compiled (backend neuron)", justify="right")
+        t.add_column("compiled / eager", justify="right")
+        _row = t.add_row
+
+        def add_row(label, *cells, key=None):
+            cx = (F.ms(c.get(key)) if key else "", F.ratio(c[key] / d[key]) if key and d.get(key) else "")
+            _row(label, *cells, *cx)
+    else:
+        def add_row(label, *cells, key=None):
+            t.add_row(label, *cells)
 
     def wu(x):
         if not x:
@@ -209,15 +226,18 @@ def phase3_tables(p3: dict, reference: str) -> list:
             f"{F.ms(x['median_ci95_s'][0])} – {F.ms(x['median_ci95_s'][1])}"
 
     g = (lambda k: r.get(k) if r else None)
-    t.add_row("cold (first iteration)", F.ms(d.get("cold_s")), F.ms(g("cold_s")), "")
-    t.add_row("warm-up", wu(d), wu(r), "")
-    t.add_row("measured iterations", str(d["iterations"]), str(g("iterations") or "–"), "")
+    add_row("cold (first iteration)", F.ms(d.get("cold_s")), F.ms(g("cold_s")), "", key="cold_s")
+    add_row("warm-up", wu(d), wu(r), "")
+    add_row("measured iterations", str(d["iterations"]), str(g("iterations") or "–"), "")
     for k, label in (("p50_s", "p50 latency"), ("p90_s", "p90 latency"), ("p99_s", "p99 latency")):
         rat = F.ratio(d[k] / r[k]) if r and r.get(k) else ""
-        t.add_row(label, F.ms(d[k]), F.ms(g(k)), rat)
-    t.add_row("95% CI of the median", ci(d), ci(r), "")
-    t.add_row("throughput (samples/s)", F.num(d["throughput_samples_per_s"]),
-              F.num(g("throughput_samples_per_s")), F.ratio(ratio.get("throughput_device_over_reference")))
+        add_row(label, F.ms(d[k]), F.ms(g(k)), rat, key=k)
+    add_row("95% CI of the median", ci(d), ci(r), "")
+    add_row("throughput (samples/s)", F.num(d["throughput_samples_per_s"]),
+            F.num(g("throughput_samples_per_s")), F.ratio(ratio.get("throughput_device_over_reference")))
+    if c:
+        t.add_row("compiled throughput (samples/s)", "", "", "", F.num(c["throughput_samples_per_s"]),
+                  F.ratio(c["throughput_samples_per_s"] / d["throughput_samples_per_s"]))
     if d.get("fallback_share") is not None:
         t.add_row("CPU fallback share (steady state)", F.pct(d["fallback_share"]), "", "")
     return [t]
@@ -234,15 +254,18 @@ def cost_table(c: dict) -> list:
     t.add_column("device", justify="right")
     t.add_column("reference", justify="right")
     d, r = c["device"], c["reference"]
+    comp = c.get("compiled")
+    if comp:
+        t.add_column("compiled (backend neuron)", justify="right")
     for label, fn in (("priced as", lambda x: x["instance"]), ("USD per hour", lambda x: F.usd(x["usd_per_hour"])),
                       ("price as of", lambda x: x.get("as_of") or "given"),
                       ("throughput (samples/s)", lambda x: F.num(x.get("throughput_samples_per_s"))),
                       ("one-time overhead", lambda x: F.ms(x.get("overhead_s"))),
                       ("USD per 1M samples, steady", lambda x: F.usd(x.get("usd_per_million_steady"))),
                       ("USD per 1M samples, amortized", lambda x: F.usd(x.get("usd_per_million")))):
-        t.add_row(label, fn(d), fn(r))
+        t.add_row(label, fn(d), fn(r), *([fn(d | comp)] if comp else []))
     out: list = [t]
-    for label, x in (("device", c["device"]), ("reference", c["reference"])):
+    for label, x in (("device", c["device"]), ("reference", c["reference"]), ("compiled", comp or {})):
         if x.get("overhead_label"):
             out.append(Text(f"{label} one-time overhead: {x['overhead_label']}", style="dim"))
     srcs = {x.get("source") for x in (c["device"], c["reference"]) if x.get("source")}
@@ -302,13 +325,20 @@ def baseline_table(b: Optional[dict]) -> list:
     return out
 
 
-def training_tables(tr: Optional[dict]) -> list:
-    """The training check: loss curve and gradient norms per step, final parameters."""
+def training_tables(tr: Optional[dict], label: str = "") -> list:
+    """The training check: loss curve and gradient norms per step, final parameters; the
+    compiled mode's steps (``tr["compiled"]``) in a table of their own."""
     if not tr or tr.get("status") == "skipped":
         return []
+    compiled = []
+    if tr.get("compiled"):
+        c = tr["compiled"] | {"steps": tr["steps"], "optimizer": tr["optimizer"]}
+        compiled = (training_tables(c, " (compiled, backend neuron)") if "per_step" in c else
+                    [Text(f"Training (compiled): {c['reason']}", style="red")])
     if "per_step" not in tr:
-        return [Text(f"Training: {tr['reason']}", style="red")]
-    t = Table(title=f"Training — {tr['steps']} steps, {tr['optimizer']}  {tr['status'].upper()}",
+        return ([Text(f"Training: {tr['reason']}", style="red")] if tr.get("status") == "fail" and not compiled
+                else [Text(f"Training (eager): {tr.get('note') or tr.get('reason')}", style="dim")]) + compiled
+    t = Table(title=f"Training{label} — {tr['steps']} steps, {tr['optimizer']}  {tr['status'].upper()}",
               title_justify="left", title_style="bold", box=box.SIMPLE_HEAVY)
     groups = list(tr["per_step"][0]["grad_norm_device"])
     for col in ["step", "loss device", "loss reference", "loss fp64", "loss"] + [f"|grad| {g}" for g in groups] \
@@ -325,7 +355,7 @@ def training_tables(tr: Optional[dict]) -> list:
                     + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
                     + f"; device step p50 {F.ms(tr['step_time']['device_p50_s'])} (reference "
                     f"{F.ms(tr['step_time']['reference_p50_s'])}); peak device memory with optimizer state "
-                    f"{F.nbytes(tr['peak_allocated_bytes'])}")]
+                    f"{F.nbytes(tr['peak_allocated_bytes'])}")] + compiled
 
 
 def projection_tables(p: Optional[dict]) -> list:

@@ -174,11 +174,24 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     # Phase 2
     p2, extra = phase2.run(loaded, cfg, session.outputs, ui, skip)
     result["phase2"] = p2
+    if cfg.mode == "both" and p2["status"] != "skipped" and session.compiled_outputs is not None:
+        p2["compiled"] = phase2.compiled_section(session.compiled_outputs, session.outputs, extra, cfg)
 
     # Phase 3
     p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size, p1.get("cold_latency_s"), ui, skip,
                     extra.get("reference_cold_s"))
     result["phase3"] = p3
+    comp = p1.get("compile") or {}
+    if cfg.mode == "both" and p3["status"] == "pass" and comp.get("ok"):
+        # the compiled model timed on its own (phase3.benchmark), same statistics as eager's
+        try:
+            compiled_model = torch.compile(session.model, backend="neuron")   # in-memory executables
+            p3["compiled"] = phase3.benchmark("Phase 3 compiled", compiled_model, session.inputs, session.device,
+                                              cfg, loaded.batch_size, ui, comp.get("compile_s"))
+            p3["compiled"]["ratio_to_eager_p50"] = p3["compiled"]["p50_s"] / p3["device"]["p50_s"]
+        except Exception as e:
+            p3["compiled"] = {"status": "fail", "reason": f"the compiled model raised during timing: "
+                                                          f"{type(e).__name__}: {e}"}
     if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/profile.py)
         from . import profile as profile_mod
         result["profile"] = profile_mod.run(session, cfg, ui) if skip is None else {"status": "skipped",
@@ -230,6 +243,10 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if p2["status"] == "fail":
         bad = [k for k, v in p2["outputs"].items() if not v["passed"]]
         fails.append(f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}")
+    if (p2.get("compiled") or {}).get("status") == "fail":
+        bad = [k for k, v in p2["compiled"]["outputs"].items() if not v["passed"]]
+        fails.append(f"phase 2 (compiled): {len(bad)} output(s) not accurate against {cfg.reference}: "
+                     f"{', '.join(bad)}")
     if p3["status"] == "fail":
         fails.append(f"phase 3: {p3['reason']}")
     if result["training"]["status"] == "fail":

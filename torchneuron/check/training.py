@@ -2,7 +2,12 @@
 float64 on the CPU (the golden run), from the same initial state.
 
 For a factory that returns ``(model, example_inputs, loss_fn)``: each step is
-``loss = loss_fn(model(**inputs)); loss.backward(); optimizer.step()`` with AdamW
+``loss = loss_fn(model(**inputs)); loss.backward(); optimizer.step()`` with AdamW; a factory
+returning ``(model, example_inputs, step)`` with ``step(model, inputs) -> loss`` (forward and
+loss, two required positional parameters) replaces the first part: the check still calls
+``loss.backward()`` and owns the optimizer, so every form is compared the same way. Under
+``--mode compile|both`` the device's model is also ``torch.compile(backend="neuron")``:
+forward and backward graphs compiled, the optimizer step eager;
 (``lr`` ``TRAIN_LR``) over two parameter groups, as training scripts set them up:
 ``decay`` (matrices, weight decay 0.01) and ``no_decay`` (biases and norms). Modules stay
 in eval mode (dropout off) so the device and the reference follow the same path.
@@ -22,6 +27,7 @@ import torch
 
 from . import phase2, stats
 from . import tensors as T
+from .errors import CheckUsageError
 
 #: AdamW learning rate of the training check (small: a few steps must stay comparable).
 TRAIN_LR = 1e-4
@@ -39,9 +45,28 @@ def _to(inputs, device, float_dtype=None):
     return T.to_device(inputs, device, float_dtype)
 
 
-def _steps(model: torch.nn.Module, inputs, loss_fn: Callable, device: str, steps: int, dtype: torch.dtype,
-           sync: Callable[[], None]) -> dict:
-    opt = torch.optim.AdamW(_groups(model), lr=TRAIN_LR)
+def _loss(model, inputs, loss_fn: Callable | None, step_fn: Callable | None) -> torch.Tensor:
+    """Forward and loss: ``loss_fn(model(inputs))`` or ``step_fn(model, inputs)``. Raises
+    CheckUsageError when the result is not a scalar floating tensor with a gradient."""
+    if step_fn is not None:
+        loss, what = step_fn(model, inputs), "step(model, inputs)"
+    else:
+        loss, what = loss_fn(model(**inputs) if isinstance(inputs, dict) else model(*inputs)), "loss_fn(output)"
+    if not isinstance(loss, torch.Tensor):
+        raise CheckUsageError(f"training: {what} returned a {type(loss).__name__}; expected a scalar tensor")
+    if loss.numel() != 1 or not loss.is_floating_point():
+        raise CheckUsageError(f"training: {what} returned a {str(loss.dtype).replace('torch.', '')} tensor of "
+                              f"shape {list(loss.shape)}; expected a floating scalar (one element)")
+    if not loss.requires_grad:
+        raise CheckUsageError(f"training: {what} returned a loss that does not require grad (computed "
+                              "under no_grad or detached): nothing to backpropagate")
+    return loss.reshape(())
+
+
+def _steps(model: torch.nn.Module, inputs, loss_fn: Callable | None, device: str, steps: int, dtype: torch.dtype,
+           sync: Callable[[], None], step_fn: Callable | None = None, params_of=None) -> dict:
+    params_of = params_of or model   # a compiled module's own parameters (no _orig_mod. prefix)
+    opt = torch.optim.AdamW(_groups(params_of), lr=TRAIN_LR)
     dev_type = torch.device(device).type
     losses, gnorms, times = [], [], []
     for _ in range(steps):
@@ -49,8 +74,7 @@ def _steps(model: torch.nn.Module, inputs, loss_fn: Callable, device: str, steps
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with T.autocast_ctx(dev_type, dtype):
-            out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)
-            loss = loss_fn(out)
+            loss = _loss(model, inputs, loss_fn, step_fn)
         loss.backward()
         norms = []
         for g in opt.param_groups:
@@ -63,33 +87,31 @@ def _steps(model: torch.nn.Module, inputs, loss_fn: Callable, device: str, steps
         losses.append(loss.detach().to("cpu"))
         gnorms.append(norms)
     return {"losses": losses, "grad_norms": gnorms, "times_s": times,
-            "params": {k: v.detach().to("cpu") for k, v in model.named_parameters()},
+            "params": {k: v.detach().to("cpu") for k, v in params_of.named_parameters()},
             "groups": [g["name"] for g in opt.param_groups]}
 
 
-def run(loaded, cfg, ui, steps: int) -> dict:
-    """The training section of the result (JSON-ready). ``status`` pass/fail/skipped."""
-    if loaded.loss_fn is None:
-        return {"status": "skipped", "reason": "the factory returned no loss_fn (inference model)"}
-    ui.step(f"Training: {steps} AdamW steps on {cfg.device}, {cfg.reference} and float64")
-    res: dict[str, Any] = {"steps": steps, "optimizer": f"AdamW(lr={TRAIN_LR}, weight_decay {WEIGHT_DECAY} on "
-                                                        "matrices)", "tol": cfg.effective_tol}
+def _device_steps(loaded, cfg, steps: int, compiled: bool) -> dict:
+    """N steps on the device, eager or ``torch.compile(backend="neuron")`` (forward and
+    backward graphs compiled by AOTAutograd); peak memory and device warnings recorded."""
     dev = torch.device(cfg.device)
-    try:
-        torch.neuron.reset_peak_memory_stats(dev)
-        with warnings.catch_warnings(record=True) as caught:   # gathered in the report's warnings section
-            warnings.simplefilter("always")
-            d = _steps(copy.deepcopy(loaded.model).to(dev), _to(loaded.inputs, dev), loaded.loss_fn, cfg.device,
-                       steps, cfg.torch_dtype, T.synchronizer(dev))
-        res["device_warnings"] = sorted({str(w.message).split(" (Triggered")[0] for w in caught})
-        res["peak_allocated_bytes"] = torch.neuron.max_memory_allocated(dev)
-    except Exception as e:
-        return res | {"status": "fail", "reason": f"training on {cfg.device} raised {type(e).__name__}: "
-                                                  f"{str(e).splitlines()[0] if str(e) else ''}"}
-    r = _steps(copy.deepcopy(loaded.model).to(cfg.reference), _to(loaded.inputs, cfg.reference), loaded.loss_fn,
-               cfg.reference, steps, cfg.torch_dtype, T.synchronizer(cfg.reference))
-    g = _steps(copy.deepcopy(loaded.model).double(), _to(loaded.inputs, "cpu", torch.float64), loaded.loss_fn,
-               "cpu", steps, torch.float32, lambda: None)
+    model = copy.deepcopy(loaded.model).to(dev)
+    run_model = torch.compile(model, backend="neuron") if compiled else model
+    if compiled:
+        torch._dynamo.reset()
+    torch.neuron.reset_peak_memory_stats(dev)
+    with warnings.catch_warnings(record=True) as caught:   # gathered in the report's warnings section
+        warnings.simplefilter("always")
+        d = _steps(run_model, _to(loaded.inputs, dev), loaded.loss_fn, cfg.device, steps, cfg.torch_dtype,
+                   T.synchronizer(dev), loaded.train_step, params_of=model)
+    if compiled:
+        torch._dynamo.reset()
+    d["warnings"] = sorted({str(w.message).split(" (Triggered")[0] for w in caught})
+    d["peak"] = torch.neuron.max_memory_allocated(dev)
+    return d
+
+
+def _compare(d: dict, r: dict, g: dict, steps: int, cfg) -> dict:
     tol, dt = cfg.effective_tol, cfg.torch_dtype
     per_step = []
     for i in range(steps):
@@ -106,15 +128,75 @@ def run(loaded, cfg, ui, steps: int) -> dict:
     bad_params = [k for k, v in params.items() if not v["passed"]]
     bad_steps = [s["step"] for s in per_step if not s["loss_passed"] or not all(s["grad_norm_passed"].values())]
     steady = d["times_s"][1:] or d["times_s"]    # the first step compiles/allocates
-    res |= {
+    return {
         "per_step": per_step,
         "final_params": {"compared": len(params), "failed": bad_params,
                          "worst": max(params.items(), key=lambda kv: kv[1].get("max_abs") or 0)[0] if params else None},
         "step_time": {"device_p50_s": stats.percentile(steady, 50),
                       "reference_p50_s": stats.percentile(r["times_s"][1:] or r["times_s"], 50),
                       "first_step_device_s": d["times_s"][0]},
+        "peak_allocated_bytes": d["peak"], "device_warnings": d["warnings"],
         "status": "fail" if bad_params or bad_steps else "pass",
         "reason": (f"steps {bad_steps} differ (loss or grad norm)" if bad_steps else "")
                   + (f"; final parameters differ: {', '.join(bad_params[:5])}" if bad_params else "") or None,
     }
+
+
+def run(loaded, cfg, ui, steps: int) -> dict:
+    """The training section of the result (JSON-ready). ``status`` pass/fail/skipped.
+
+    Eager steps fill the top-level keys (``--mode eager|both``); compiled steps
+    (``--mode compile|both``) fill ``compiled`` with the same keys, or its ``error`` when
+    compilation failed (stage, op, source as phase 1 reports them). ``status`` is "fail"
+    when either mode failed. CheckUsageError: the factory's loss_fn or step returned
+    something that is not a scalar floating loss with a gradient (exit 2)."""
+    if loaded.loss_fn is None and loaded.train_step is None:
+        return {"status": "skipped", "reason": "the factory returned no loss_fn or step (inference model)"}
+    modes = {"eager": ["eager"], "compile": ["compile"], "both": ["eager", "compile"]}[cfg.mode]
+    ui.step(f"Training: {steps} AdamW steps on {cfg.device} ({', '.join(modes)}), {cfg.reference} and float64")
+    res: dict[str, Any] = {"steps": steps, "optimizer": f"AdamW(lr={TRAIN_LR}, weight_decay {WEIGHT_DECAY} on "
+                                                        "matrices)", "tol": cfg.effective_tol,
+                           "form": "step(model, inputs)" if loaded.train_step else "loss_fn(output)",
+                           "modes": modes}
+    # the reference and the golden run first: a bad loss_fn/step is a usage error (exit 2)
+    r = _steps(copy.deepcopy(loaded.model).to(cfg.reference), _to(loaded.inputs, cfg.reference), loaded.loss_fn,
+               cfg.reference, steps, cfg.torch_dtype, T.synchronizer(cfg.reference), loaded.train_step)
+    g = _steps(copy.deepcopy(loaded.model).double(), _to(loaded.inputs, "cpu", torch.float64), loaded.loss_fn,
+               "cpu", steps, torch.float32, lambda: None, loaded.train_step)
+    if "eager" in modes:
+        try:
+            d = _device_steps(loaded, cfg, steps, compiled=False)
+        except CheckUsageError:
+            raise
+        except Exception as e:
+            return res | {"status": "fail", "reason": f"training on {cfg.device} raised {type(e).__name__}: "
+                                                      f"{str(e).splitlines()[0] if str(e) else ''}"}
+        res |= _compare(d, r, g, steps, cfg)
+    else:
+        res |= {"status": "pass", "reason": None, "device_warnings": [],
+                "note": "--mode compile: eager training steps not run"}
+    if "compile" in modes:
+        from . import phase1
+        from .compiled import _compile_failure
+        try:
+            c = _compare(_device_steps(loaded, cfg, steps, compiled=True), r, g, steps, cfg)
+        except CheckUsageError:
+            raise
+        except Exception as e:
+            err = phase1._error_info(e, "torch.compile(backend='neuron'): training step")
+            failure = _compile_failure(e)
+            if failure:
+                err["compile_stage"] = failure["stage"]
+                if failure["op"]:
+                    err["op"] = failure["op"]
+                if failure["source"]:
+                    err["raised_at"] = failure["source"]
+            c = {"status": "fail", "error": err,
+                 "reason": f"compiled training raised {type(e).__name__}: {err.get('short_message') or ''}"}
+        res["compiled"] = c
+        res["device_warnings"] = sorted(set(res["device_warnings"]) | set(c.get("device_warnings", [])))
+        if c["status"] == "fail":
+            res["reason"] = "; ".join(x for x in (res["reason"] if res["status"] == "fail" else None,
+                                                  f"compiled: {c['reason']}") if x)
+            res["status"] = "fail"
     return res
