@@ -130,3 +130,21 @@ def test_many_eager_launches_behind_a_queued_compiled_graph():
             x.add_(0)
     torch.neuron.synchronize()
     assert y.cpu().tolist() == [2.0, 2.0, 2.0, 2.0]
+
+
+def test_empty_like_of_permuted_tensor_and_silu_backward_lower():
+    """empty_like of a transposed tensor decomposes to empty_permuted (HF Llama's SiLU
+    backward); it has no torch-mlir lowering of its own."""
+    def f(x):
+        y = torch.empty_like(x.t())
+        y.copy_(x.t() * 2)
+        return y + 1
+
+    x = torch.randn(4, 3)
+    assert torch.equal(torch.compile(f, backend="neuron")(x.to("neuron")).cpu(), f(x))
+    w = torch.randn(5, 3, requires_grad=True)
+    wn = w.detach().to("neuron").requires_grad_()
+    g = torch.compile(lambda a: torch.nn.functional.silu(a.t() @ a).sum(), backend="neuron")
+    g(wn).backward()
+    torch.nn.functional.silu(w.t() @ w).sum().backward()
+    torch.testing.assert_close(wn.grad.cpu(), w.grad, rtol=1e-5, atol=1e-5)

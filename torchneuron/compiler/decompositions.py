@@ -47,7 +47,17 @@ def var_correction(x, dim=None, *, correction=None, keepdim=False):
     return var_mean_correction(x, dim, correction=correction, keepdim=keepdim)[0]
 
 
-_OURS = {aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction}
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   pin_memory=None):
+    """``empty_like`` of a permuted tensor (SiLU's backward in HF Llama) as a plain
+    ``empty``: its values are undefined and StableHLO tensors have no strides, so the
+    physical order has nothing to lower to (torch-mlir has no lowering for it)."""
+    return aten.empty.memory_format(size, dtype=dtype, layout=layout, device=device,
+                                    pin_memory=pin_memory)
+
+
+_OURS = {aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
+         aten.empty_permuted.default: empty_permuted}
 
 
 @functools.lru_cache(maxsize=1)
