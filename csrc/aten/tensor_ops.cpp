@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include <cstring>
+#include <typeinfo>
 
 #include "aten/context.h"
 #include "runtime/activity.h"
@@ -226,7 +227,27 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
   m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
+// `param.data = param.to("neuron")` (FSDP2's fully_shard, many libraries): ATen's
+// check counts only its own dense backends (CPU, CUDA, ...) as shallow-copy compatible,
+// not PrivateUse1. Plain strided TensorImpls on CPU or neuron are interchangeable;
+// anything else (subclasses, functional wrappers, sparse) keeps ATen's rule.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto plain = [](const at::Tensor& t) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    return typeid(*impl) == typeid(c10::TensorImpl) && t.layout() == c10::kStrided &&
+           !t.key_set().has(c10::DispatchKey::Python) &&
+           (t.device().is_cpu() || t.device().type() == kNeuron);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (plain(self) && plain(from));
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("_copy_from", copy_from);

@@ -56,8 +56,29 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
                                     pin_memory=pin_memory)
 
 
+def remainder(a, b):
+    """Python's modulo (result has the divisor's sign), from ``fmod``: torch-mlir lowers
+    ``aten.remainder`` to StableHLO's truncated remainder, C's ``fmod`` (``-7 % 5`` gave
+    -2, not 3). Where fmod's result is nonzero and of the other sign than the divisor,
+    the divisor is added (PyTorch's definition). A Python-scalar divisor's sign is
+    decided here: with it computed in the graph, ``x % 4.0`` still came out wrong
+    (the lowered StableHLO xor-ed the sign test with true; cause not isolated)."""
+    if isinstance(b, torch.Tensor):
+        r = aten.fmod.Tensor(a, b)
+        fix = aten.logical_or(
+            aten.logical_and(aten.lt.Scalar(b, 0), aten.gt.Scalar(r, 0)),
+            aten.logical_and(aten.gt.Scalar(b, 0), aten.lt.Scalar(r, 0)))
+        return aten.where.self(fix, aten.add.Tensor(r, b), r)
+    # torch-mlir cannot lower fmod.Scalar's scalar operand: a 0-dim tensor instead
+    bt = aten.scalar_tensor(b, dtype=torch.result_type(a, b), device=a.device)
+    r = aten.fmod.Tensor(a, bt)
+    fix = aten.lt.Scalar(r, 0) if b > 0 else aten.gt.Scalar(r, 0)
+    return aten.where.self(fix, aten.add.Tensor(r, bt), r)
+
+
 _OURS = {aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
-         aten.empty_permuted.default: empty_permuted}
+         aten.empty_permuted.default: empty_permuted,
+         aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
 
 
 @functools.lru_cache(maxsize=1)
