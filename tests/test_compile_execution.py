@@ -148,3 +148,21 @@ def test_empty_like_of_permuted_tensor_and_silu_backward_lower():
     g(wn).backward()
     torch.nn.functional.silu(w.t() @ w).sum().backward()
     torch.testing.assert_close(wn.grad.cpu(), w.grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("update", ["add_", "setitem"])
+def test_returning_the_mutated_input(update):
+    """`t.add_(1); return t` (and `t[0] = 7`): the graph's output is the copy_ the
+    mutation pass turns into an output; the caller gets its own tensor back, updated."""
+    def f(t):
+        if update == "add_":
+            t.add_(1)
+        else:
+            t[0] = 7.0
+        return t
+
+    t = torch.arange(5.0).to("neuron")
+    ref = f(torch.arange(5.0))
+    r = torch.compile(f, backend="neuron")(t)
+    assert torch.equal(r.cpu(), ref) and torch.equal(t.cpu(), ref)
+    assert r.data_ptr() == t.data_ptr()

@@ -40,6 +40,8 @@ def functionalize_input_mutations(gm: torch.fx.GraphModule, plan, example_inputs
                 new = gm.graph.call_function(aten.clone.default, (src,))
                 new.meta["val"] = src.meta["val"]
         n.replace_all_uses_with(new)
+        # a program that returns the input it mutated returns the copy_ itself
+        outs = [new if o is n else o for o in outs]
         gm.graph.erase_node(n)
         plan.mutations.append((ph_arg[dst], len(outs)))
         outs.append(new)
