@@ -309,9 +309,8 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
             out["regressions"].append(f"latency: p50 {dev['p50_s'] * 1e3:.3f} ms is {out['change']:+.1%} vs the "
                                       f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{threshold:.0%})")
         return out
-    out["method"] = ("normalized time (minimum of each side per segment of interleaved iterations), current "
-                     "over baseline, Hodges-Lehmann 95% interval of the log segment values (Hollander, Wolfe & "
-                     "Chicken 2014, sec. 4.3)")
+    out["method"] = ("normalized time (minimum of each side over the interleaved iterations), current over "
+                     f"baseline, 95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)")
     names = (["device_alone", "model_or_inputs"] if cur.get("reference") and base.get("reference") else []) \
         + ["device_over_device_calibration"]
     # without a timed reference, the device against its fixed workload is all there is
@@ -321,7 +320,7 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
               "model_or_inputs": "model or inputs (reference/host calibration)",
 }
     for name in names:
-        c = perfstats.compare(name, cur, base, threshold)
+        c = perfstats.compare(name, cur, base, threshold, seed)
         if c is None:
             continue
         c["decides"] = name in deciding

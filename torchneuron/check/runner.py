@@ -181,10 +181,6 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size, p1.get("cold_latency_s"), ui, skip,
                     extra.get("reference_cold_s"))
     result["phase3"] = p3
-    # a baseline bounds every later comparison's precision: it gets all --max-rounds rounds
-    while cfg.save_baseline and p3["status"] == "pass" and p3["rounds"] < cfg.max_rounds:
-        ui.step(f"Measuring round {p3['rounds'] + 1} of {cfg.max_rounds} for the baseline")
-        phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
     comp = p1.get("compile") or {}
     if cfg.mode == "both" and p3["status"] == "pass" and comp.get("ok"):
         # the compiled model timed on its own (phase3.benchmark), same statistics as eager's
