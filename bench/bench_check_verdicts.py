@@ -1,0 +1,72 @@
+"""Reliability of `torchneuron check --baseline` latency verdicts on a loaded host.
+
+Saves a baseline of the `blocks` test fixture with one CPU-burning process per core
+running (as tests/test_check_noisy_host.py does), then re-checks it: the unchanged build
+(`0`), the device alone 30 % slower (`d`, CHECK_FIXTURE_DEVICE_EXTRA=0.3) and the forward
+3x heavier on both sides (`m`, CHECK_FIXTURE_WORK=3), in the order given. Prints each
+check's exit code (0 pass, 1 regression, 3 inconclusive), rounds and intervals, then the
+counts per kind. A count, not a timing: nothing here asserts.
+
+    .venv/bin/python bench/bench_check_verdicts.py [--plan 0,0,d,0,0,d,0,0] [--threshold 0.10]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = os.path.join(HERE, "..", "tests", "fixtures", "check_models.py") + ":blocks"
+RUN = ["--iterations", "80", "--max-warmup", "20", "--max-rounds", "3", "--max-memory-regression", "0.5"]
+ENV = {"0": {}, "d": {"CHECK_FIXTURE_DEVICE_EXTRA": "0.3"}, "m": {"CHECK_FIXTURE_WORK": "3"}}
+
+
+def check(argv: list[str], env: dict) -> int:
+    import contextlib
+    import io
+
+    from torchneuron.cli import main
+
+    for k in ("CHECK_FIXTURE_DEVICE_EXTRA", "CHECK_FIXTURE_WORK"):
+        os.environ.pop(k, None)
+    os.environ.update(env)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return main(argv)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", default="0,0,d,0,0,d,0,0", help="comma-separated kinds: 0, d, m")
+    ap.add_argument("--threshold", type=float, default=0.10, help="--max-latency-regression")
+    a = ap.parse_args()
+    plan = a.plan.split(",")
+    if any(p not in ENV for p in plan):
+        raise SystemExit(f"--plan: kinds are 0, d, m; got {a.plan!r}")
+    burn = "import time\nend = time.time() + 900\nwhile time.time() < end:\n    pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(os.cpu_count() or 1)]
+    counts: Counter = Counter()
+    try:
+        d = os.path.join(tempfile.mkdtemp(), "baseline")
+        print("load average", os.getloadavg(), "; saving the baseline:", check(["check", MODEL, *RUN, "--save-baseline", d], {}))
+        for i, kind in enumerate(plan):
+            j = f"{d}-{i}.json"
+            code = check(["check", MODEL, *RUN, "--baseline", d, "--json", j,
+                          "--max-latency-regression", str(a.threshold)], ENV[kind])
+            r = json.load(open(j))
+            st = r["baseline"]["latency"]["statistics"]
+            print(kind, "exit", code, "rounds", r["phase3"]["rounds"], " ".join(
+                f"{n}={s['decision']}(x{s['ci']['ratio']:.2f} [{s['ci']['low']:.2f}, {s['ci']['high']:.2f}])"
+                for n, s in st.items() if s.get("ci")), flush=True)
+            counts[(kind, {0: "pass", 1: "regression", 3: "inconclusive"}.get(code, f"exit {code}"))] += 1
+    finally:
+        for p in procs:
+            p.kill()
+    print("load average", os.getloadavg())
+    for (kind, what), n in sorted(counts.items()):
+        print(f"{ {'0': 'unchanged', 'd': 'device +30%', 'm': 'model x3'}[kind]:12} {what:13} {n}")
+
+
+if __name__ == "__main__":
+    main()
