@@ -2,8 +2,9 @@
 point, a table and plots of latency, throughput, memory and cost per million samples
 against batch size (one line per dtype and mode).
 
-``mode=compile`` needs the compile path (``torch.compile(backend="neuron")``); until it is
-registered, those points are reported "compile path not available" and not run.
+A ``mode=compile`` point is the check with ``--mode compile`` (phases 2 and 3 time the
+compiled model); without the compile path (``torch.compile(backend="neuron")``) those
+points are reported "compile path not available" and not run.
 """
 from __future__ import annotations
 
@@ -66,12 +67,22 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None) -> dict:
         if mode == "compile" and not compile_available():
             points.append(pt | {"status": "not run", "reason": "compile path not available"})
             continue
+        # mode=compile: phases 2 and 3 measure the compiled model (--mode compile)
         c = dataclasses.replace(cfg, batch_size=batch if batch is not None else cfg.batch_size,
-                                dtype=dtype or cfg.dtype, json_path=None, junit_path=None, html_path=None,
-                                save_baseline=None, baseline=None, progress=False)
+                                dtype=dtype or cfg.dtype, mode=mode, json_path=None, junit_path=None,
+                                html_path=None, save_baseline=None, baseline=None, progress=False)
         r = run_check(c, ui)
         d = (r["phase3"] or {}).get("device") or {}
-        pt |= {"status": r["verdict"], "batch": r["model"]["batch_size"],
+        comp = r["phase1"].get("compile") or {}
+        measured = "compiled" if comp.get("phases_2_3") == "compiled" else "eager"
+        if mode == "compile" and measured != "compiled":   # never eager figures labelled compiled
+            err = comp.get("error") or {}
+            points.append(pt | {"status": "fail", "measured": None, "failures": r["failures"],
+                                "reason": "torch.compile(backend='neuron') failed: "
+                                          + (err.get("short_message") or (err.get("message") or "")[:240] or "see the check's phase 1")})
+            continue
+        pt |= {"status": r["verdict"], "batch": r["model"]["batch_size"], "measured": measured,
+               "compiled_graphs": comp.get("compiled_graphs"),
                "p50_s": d.get("p50_s"), "throughput_samples_per_s": d.get("throughput_samples_per_s"),
                "peak_allocated_bytes": r["phase1"]["memory"]["peak_allocated_bytes"],
                "usd_per_million": (r["cost"].get("device") or {}).get("usd_per_million"),
