@@ -308,6 +308,10 @@ CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpT
     const int64_t* mine = x->mine.data_ptr<int64_t>();
     for (int r = 0; r < size; ++r) {
       if (r == rank) continue;
+      // (no receive: an earlier exchange with that rank failed; the group is broken)
+      if (!x->recvs[r].work)
+        throw std::runtime_error(op + ": no fingerprint from rank " + std::to_string(r) +
+                                 " (an earlier exchange with it failed)");
       const int64_t* theirs = x->recvs[r].buf.data_ptr<int64_t>();
       if (std::equal(mine, mine + kMetaLen, theirs)) continue;
       std::ostringstream s;
