@@ -2,7 +2,9 @@
 Gloo, measured in one run (issue 8).
 
 Two processes (this script launches them with torchrun's environment);
-float32 all_reduce (SUM) of 1, 16 and 64 MiB. Each iteration is timed from
+float32 all_reduce (SUM) of 1, 16 and 64 MiB; sizes under 16 MiB run 16 MiB / size
+times more iterations (a 1 MiB one lasts about a millisecond: 20 of them are a noisy
+median on a shared host). Each iteration is timed from
 the call to its completion (neuron: torch.neuron.synchronize(); CPU: the
 blocking call returns), neuron and CPU iterations alternate so both see the
 same machine load. Bus bandwidth as NCCL's tests define it: size x 2(n-1)/n
@@ -46,7 +48,8 @@ def _worker(iters: int) -> None:
     dev = torch.device("neuron", torch.neuron.current_device())
     cpu = dist.new_group(backend="gloo")
     if rank == 0:
-        print(f"all_reduce float32 SUM, {WORLD} processes, {iters} iterations per size, "
+        print(f"all_reduce float32 SUM, {WORLD} processes, {iters} iterations per size "
+              f"(x 16 MiB / size below 16 MiB), "
               f"load average {os.getloadavg()[0]:.2f}")
         print(f"{'size':>8} {'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}")
     for mib in SIZES_MIB:
@@ -58,7 +61,7 @@ def _worker(iters: int) -> None:
             torch.neuron.synchronize()
             dist.all_reduce(xc, group=cpu)
         tn, tc = [], []
-        for _ in range(iters):
+        for _ in range(iters * max(1, 16 // mib)):
             dist.barrier(group=cpu)
             t0 = time.perf_counter()
             dist.all_reduce(xn)

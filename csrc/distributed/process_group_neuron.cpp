@@ -16,6 +16,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace torchneuron::distributed {
@@ -64,18 +65,24 @@ constexpr int kMaxUserTag = 1 << 29;
 constexpr int kCheckTagBit = 1 << 30;
 constexpr int kCheckTagUp = 1 << 29;
 
+// Collectives' cross-rank check: each rank sends its fingerprint to every
+// other rank on this tag (above user tags, below the pair checks' bit 30).
+// Posted at the call, in program order, so the k-th message a rank gets on
+// it from a peer is that peer's k-th checked collective of this group.
+constexpr int kFingerprintTag = kCheckTagUp;
+
 // What must agree across ranks, as int64 values: [op, count, dtype, dims, sizes...].
 constexpr int kMetaLen = 12;
 constexpr int kMaxDims = kMetaLen - 4;
 
-std::vector<int64_t> meta_of(c10d::OpType type, const std::vector<at::Tensor>& ts,
-                             bool dtype_only) {
-  std::vector<int64_t> m(kMetaLen, -1);
+void meta_of(c10d::OpType type, const std::vector<at::Tensor>& ts, bool dtype_only,
+             int64_t* m) {
+  std::fill(m, m + kMetaLen, -1);
   m[0] = int64_t(type);
   m[1] = int64_t(ts.size());
-  if (ts.empty()) return m;
+  if (ts.empty()) return;
   m[2] = int64_t(ts[0].scalar_type());
-  if (dtype_only) return m;
+  if (dtype_only) return;
   // Every tensor's shape and dtype enter a hash; the first is spelled out
   // for the message.
   uint64_t h = 1469598103934665603ull;
@@ -88,7 +95,6 @@ std::vector<int64_t> meta_of(c10d::OpType type, const std::vector<at::Tensor>& t
   m[3] = ts[0].dim();
   for (int i = 0; i < std::min<int64_t>(ts[0].dim(), kMaxDims - 1); ++i) m[4 + i] = ts[0].size(i);
   m[kMetaLen - 1] = int64_t(h & 0x7fffffffffffffffull);
-  return m;
 }
 
 std::string describe_meta(const int64_t* m) {
@@ -251,25 +257,67 @@ bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>&
   return false;
 }
 
+ProcessGroupNeuron::Inbox ProcessGroupNeuron::post_fingerprint_recv(int peer) {
+  std::vector<at::Tensor> into{at::empty({kMetaLen}, at::kLong)};
+  auto work = gloo_->recv(into, peer, kFingerprintTag);
+  return {into[0], std::move(work)};
+}
+
 CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpType type,
                                                     const std::vector<at::Tensor>& tensors,
                                                     bool dtype_only) {
-  auto mine = meta_of(type, tensors, dtype_only);
-  auto gloo = gloo_;
-  const int size = size_;
-  const int rank = rank_;
-  std::string op = name;
-  return [gloo, mine, size, rank, op] {
-    auto in = at::tensor(mine, at::kLong);
-    auto all = at::empty({int64_t(size) * kMetaLen}, at::kLong);
-    gloo->_allgather_base(all, in)->wait();
-    const int64_t* m = all.data_ptr<int64_t>();
+  const int size = size_, rank = rank_;
+  if (size == 1) return [] {};
+  struct Exchange {
+    at::Tensor mine;
+    std::vector<Inbox> recvs;  // [r]: rank r's (empty: this rank)
+    std::vector<c10::intrusive_ptr<c10d::Work>> sends;
+    std::exception_ptr error;  // posting failed (a broken pair): the poster raises it
+  };
+  auto x = std::make_shared<Exchange>();
+  x->mine = at::empty({kMetaLen}, at::kLong);
+  meta_of(type, tensors, dtype_only, x->mine.data_ptr<int64_t>());
+  x->recvs.resize(size);
+  // Posted now, from this thread (Gloo's send/recv need no work queue), so the
+  // exchange overlaps the kernels queued before the collective. Each peer's
+  // receive is posted one collective ahead: when a rank sends, its peer's
+  // receive is already known to it, and Gloo writes at once (else the two
+  // sides first trade ready notices).
+  try {
+    if (inbox_.empty()) {
+      inbox_.resize(size);
+      for (int r = 0; r < size; ++r)
+        if (r != rank) inbox_[r] = post_fingerprint_recv(r);
+    }
     for (int r = 0; r < size; ++r) {
-      if (std::equal(mine.begin(), mine.end(), m + r * kMetaLen)) continue;
+      if (r == rank) continue;
+      x->recvs[r] = std::exchange(inbox_[r], post_fingerprint_recv(r));
+      std::vector<at::Tensor> mine{x->mine};
+      x->sends.push_back(gloo_->send(mine, r, kFingerprintTag));
+    }
+  } catch (...) {
+    x->error = std::current_exception();
+  }
+  std::string op = name;
+  return [x, size, rank, op] {
+    if (x->error) std::rethrow_exception(x->error);
+    // Gloo's timeout bounds each wait; a dead peer fails its pair at once.
+    for (auto& in : x->recvs)
+      if (in.work) in.work->wait();
+    for (auto& w : x->sends) w->wait();
+    const int64_t* mine = x->mine.data_ptr<int64_t>();
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      // (no receive: an earlier exchange with that rank failed; the group is broken)
+      if (!x->recvs[r].work)
+        throw std::runtime_error(op + ": no fingerprint from rank " + std::to_string(r) +
+                                 " (an earlier exchange with it failed)");
+      const int64_t* theirs = x->recvs[r].buf.data_ptr<int64_t>();
+      if (std::equal(mine, mine + kMetaLen, theirs)) continue;
       std::ostringstream s;
-      s << op << ": the ranks' tensors differ (rank " << rank << ": " << describe_meta(mine.data())
-        << "; rank " << r << ": " << describe_meta(m + r * kMetaLen) << ")";
-      if (m[r * kMetaLen] != mine[0]) s << "; the ranks called different collectives";
+      s << op << ": the ranks' tensors differ (rank " << rank << ": " << describe_meta(mine)
+        << "; rank " << r << ": " << describe_meta(theirs) << ")";
+      if (theirs[0] != mine[0]) s << "; the ranks called different collectives";
       throw std::runtime_error(s.str());
     }
   };
@@ -280,15 +328,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     std::vector<at::Tensor> outputs, Ordering ordering, const std::vector<at::Tensor>* check,
     bool dtype_only, CommOp::Post post, CommOp::Wait then_check, CommOp::Post then_post) {
   std::vector<CommOp::Post> checks, posts, then;
-  if (check) {
+  // Posts the cross-rank exchange: only once this call can no longer fail
+  // before queueing (an orphan message would pair with the next collective).
+  auto post_check = [&] {
+    if (!check) return;
     auto verify = verify_across_ranks(name, type, *check, dtype_only);
     checks.push_back([verify] {
       verify();
       return std::vector<CommOp::Wait>{};
     });
-  }
+  };
   posts.push_back(std::move(post));
-  if (pending_) {  // inside a coalescing block: one CommOp at the block's end
+  if (pending_) {
+    post_check();  // inside a coalescing block: one CommOp at the block's end
     auto& p = *pending_;
     p.checks.insert(p.checks.end(), checks.begin(), checks.end());
     p.posts.insert(p.posts.end(), posts.begin(), posts.end());
@@ -310,15 +362,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
       return then_post ? then_post() : std::vector<CommOp::Wait>{};
     });
   }
-  auto op = std::make_shared<CommOp>(label.str(), std::move(checks), std::move(posts), collective,
-                                     std::move(then));
   const auto device = device_ >= 0 ? device_ : resolve_device(-1);
-  if (ordering != Ordering::kStream)
-    op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
   // An idle stream has nothing the transfer must wait for: start it now
   // (the kernel below still orders later kernels after it).
   bool idle = false;
   translate_errors([&] { idle = device_runtime().query_stream(device, current_stream_id(device)); });
+  post_check();
+  auto op = std::make_shared<CommOp>(label.str(), std::move(checks), std::move(posts), collective,
+                                     std::move(then));
+  if (ordering != Ordering::kStream)
+    op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
   if (idle) op->signal_ready();
   queue_->push(op);
   if (ordering == Ordering::kStream) {

@@ -98,13 +98,24 @@ class ProcessGroupNeuron : public c10d::Backend {
   // True if every tensor is on the CPU (served by Gloo as is); throws on a mix,
   // on another device type or core, or on a non-contiguous neuron tensor.
   bool on_cpu(const char* name, const std::vector<at::Tensor>& tensors, bool typed = true);
+  // Posts this rank's fingerprint of a collective (op, dtype, shapes) to every
+  // other rank at the call; the returned check (run by the poster) waits for
+  // theirs and throws if any differs.
   CommOp::Wait verify_across_ranks(const char* name, c10d::OpType type,
                                    const std::vector<at::Tensor>& tensors, bool dtype_only);
+  struct Inbox {  // a posted receive of a peer's fingerprint, into `buf`
+    at::Tensor buf;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  Inbox post_fingerprint_recv(int peer);
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::DeviceIndex device_ = -1;  // bound at the first neuron operation
   std::unique_ptr<Pending> pending_;
   std::unique_ptr<CommQueue> queue_;
+  // Per rank, the receive of its fingerprint for this group's next checked
+  // collective (empty until the first; null for this rank).
+  std::vector<Inbox> inbox_;
 };
 
 // Factory for Python: wraps a ProcessGroupGloo created over the same store.
