@@ -63,3 +63,4 @@ def test_device_tensor_constants_match_cpu(dtype):
 
     out = torch.compile(f, backend="neuron")(_X.to("neuron"))
     assert torch.equal(out.cpu(), f(_X))
+
