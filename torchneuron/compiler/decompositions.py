@@ -76,7 +76,22 @@ def remainder(a, b):
     return aten.where.self(fix, aten.add.Tensor(r, bt), r)
 
 
-_OURS = {aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
+def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation,
+                                     ceil_mode, indices):
+    """The gradient of max_pool2d as a scatter-add of ``grad`` at ``indices`` (flat
+    positions in each (N, C) plane of ``x``, as the forward returns them; overlapping
+    windows add up, as ATen's kernel does). torch-mlir has no StableHLO lowering for
+    this op: a compiled CNN training step failed (``torch.constant.int`` left over)."""
+    planes = x.numel() // max(x.shape[-1] * x.shape[-2], 1)
+    g = aten.reshape.default(grad, [planes, -1])
+    i = aten.reshape.default(indices, [planes, -1])
+    z = aten.zeros.default([planes, x.shape[-2] * x.shape[-1]], dtype=grad.dtype,
+                           device=grad.device)
+    return aten.reshape.default(aten.scatter_add.default(z, 1, i, g), list(x.shape))
+
+
+_OURS = {aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
+         aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
 
