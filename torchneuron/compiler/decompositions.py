@@ -76,7 +76,63 @@ def remainder(a, b):
     return aten.where.self(fix, aten.add.Tensor(r, bt), r)
 
 
-_OURS = {aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
+def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation,
+                                     ceil_mode, indices):
+    """The gradient of max_pool2d as a scatter-add of ``grad`` at ``indices`` (flat
+    positions in each (N, C) plane of ``x``, as the forward returns them; overlapping
+    windows add up, as ATen's kernel does). torch-mlir has no StableHLO lowering for
+    this op: a compiled CNN training step failed (``torch.constant.int`` left over)."""
+    planes = x.numel() // max(x.shape[-1] * x.shape[-2], 1)
+    g = aten.reshape.default(grad, [planes, -1])
+    i = aten.reshape.default(indices, [planes, -1])
+    z = aten.zeros.default([planes, x.shape[-2] * x.shape[-1]], dtype=grad.dtype,
+                           device=grad.device)
+    return aten.reshape.default(aten.scatter_add.default(z, 1, i, g), list(x.shape))
+
+
+_UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+
+def _shift(tensor_op):
+    """``a >> b`` / ``a << b`` (``b`` a scalar or tensor) via ``bitwise_*_shift.Tensor``
+    (torch-mlir lowers neither ``__rshift__``/``__lshift__`` nor a scalar operand,
+    ``torch.constant.int`` was left over). Unsigned operands shift as int32 and are
+    cast back: the lowered right shift is arithmetic, so ``uint8(244) >> 1`` gave 250."""
+    def decomposition(a, b):
+        dtype = torch.result_type(a, b)
+        if not isinstance(b, torch.Tensor):
+            b = aten.scalar_tensor(b, dtype=dtype, device=a.device)
+        if dtype in _UNSIGNED:
+            wide = aten._to_copy.default(a, dtype=torch.int32)
+            r = tensor_op(wide, aten._to_copy.default(b, dtype=torch.int32))
+            return aten._to_copy.default(r, dtype=dtype)
+        return tensor_op(a, b)
+    return decomposition
+
+
+def _scalar_as_tensor(tensor_op):
+    """``op.Scalar(a, b)`` as ``op.Tensor(a, 0-dim tensor b)``: torch-mlir cannot lower
+    these ops' scalar operand (``torch.constant.int`` is left over), which made
+    ``torch.fmod(x, 2.0)``, ``x & 5`` and ``torch.roll`` (fmod of its index) fail."""
+    def decomposition(a, b):
+        bt = aten.scalar_tensor(b, dtype=torch.result_type(a, b), device=a.device)
+        return tensor_op(a, bt)
+    return decomposition
+
+
+_SCALAR_OPS = {aten.fmod.Scalar: aten.fmod.Tensor,
+               aten.bitwise_and.Scalar: aten.bitwise_and.Tensor,
+               aten.bitwise_or.Scalar: aten.bitwise_or.Tensor,
+               aten.bitwise_xor.Scalar: aten.bitwise_xor.Tensor}
+_SHIFT_OPS = {aten.__rshift__.Scalar: aten.bitwise_right_shift.Tensor,
+              aten.__rshift__.Tensor: aten.bitwise_right_shift.Tensor,
+              aten.__lshift__.Scalar: aten.bitwise_left_shift.Tensor,
+              aten.__lshift__.Tensor: aten.bitwise_left_shift.Tensor}
+
+_OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
+         **{op: _shift(t) for op, t in _SHIFT_OPS.items()},
+         aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
+         aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
 

@@ -3,7 +3,10 @@
 torch-mlir's stateless FX import: parameters arrive as graph inputs (the frozen
 import would embed them as ``dense_resource`` constants, which XLA cannot read).
 Its StableHLO output can keep ``arith.constant`` ops that XLA rejects; they are
-legalized to ``stablehlo.constant`` (same assembly format for dense tensors).
+legalized to ``stablehlo.constant`` (same assembly format for dense tensors). Tensor
+constants of the graph (``x[torch.tensor([-1, 0])]``, HF Swin's relative-position index)
+come out as ``dense_resource`` blobs, which XLA rejects ("Only dense elements attr are
+supported"); they are inlined as hex ``dense`` literals holding the same bytes.
 """
 from __future__ import annotations
 
@@ -15,11 +18,29 @@ from .errors import NeuronCompileError
 
 _ARITH_CONSTANT = re.compile(r"\barith\.constant\b")
 _FAILED_OP = re.compile(r"torch\.(aten|prims|prim)\.([A-Za-z0-9_.]+)")
+_RESOURCES = re.compile(r"\{-#\s*dialect_resources:.*?#-\}", re.S)
+_BLOB = re.compile(r'([A-Za-z0-9_.$-]+):\s*"0x([0-9A-Fa-f]*)"')
+_DENSE_RESOURCE = re.compile(r"dense_resource<([^>]+)>")
+
+
+def inline_dense_resources(text: str) -> str:
+    """Replaces each ``dense_resource<name>`` by ``dense<"0x...">`` of its blob and drops
+    the ``dialect_resources`` section. A blob's hex is MLIR's: a 4-byte alignment word,
+    then the tensor's raw little-endian bytes (which the hex ``dense`` form takes)."""
+    section = _RESOURCES.search(text)
+    if section is None:
+        return text
+    blobs = {name: hexdata[8:] for name, hexdata in _BLOB.findall(section.group(0))}
+    if any(name not in blobs for name in _DENSE_RESOURCE.findall(text)):
+        return text  # not a form we read: XLA's own error names it
+    return _DENSE_RESOURCE.sub(lambda m: f'dense<"0x{blobs[m.group(1)]}">',
+                               _RESOURCES.sub("", text))
 
 
 def legalize_constants(text: str) -> str:
-    """Rewrites ``arith.constant`` to ``stablehlo.constant`` (XLA reads only the latter)."""
-    return _ARITH_CONSTANT.sub("stablehlo.constant", text)
+    """Rewrites ``arith.constant`` to ``stablehlo.constant`` and ``dense_resource``
+    constants to inline ``dense`` ones (XLA reads only those)."""
+    return inline_dense_resources(_ARITH_CONSTANT.sub("stablehlo.constant", text))
 
 
 def node_source(node: torch.fx.Node) -> str | None:
@@ -55,6 +76,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
 
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch_mlir.extras.fx_importer import FxImporter
 
     ctx = ir.Context()
@@ -67,8 +89,13 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
 
     ctx.attach_diagnostic_handler(on_diagnostic)
     try:
-        module = tm_fx.stateless_fx_import(gm, output_type="stablehlo", model_name="main",
-                                           fx_importer=FxImporter(context=ctx))
+        # Outside Dynamo's fake mode: the importer reads tensor constants (get_attr) by
+        # value, and in fake mode that failed for any not on the CPU or needing a cast
+        # (``torch.tensor([...], device=x.device)``, bool constants).
+        with unset_fake_temporarily():
+            module = tm_fx.stateless_fx_import(gm, output_type="stablehlo",
+                                               model_name="main",
+                                               fx_importer=FxImporter(context=ctx))
     except Exception as e:  # torch-mlir raises plain Exceptions; details are diagnostics
         detail = "\n".join(diagnostics + [str(e).strip()])
         m = _FAILED_OP.search(detail)

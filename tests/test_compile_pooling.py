@@ -1,0 +1,46 @@
+"""max_pool2d's gradient in compiled graphs (decompositions.py), against the CPU."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchneuron  # noqa: F401
+
+
+@pytest.mark.parametrize("shape,kw", [
+    ((2, 3, 9, 9), dict(kernel_size=3, stride=2)),
+    ((2, 3, 9, 9), dict(kernel_size=3, stride=2, ceil_mode=True)),
+    ((2, 3, 8, 7), dict(kernel_size=3, stride=1, padding=1, dilation=2)),
+    ((1, 3, 6, 10), dict(kernel_size=(2, 3), stride=(2, 1))),
+    ((1, 2, 5, 5), dict(kernel_size=3, stride=1)),        # overlapping windows add up
+])
+def test_max_pool2d_gradient_matches_cpu(shape, kw):
+    def f(x):
+        y = F.max_pool2d(x, **kw)
+        return (y * torch.arange(y.numel(), device=y.device).reshape(y.shape)).sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(shape).round(decimals=1)   # ties: the first maximum, as ATen
+    x.requires_grad_()
+    xn = x.detach().to("neuron").requires_grad_()
+    torch.compile(f, backend="neuron")(xn).backward()
+    f(x).backward()
+    assert torch.equal(xn.grad.cpu(), x.grad)
+
+
+def test_cnn_training_step_matches_cpu():
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.MaxPool2d(3, 2, padding=1), torch.nn.Flatten(),
+                              torch.nn.Linear(4 * 4 * 4, 2))
+    torch.manual_seed(0)
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
+    ref = torch.nn.functional.cross_entropy(net(x), y)
+    ref.backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    net.to("neuron")
+    out = torch.nn.functional.cross_entropy(
+        torch.compile(net, backend="neuron")(x.to("neuron")), y.to("neuron"))
+    out.backward()
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-5)
+    for p, g in zip(net.parameters(), grads):
+        torch.testing.assert_close(p.grad.cpu(), g, rtol=1e-4, atol=1e-5)
