@@ -14,10 +14,17 @@ _CASES = {
     "sum all": lambda a: a.sum(),
     "mean": lambda a: a.mean(-1, keepdim=True),
     "cumsum": lambda a: a.cumsum(-1),
+    "vector_norm": lambda a: torch.linalg.vector_norm(a, dim=-1),
+    "vector_norm all": lambda a: torch.linalg.vector_norm(a * 4),  # float16: sum > 65504
+    "vector_norm 1": lambda a: torch.linalg.vector_norm(a, 1, dim=-1),
+    "vector_norm 3": lambda a: torch.linalg.vector_norm(a, 3, dim=(0, 1)),
+    "norm": lambda a: torch.norm(a, dim=1, keepdim=True),
+    "norm all": lambda a: a.norm(),
 }
 # within the dtype's tolerance: their decompositions round intermediates (var's mean)
 _CLOSE = {
     "var": lambda a: a.var(-1),
+    "normalize": lambda a: F.normalize(a, dim=-1),  # 1 float16 ulp: divides the rounded norm
     "cross_entropy": lambda a: F.cross_entropy(a, torch.arange(4, device=a.device)),
 }
 

@@ -10,6 +10,10 @@ _F = torch.randn(5, 7)
 _I = torch.randint(-20, 20, (5, 7))
 _U8 = torch.tensor([244, 12, 200, 1, 255, 128, 7], dtype=torch.uint8)
 
+
+def _s8(a):  # shift counts 0..7 as uint8 (uint8 % compiled fails: unsigned compare)
+    return (a.int() % 8).to(torch.uint8)
+
 _CASES = {
     "fmod float": (lambda a: torch.fmod(a, -1.5), _F),
     "fmod int": (lambda a: torch.fmod(a, -4), _I),
@@ -23,6 +27,21 @@ _CASES = {
     "uint8 right shift": (lambda a: a >> 3, _U8),
     "uint8 left shift": (lambda a: a << 3, _U8),
     "uint8 right shift by tensor": (lambda a: a >> (a.int() % 8).to(torch.uint8), _U8),
+    "bitwise_right_shift uint8": (lambda a: torch.bitwise_right_shift(a, _s8(a)), _U8),
+    "bitwise_right_shift uint8 scalar": (lambda a: torch.bitwise_right_shift(a, 1), _U8),
+    "bitwise_right_shift scalar uint8": (lambda a: torch.bitwise_right_shift(200, _s8(a)),
+                                         _U8),
+    "bitwise_right_shift 0-dim uint8": (lambda a: torch.bitwise_right_shift(a[0], _s8(a)),
+                                        _U8),
+    "Tensor.bitwise_right_shift uint8": (lambda a: a.bitwise_right_shift(_s8(a)), _U8),
+    "bitwise_right_shift_ uint8": (lambda a: a.clone().bitwise_right_shift_(_s8(a)), _U8),
+    "bitwise_right_shift_ uint8 scalar": (lambda a: a.clone().bitwise_right_shift_(2), _U8),
+    "__irshift__ uint8": (lambda a: a.clone().__irshift__(_s8(a)), _U8),
+    "bitwise_left_shift uint8": (lambda a: torch.bitwise_left_shift(a, _s8(a)), _U8),
+    "bitwise_left_shift scalar uint8": (lambda a: torch.bitwise_left_shift(3, _s8(a)), _U8),
+    "bitwise_right_shift int32": (lambda a: torch.bitwise_right_shift(a.int(), 2), _I),
+    "bitwise_right_shift int8": (lambda a: torch.bitwise_right_shift(
+        a.to(torch.int8), (a.abs() % 4).to(torch.int8)), _I),
     "roll": (lambda a: a.roll(2, 1), _F),
     "roll two dims": (lambda a: a.roll((2, -3), (0, 1)), _F),
     "roll flat": (lambda a: a.roll(3), _F),

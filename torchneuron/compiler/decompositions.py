@@ -93,15 +93,26 @@ def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dila
 _UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
 
 
-def _shift(tensor_op):
-    """``a >> b`` / ``a << b`` (``b`` a scalar or tensor) via ``bitwise_*_shift.Tensor``
-    (torch-mlir lowers neither ``__rshift__``/``__lshift__`` nor a scalar operand,
-    ``torch.constant.int`` was left over). Unsigned operands shift as int32 and are
-    cast back: the lowered right shift is arithmetic, so ``uint8(244) >> 1`` gave 250."""
+def _shift(tensor_op, itself=False):
+    """``a >> b`` / ``a << b`` and ``bitwise_*_shift`` in every spelling (``a``, ``b``
+    scalars or tensors) via ``bitwise_*_shift.Tensor`` (torch-mlir lowers neither
+    ``__rshift__``/``__lshift__`` nor a scalar operand, ``torch.constant.int`` was left
+    over). Unsigned operands shift as int32 and are cast back: the lowered right shift is
+    arithmetic, so ``uint8(244) >> 1`` gave 250 (also through ``torch.bitwise_right_shift``
+    before it was decomposed here). ``itself``: the decomposition of ``tensor_op``, which
+    keeps two signed tensor operands as they are (NotImplemented: traced unchanged)."""
     def decomposition(a, b):
         dtype = torch.result_type(a, b)
+        device = (a if isinstance(a, torch.Tensor) else b).device
+        if not isinstance(a, torch.Tensor):
+            a = aten.scalar_tensor(a, dtype=dtype, device=device)
         if not isinstance(b, torch.Tensor):
-            b = aten.scalar_tensor(b, dtype=dtype, device=a.device)
+            b = aten.scalar_tensor(b, dtype=dtype, device=device)
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+        if a.shape != shape:  # a lower-rank left operand crashed torch-mlir's shape inference
+            a = aten.expand.default(a, list(shape))
+        elif itself and dtype not in _UNSIGNED:
+            return NotImplemented
         if dtype in _UNSIGNED:
             wide = aten._to_copy.default(a, dtype=torch.int32)
             r = tensor_op(wide, aten._to_copy.default(b, dtype=torch.int32))
@@ -124,13 +135,16 @@ _SCALAR_OPS = {aten.fmod.Scalar: aten.fmod.Tensor,
                aten.bitwise_and.Scalar: aten.bitwise_and.Tensor,
                aten.bitwise_or.Scalar: aten.bitwise_or.Tensor,
                aten.bitwise_xor.Scalar: aten.bitwise_xor.Tensor}
-_SHIFT_OPS = {aten.__rshift__.Scalar: aten.bitwise_right_shift.Tensor,
-              aten.__rshift__.Tensor: aten.bitwise_right_shift.Tensor,
-              aten.__lshift__.Scalar: aten.bitwise_left_shift.Tensor,
-              aten.__lshift__.Tensor: aten.bitwise_left_shift.Tensor}
+_RIGHT, _LEFT = aten.bitwise_right_shift, aten.bitwise_left_shift
+_SHIFT_OPS = {aten.__rshift__.Scalar: _RIGHT.Tensor, aten.__rshift__.Tensor: _RIGHT.Tensor,
+              _RIGHT.Tensor_Scalar: _RIGHT.Tensor, _RIGHT.Scalar_Tensor: _RIGHT.Tensor,
+              aten.__lshift__.Scalar: _LEFT.Tensor, aten.__lshift__.Tensor: _LEFT.Tensor,
+              _LEFT.Tensor_Scalar: _LEFT.Tensor, _LEFT.Scalar_Tensor: _LEFT.Tensor}
 
 _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          **{op: _shift(t) for op, t in _SHIFT_OPS.items()},
+         _RIGHT.Tensor: _shift(_RIGHT.Tensor, itself=True),
+         _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),
          aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted,

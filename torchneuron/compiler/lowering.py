@@ -63,6 +63,34 @@ def find_node(gm: torch.fx.GraphModule, op_name: str) -> torch.fx.Node | None:
     return None
 
 
+def unlowered_ops(gm: torch.fx.GraphModule) -> list[str]:
+    """ATen op names (e.g. "kthvalue") that torch-mlir's StableHLO conversion leaves over,
+    in module order: the graph imported to the torch dialect again and converted
+    partially. Needed when the error names only a leftover ``torch.constant.*`` operand
+    (the pipeline reports it before the op that uses it). [] if that also fails."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch_mlir import fx as tm_fx
+    from torch_mlir import ir
+    from torch_mlir.compiler_utils import run_pipeline_with_repro_report
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    ctx = ir.Context()
+    torch_d.register_dialect(ctx)
+    ctx.attach_diagnostic_handler(lambda d: True)
+    try:
+        with unset_fake_temporarily():
+            module = tm_fx.stateless_fx_import(gm, output_type="torch", model_name="main",
+                                               fx_importer=FxImporter(context=ctx))
+        run_pipeline_with_repro_report(
+            module, "builtin.module(func.func(convert-torch-to-stablehlo))", "leftover ops")
+    except Exception:
+        return []
+    names = re.findall(r'torch\.(?:aten\.|operator"\(.*?name = "torch\.aten\.)([\w.]+)',
+                       str(module))
+    return list(dict.fromkeys(names))
+
+
 def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, str]:
     """Lowers ``gm`` to StableHLO.
 
@@ -100,6 +128,9 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
         detail = "\n".join(diagnostics + [str(e).strip()])
         m = _FAILED_OP.search(detail)
         op = source = None
+        if m is None:  # e.g. only a leftover torch.constant.bool named: find its user
+            left = [n for n in unlowered_ops(gm) if find_node(gm, n) is not None]
+            m = _FAILED_OP.search(f"torch.aten.{left[0]}") if left else None
         if m:
             op = f"aten.{m.group(2)}" if m.group(1) == "aten" else f"{m.group(1)}.{m.group(2)}"
             node = find_node(gm, m.group(2))

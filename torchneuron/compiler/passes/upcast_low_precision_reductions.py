@@ -1,11 +1,15 @@
-"""bfloat16/float16 ``sum``/``mean``/``cumsum`` accumulate in float32, as ATen's.
+"""bfloat16/float16 ``sum``/``mean``/``cumsum``/``linalg_vector_norm`` accumulate in
+float32, as ATen's.
 
 ATen's CPU kernels of these ops accumulate a reduced-precision input in float32
-(``acc_type``) and round once (its ``prod`` multiplies in the input dtype: left alone). torch-mlir lowers the op in the input dtype, so XLA added in bfloat16: a
-compiled ``x.sum(-1)`` of 7 values was 6 bfloat16 ulps off, ``cumsum`` of 4096 values 3x
-further from the exact result than the CPU (errors grow with the length; no error
-raised). Each such node reads a float32 copy of its input and its result is cast back
-to the input dtype.
+(``acc_type``) and round once (its ``prod`` multiplies in the input dtype: left alone).
+torch-mlir lowers the op in the input dtype, so XLA added in bfloat16: a compiled
+``x.sum(-1)`` of 7 values was 6 bfloat16 ulps off, ``cumsum`` of 4096 values 3x further
+from the exact result than the CPU (errors grow with the length; no error raised); the
+2-norm of 8000 bfloat16 values (``torch.linalg.vector_norm``, ``torch.norm``) was 6 off
+(value ~270) and of float16 values overflowed to inf where the CPU's is finite. Each
+such node computes in float32 (its ``dtype=``) and its result is cast back to the input
+dtype.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ aten = torch.ops.aten
 
 _LOW = (torch.bfloat16, torch.float16)
 _REDUCTIONS = {aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim,
-               aten.cumsum.default}
+               aten.cumsum.default, aten.linalg_vector_norm.default}
 
 
 def upcast_low_precision_reductions(gm: torch.fx.GraphModule, plan, example_inputs) -> None:

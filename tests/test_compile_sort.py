@@ -1,0 +1,66 @@
+"""sort/argsort/msort/topk in compiled graphs order NaN, infinities, -0.0 and ties as
+ATen's CPU kernels (passes/nan_aware_sort.py): values and indices equal to the CPU's."""
+import pytest
+import torch
+
+import torchneuron  # noqa: F401
+
+_NAN, _INF = float("nan"), float("inf")
+_ROW = torch.tensor([1., _NAN, -3., 0., 9., -_INF, _INF, -0.0, 2., _NAN, 1., -1.])
+_X = torch.stack([_ROW, _ROW.flip(0), _ROW.roll(5)])
+_UNIQUE = torch.tensor([[4., _NAN, -2., _INF, 0.5, -_INF, 7.],
+                        [_NAN, 3., -1., 8., -5., 2., 6.]])
+
+# stable sorts: ties (1., 1.; 0., -0.; the NaNs) have one right order
+_CASES = {
+    "sort": (lambda a: torch.sort(a, dim=1, stable=True), _X),
+    "sort descending": (lambda a: torch.sort(a, dim=1, descending=True, stable=True), _X),
+    "sort dim 0": (lambda a: torch.sort(a.t(), dim=0, stable=True), _X),
+    "argsort": (lambda a: a.argsort(dim=-1, stable=True), _X),
+    "argsort descending": (lambda a: torch.argsort(a, dim=1, descending=True, stable=True),
+                           _X),
+    "msort": (lambda a: a.t().msort(), _UNIQUE),
+    "sort unstable, unique values": (lambda a: a.sort(1), _UNIQUE),
+    "sort descending, unique values": (lambda a: a.sort(1, descending=True), _UNIQUE),
+    "topk largest": (lambda a: a.topk(3, 1), _UNIQUE),
+    "topk smallest": (lambda a: a.topk(4, 1, largest=False), _UNIQUE),
+    "topk dim 0": (lambda a: a.topk(1, 0), _UNIQUE),
+    "bfloat16 sort": (lambda a: torch.sort(a.bfloat16(), dim=1, stable=True), _X),
+    "float16 topk": (lambda a: a.half().topk(2, 1, largest=False), _UNIQUE),
+    "int32 sort": (lambda a: torch.sort(a.nan_to_num(5., 7., -7.).int(), dim=1,
+                                        descending=True, stable=True), _X),
+}
+
+
+def _same(out, ref):
+    assert out.dtype == ref.dtype and out.shape == ref.shape
+    out = out.cpu()
+    if ref.dtype.is_floating_point:
+        assert torch.equal(out.isnan(), ref.isnan()), (out, ref)
+        num = ~ref.isnan()
+        assert torch.equal(out[num], ref[num]), (out, ref)
+        assert torch.equal(out[num].signbit(), ref[num].signbit()), (out, ref)  # -0.0
+    else:
+        assert torch.equal(out, ref), (out, ref)
+
+
+@pytest.mark.parametrize("name", list(_CASES))
+def test_sort_matches_cpu(name):
+    f, x = _CASES[name]
+    out = torch.compile(f, backend="neuron")(x.to("neuron"))
+    ref = f(x)
+    out, ref = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+    for o, r in zip(out, ref):
+        _same(o, r)
+
+
+def test_sort_gradient_matches_cpu():
+    def f(a):
+        return (torch.sort(a, dim=1, stable=True).values * torch.arange(12., device=a.device)).sum()
+
+    x = _X.nan_to_num(4.)
+    a = x.clone().requires_grad_()
+    an = x.to("neuron").requires_grad_()
+    torch.compile(f, backend="neuron")(an).backward()
+    f(a).backward()
+    assert torch.equal(an.grad.cpu(), a.grad)
