@@ -14,16 +14,18 @@ from .wrap_negative_indices import wrap_negative_indices
 from .nan_aware_arg_reductions import nan_aware_arg_reductions
 from .self_equality import self_equality
 from .upcast_low_precision_reductions import upcast_low_precision_reductions
+from .exact_fmod import exact_fmod
 
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
 # random ops are generated after it (the generator's int64 words are not values);
 # negative indices are wrapped after narrow_int64 (index arithmetic stays int64);
-# the NaN fix-up of arg reductions adds a device argument that is dropped after it.
+# the NaN fix-up of arg reductions adds a device argument that is dropped after it;
+# exact_fmod last: it gives fmod nodes the target that means fmod only to the lowering.
 PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none_outputs,
             narrow_64bit, narrow_int64, nan_aware_arg_reductions, random_ops_to_inputs,
             drop_device_arguments,
             clamp_slice_bounds, wrap_negative_indices, self_equality,
-            upcast_low_precision_reductions)
+            upcast_low_precision_reductions, exact_fmod)
 
 
 def run_passes(gm, plan, example_inputs):
