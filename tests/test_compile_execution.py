@@ -166,3 +166,27 @@ def test_returning_the_mutated_input(update):
     r = torch.compile(f, backend="neuron")(t)
     assert torch.equal(r.cpu(), ref) and torch.equal(t.cpu(), ref)
     assert r.data_ptr() == t.data_ptr()
+
+
+def test_inputs_reach_xla_zero_copy():
+    # The executable reads device memory itself (no staging copy): the XLA buffer of an
+    # input starts at the tensor's address, and a later in-place change shows through it.
+    from torchneuron import _C
+    from torchneuron.compiler import executable
+
+    t = torch.arange(64, dtype=torch.float32, device="neuron")
+    assert t.data_ptr() % 64 == 0
+    got = {}
+
+    def run():
+        v = executable._jax_view(t)
+        got["ptr"] = v.unsafe_buffer_pointer()
+        got["shape"], got["dtype"] = tuple(v.shape), str(v.dtype)
+
+    _C._launch_compiled(t.device.index, "view_probe", run)
+    torch.neuron.synchronize()
+    assert got == {"ptr": t.data_ptr(), "shape": (64,), "dtype": "float32"}
+    f = torch.compile(lambda x: x * 2, backend="neuron")
+    assert torch.equal(f(t).cpu(), torch.arange(64, dtype=torch.float32) * 2)
+    t.add_(1)
+    assert torch.equal(f(t).cpu(), (torch.arange(64, dtype=torch.float32) + 1) * 2)
