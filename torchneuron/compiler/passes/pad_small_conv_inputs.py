@@ -24,7 +24,8 @@ def pad_small_conv_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> Non
 
     g = gm.graph
     for n in list(g.nodes):
-        if n.op != "call_function" or n.target is not aten.convolution.default:
+        if (n.op != "call_function" or n.target is not aten.convolution.default
+                or len(n.args) != 9 or n.kwargs):
             continue
         x, w, bias, stride, padding, dilation, transposed, out_pad, groups = n.args
         xv, wv = x.meta.get("val"), w.meta.get("val")
@@ -34,12 +35,15 @@ def pad_small_conv_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> Non
         padded = [s + 2 * p for s, p in zip(in_sp, padding)]
         if not (math.prod(k_sp) > math.prod(in_sp) and math.prod(k_sp) <= math.prod(padded)):
             continue
+        mode = detect_fake_mode([xv])
+        if mode is None:
+            continue
         pad = []
         for p in reversed(list(padding)):   # constant_pad_nd: last dimension first
             pad += [p, p]
         with g.inserting_before(n):
             xp = g.call_function(aten.constant_pad_nd.default, (x, pad, 0.0))
-        with detect_fake_mode([xv]):
+        with mode:
             xp.meta["val"] = aten.constant_pad_nd.default(xv, pad, 0.0)
         n.args = (xp, w, bias, stride, [0] * len(padding), dilation, transposed, out_pad,
                   groups)
