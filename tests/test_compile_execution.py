@@ -166,3 +166,73 @@ def test_returning_the_mutated_input(update):
     r = torch.compile(f, backend="neuron")(t)
     assert torch.equal(r.cpu(), ref) and torch.equal(t.cpu(), ref)
     assert r.data_ptr() == t.data_ptr()
+
+
+def test_inputs_reach_xla_zero_copy():
+    # The executable reads device memory itself (no staging copy): the XLA buffer of an
+    # input starts at the tensor's address, and a later in-place change shows through it.
+    from torchneuron import _C
+    from torchneuron.compiler import executable
+
+    t = torch.arange(64, dtype=torch.float32, device="neuron")
+    assert t.data_ptr() % 64 == 0
+    got = {}
+
+    def run():
+        v = executable._jax_view(t)
+        got["ptr"] = v.unsafe_buffer_pointer()
+        got["shape"], got["dtype"] = tuple(v.shape), str(v.dtype)
+
+    _C._launch_compiled(t.device.index, "view_probe", run)
+    torch.neuron.synchronize()
+    assert got == {"ptr": t.data_ptr(), "shape": (64,), "dtype": "float32"}
+    f = torch.compile(lambda x: x * 2, backend="neuron")
+    assert torch.equal(f(t).cpu(), torch.arange(64, dtype=torch.float32) * 2)
+    t.add_(1)
+    assert torch.equal(f(t).cpu(), (torch.arange(64, dtype=torch.float32) + 1) * 2)
+
+
+def test_input_views_kept_per_tensor_and_dropped_with_it():
+    # Parameters come back as the same tensors: their XLA views are made once. A view
+    # is reused only for the same live tensor at the same address; it goes with it.
+    import gc
+
+    from torchneuron import _C
+    from torchneuron.compiler import executable
+
+    cache = executable._ViewCache()
+    p = torch.nn.Parameter(torch.ones(1 << 18, device="neuron"))
+    got = []
+
+    def views(ins):
+        _C._launch_compiled(0, "views", lambda: got.append(cache.views(ins)))
+        torch.neuron.synchronize()
+        return got.pop()
+
+    v1, = views([p])
+    v2, = views([p])
+    assert v1 is v2 and v1.unsafe_buffer_pointer() == p.data_ptr()
+    old_ptr = p.data_ptr()
+    p.data = torch.full((1 << 18,), 2.0, device="neuron")   # new memory: a new view
+    v3, = views([p])
+    assert v3 is not v1 and v3.unsafe_buffer_pointer() == p.data_ptr() != old_ptr
+    del p
+    gc.collect()
+    assert cache._d == {}                                    # dropped with the tensor
+    q = torch.full((1 << 18,), 3.0, device="neuron")         # likely the same address
+    v4, = views([q])
+    assert v4 is not v3 and v4.unsafe_buffer_pointer() == q.data_ptr()
+
+
+def test_compiled_model_sees_parameter_updates():
+    m = torch.nn.Linear(4, 3).to("neuron")
+    f = torch.compile(m, backend="neuron")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        f(x.to("neuron"))
+        m.weight.mul_(2)                                      # in place
+        torch.testing.assert_close(f(x.to("neuron")).cpu(),
+                                   x @ m.weight.cpu().T + m.bias.cpu(), rtol=1e-6, atol=1e-6)
+        m.bias.data = torch.full((3,), 5.0, device="neuron")  # replaced
+        torch.testing.assert_close(f(x.to("neuron")).cpu(),
+                                   x @ m.weight.cpu().T + 5.0, rtol=1e-6, atol=1e-6)

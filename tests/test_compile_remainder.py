@@ -1,6 +1,8 @@
 """Compiled ``%`` / ``torch.remainder`` follow Python's sign rule (the divisor's sign),
 as eager does: torch-mlir lowers remainder to StableHLO's truncated remainder (fmod),
-which gave ``-7 % 5 == -2``. Reference: the same op on CPU."""
+which gave ``-7 % 5 == -2``. Compiled ``torch.fmod`` is exact, as C's: torch-mlir's
+``a - b*trunc(a/b)`` was off by ``b`` where ``a/b`` rounds across an integer and lost
+the sign of exact zeros. Reference: the same op on CPU, bit for bit (signed zeros too)."""
 import pytest
 import torch
 
@@ -24,3 +26,42 @@ def test_remainder_matches_cpu(a, b):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         assert torch.equal(g.cpu(), w), (g.cpu(), w)
+
+
+def _same_bits(g, w):
+    """Equal values, dtypes and signs of zeros (``torch.equal`` takes -0.0 == 0.0)."""
+    return g.dtype == w.dtype and torch.equal(g, w) and torch.equal(torch.signbit(g),
+                                                                     torch.signbit(w))
+
+
+# 5/0.1 and (1e6+0.3)/0.01 round up across an integer in float32; -8 % 4 and -3 % -3
+# are exact zeros whose sign is the dividend's in fmod and in CPU remainder.
+_X = torch.tensor([5.0, 1e6 + 0.3, -8.0, -3.0, -0.0, 0.0, 16777215.0, -7.5])
+_D = torch.tensor([0.1, 0.01, 4.0, -3.0, 2.0, -2.0, 0.7, 0.3])
+
+
+@pytest.mark.parametrize("op", [torch.fmod, torch.remainder])
+def test_fmod_remainder_tensor_exact(op):
+    f = torch.compile(lambda x, y: op(x, y), backend="neuron")
+    got = f(_X.to("neuron"), _D.to("neuron")).cpu()
+    assert _same_bits(got, op(_X, _D)), (got, op(_X, _D))
+
+
+@pytest.mark.parametrize("b", [4.0, -3.0, 0.1, -0.7])
+def test_fmod_remainder_python_scalar_exact(b):
+    # A Python scalar inside the graph (not an input): fmod.Scalar did not lower at all.
+    f = torch.compile(lambda x: (torch.fmod(x, b), x % b, torch.remainder(x, b)),
+                      backend="neuron")
+    got = f(_X.to("neuron"))
+    want = (torch.fmod(_X, b), _X % b, torch.remainder(_X, b))
+    for g, w in zip(got, want):
+        assert _same_bits(g.cpu(), w), (b, g.cpu(), w)
+
+
+def test_fmod_int_matches_cpu():
+    a = torch.tensor([-7, 7, -9, 9, 0, -1], dtype=torch.int32)
+    d = torch.tensor([3, -3, 4, -4, 5, 2], dtype=torch.int32)
+    f = torch.compile(lambda x, y: (torch.fmod(x, y), torch.fmod(x, -3)), backend="neuron")
+    got = f(a.to("neuron"), d.to("neuron"))
+    for g, w in zip(got, (torch.fmod(a, d), torch.fmod(a, -3))):
+        assert _same_bits(g.cpu(), w), (g.cpu(), w)

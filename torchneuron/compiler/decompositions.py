@@ -62,7 +62,8 @@ def remainder(a, b):
     -2, not 3). Where fmod's result is nonzero and of the other sign than the divisor,
     the divisor is added (PyTorch's definition). A Python-scalar divisor's sign is
     decided here: with it computed in the graph, ``x % 4.0`` still came out wrong
-    (the lowered StableHLO xor-ed the sign test with true; cause not isolated)."""
+    (the lowered StableHLO xor-ed the sign test with true; cause not isolated). The
+    fmod itself is lowered exactly by passes/exact_fmod.py."""
     if isinstance(b, torch.Tensor):
         r = aten.fmod.Tensor(a, b)
         fix = aten.logical_or(

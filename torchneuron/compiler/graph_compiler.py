@@ -67,6 +67,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, mod
     from the index and the executable from the cache, and runs neither the passes nor
     the lowering; they run only when something must be built.
     """
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    # AOTAutograd calls the backend inside its FakeTensorMode: there, reading a real
+    # tensor constant (a lifted `torch.tensor(c)`: the graph key, torch-mlir's literal)
+    # turns it into a fake without storage. The passes enter the graph's fake mode
+    # themselves where they need it.
+    with unset_fake_temporarily():
+        return _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason)
+
+
+def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason):
     from .executable import CompiledGraph
 
     neuron_cc.start()   # the XLA client starts once per process; not part of compile_us

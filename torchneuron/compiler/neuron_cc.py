@@ -171,6 +171,9 @@ def _compile_options(o: CompilerOptions):
     from jax._src.lib import xla_client as xc
 
     opts = xc.CompileOptions()
+    # Only the optimization level: the other XLA:CPU options jaxlib 0.10.2 accepts
+    # (oneDNN, fast math, XNN/YNN fusion, opt presets, vector width, ...) were measured
+    # on the benchmark models and none was faster beyond the noise (docs/compile.md).
     opts.env_option_overrides = [("xla_backend_optimization_level", str(o.opt_level))]
     return opts
 
