@@ -91,7 +91,51 @@ def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dila
     return aten.reshape.default(aten.scatter_add.default(z, 1, i, g), list(x.shape))
 
 
+def any_dims(x, dim=None, keepdim=False):
+    """``any`` over a list of dims as one ``any.dim`` per dim (``any.default`` for
+    ``None``): torch-mlir has no lowering for ``aten.any.dims``, into which the core
+    decompositions turn every ``all()``/``all(dim)`` and ``F.one_hot``'s range check.
+    ``dim=[]`` reduces nothing (as ATen: ``x != 0``), nor does any dim of a 0-dim tensor
+    (torch-mlir rejected ``any.dim(x, 0)`` there); uint8 stays uint8, as ATen's."""
+    if dim is None:
+        r = aten.any.default(x)
+        return aten.reshape.default(r, [1] * x.dim()) if keepdim else r
+    if len(dim) == 0 or x.dim() == 0:
+        r = aten.ne.Scalar(x, 0)
+        return aten._to_copy.default(r, dtype=torch.uint8) if x.dtype == torch.uint8 else r
+    # highest dim first, so the lower ones keep their index when not kept
+    for d in sorted({d % x.dim() for d in dim}, reverse=True):
+        x = aten.any.dim(x, d, keepdim)
+    return x
+
+
 _UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+
+def _widen_unsigned(op, values_at):
+    """``op`` (a max/min-like reduction) of a uint8/uint16 tensor computed in int32, its
+    value results cast back (``values_at``: None for a single value result, () for a
+    single index result, else the value positions in the result tuple). torch-mlir
+    lowers these as if the type were signed: ``uint8.max()`` of [1, 0, 3] reduced from
+    an init of 128 (int8's minimum bit pattern) and gave 128, ``min()`` of values over
+    127 gave 127, ``argmax`` failed XLA's verifier. Other dtypes: NotImplemented
+    (traced unchanged)."""
+    def decomposition(x, *args, **kwargs):
+        if x.dtype not in (torch.uint8, torch.uint16):
+            return NotImplemented
+        r = op(aten._to_copy.default(x, dtype=torch.int32), *args, **kwargs)
+        back = functools.partial(aten._to_copy.default, dtype=x.dtype)
+        if values_at is None:
+            return back(r)
+        if isinstance(r, torch.Tensor):
+            return r
+        return tuple(back(v) if i in values_at else v for i, v in enumerate(r))
+    return decomposition
+
+
+_WIDENED = {aten.amax.default: None, aten.amin.default: None, aten.max.default: None,
+            aten.min.default: None, aten.max.dim: (0,), aten.min.dim: (0,),
+            aten.argmax.default: (), aten.argmin.default: ()}
 
 
 def _shift(tensor_op, itself=False):
@@ -143,12 +187,13 @@ _SHIFT_OPS = {aten.__rshift__.Scalar: _RIGHT.Tensor, aten.__rshift__.Tensor: _RI
               _LEFT.Tensor_Scalar: _LEFT.Tensor, _LEFT.Scalar_Tensor: _LEFT.Tensor}
 
 _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
+         **{op: _widen_unsigned(op, at) for op, at in _WIDENED.items()},
          **{op: _shift(t) for op, t in _SHIFT_OPS.items()},
          _RIGHT.Tensor: _shift(_RIGHT.Tensor, itself=True),
          _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),
          aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
-         aten.empty_permuted.default: empty_permuted,
+         aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
 
 
