@@ -77,6 +77,43 @@ def remainder(a, b):
     return aten.where.self(fix, aten.add.Tensor(r, bt), r)
 
 
+def _pair(v) -> list:
+    v = [v] if isinstance(v, int) else list(v)
+    return v * 2 if len(v) == 1 else v
+
+
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1,
+                            ceil_mode=False):
+    """max_pool2d with its stride spelled out and ``ceil_mode`` as explicit right padding.
+    torch-mlir lowered an empty stride (``F.max_pool2d(x, 2, return_indices=True)``) as
+    stride 1 when the indices are used (shape error), and ``ceil_mode`` by padding both
+    sides: ``F.max_pool2d(arange(5.), 2, ceil_mode=True)`` gave [0, 2, 4], ATen [1, 3, 4].
+    The right side is padded with -inf (the dtype's minimum for integers) up to the last
+    window ATen's output size (``pooling_output_shape``) asks for, and the indices are
+    mapped back to the unpadded plane. NotImplemented when already in that form."""
+    k, p, d = _pair(kernel_size), _pair(padding), _pair(dilation)
+    s = _pair(stride) if len(stride) else k
+    if not ceil_mode and len(stride):
+        return NotImplemented
+    extra = [0, 0]
+    if ceil_mode:
+        for j, size in enumerate(x.shape[-2:]):
+            span = size + 2 * p[j] - d[j] * (k[j] - 1) - 1
+            out = -(-span // s[j]) + 1
+            if (out - 1) * s[j] >= size + p[j]:  # the last window must start inside
+                out -= 1
+            extra[j] = max(0, (out - 1) * s[j] + d[j] * (k[j] - 1) + 1 - size - 2 * p[j])
+    if not any(extra):
+        return aten.max_pool2d_with_indices.default(x, k, s, p, d, False)
+    low = float("-inf") if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
+    xp = aten.constant_pad_nd.default(x, [0, extra[1], 0, extra[0]], low)
+    v, i = aten.max_pool2d_with_indices.default(xp, k, s, p, d, False)
+    w, wp = x.shape[-1], x.shape[-1] + extra[1]
+    row = aten.div.Tensor_mode(i, wp, rounding_mode="floor")
+    col = aten.sub.Tensor(i, aten.mul.Tensor(row, wp))
+    return v, aten.add.Tensor(aten.mul.Tensor(row, w), col)
+
+
 def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
     """The gradient of max_pool2d as a scatter-add of ``grad`` at ``indices`` (flat
@@ -192,6 +229,7 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          _RIGHT.Tensor: _shift(_RIGHT.Tensor, itself=True),
          _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),
          aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
+         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
