@@ -77,6 +77,22 @@ def remainder(a, b):
     return aten.where.self(fix, aten.add.Tensor(r, bt), r)
 
 
+def index_put_mask(x, indices, values, accumulate=False):
+    """``x[mask] = v`` / ``x[mask] += v`` with one bool mask over x's leading dims and
+    a one-element ``v`` as ``where(mask, v, x)`` (``x + where(mask, v, 0)``): torch-mlir
+    has no lowering for a bool index (``torch.constant.int`` left over), so the common
+    ``x[x > 0] = 0`` failed in every compiled graph. Other forms: NotImplemented."""
+    if (len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool
+            or values.numel() != 1 or indices[0].shape != x.shape[:indices[0].dim()]):
+        return NotImplemented
+    mask = aten.reshape.default(indices[0], list(indices[0].shape)
+                                + [1] * (x.dim() - indices[0].dim()))
+    v = aten._to_copy.default(aten.reshape.default(values, []), dtype=x.dtype)
+    if accumulate:
+        return aten.add.Tensor(x, aten.where.self(mask, v, aten.zeros_like.default(x)))
+    return aten.where.self(mask, v, x)
+
+
 def _pair(v) -> list:
     v = [v] if isinstance(v, int) else list(v)
     return v * 2 if len(v) == 1 else v
@@ -285,6 +301,7 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
          aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
          aten.convolution_backward.default: convolution_backward,
+         aten.index_put.default: index_put_mask,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
