@@ -293,6 +293,44 @@ _SHIFT_OPS = {aten.__rshift__.Scalar: _RIGHT.Tensor, aten.__rshift__.Tensor: _RI
               aten.__lshift__.Scalar: _LEFT.Tensor, aten.__lshift__.Tensor: _LEFT.Tensor,
               _LEFT.Tensor_Scalar: _LEFT.Tensor, _LEFT.Scalar_Tensor: _LEFT.Tensor}
 
+# The _foreach_ ops torch.optim's foreach steps (Adam, AdamW, SGD, RMSprop, ...) use.
+_FOREACH = """add sub mul div addcmul addcdiv lerp sqrt rsqrt neg abs exp log reciprocal
+sign pow maximum minimum clamp_min clamp_max zero copy""".split()
+
+
+def _foreach(base: str):
+    """``_foreach_<base>(lists, ...)`` as one ``<base>`` per list element (list
+    arguments zipped, others passed on; ATen picks the overload). addcmul/addcdiv take
+    the per-list value as their keyword ``value``; a tensor of values: NotImplemented.
+    torch-mlir has no lowering for any ``_foreach_`` op, so ``torch.compile(
+    optimizer.step)`` failed (``aten._foreach_add.Scalar``)."""
+    packet = getattr(aten, base)
+    valued = base in ("addcmul", "addcdiv")
+
+    def decomposition(*args, **kwargs):
+        if valued and len(args) == 4:
+            if isinstance(args[3], torch.Tensor):
+                return NotImplemented
+            kwargs = {**kwargs, "value": args[3]}
+            args = args[:3]
+        n = next(len(a) for a in args if isinstance(a, (list, tuple)))
+
+        def at(v, i):
+            return v[i] if isinstance(v, (list, tuple)) else v
+        return [packet(*(at(a, i) for a in args), **{k: at(v, i) for k, v in kwargs.items()})
+                for i in range(n)]
+    return decomposition
+
+
+def _foreach_table() -> dict:
+    table = {}
+    for base in _FOREACH:
+        packet = getattr(aten, f"_foreach_{base}")
+        for name in packet.overloads():
+            table[getattr(packet, name)] = _foreach(base)
+    return table
+
+
 _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          **{op: _widen_unsigned(op, at) for op, at in _WIDENED.items()},
          **{op: _shift(t) for op, t in _SHIFT_OPS.items()},
@@ -316,4 +354,5 @@ def decomposition_table() -> dict:
     table.update(tm_table())
     table.update(get_decompositions(_EXTRA))
     table.update(_OURS)
+    table.update(_foreach_table())
     return table
