@@ -93,6 +93,38 @@ def index_put_mask(x, indices, values, accumulate=False):
     return aten.where.self(mask, v, x)
 
 
+def _diagonal_layout(x, offset, dim1, dim2):
+    """(permutation putting dim1, dim2 last, x's other sizes, h, w, flat positions
+    ``r * W + c`` of the diagonal in the last two dims flattened)."""
+    d1, d2 = dim1 % x.dim(), dim2 % x.dim()
+    rest = [d for d in range(x.dim()) if d not in (d1, d2)]
+    h, w = x.shape[d1], x.shape[d2]
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    n = max(0, min(h - r0, w - c0))
+    pos = aten.arange.start_step(r0 * w + c0, r0 * w + c0 + n * (w + 1), w + 1,
+                                 dtype=torch.int64, device=x.device)
+    return rest + [d1, d2], [x.shape[d] for d in rest], h, w, pos
+
+
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """``diagonal`` as an ``index_select`` of flat positions after moving ``dim1``/
+    ``dim2`` last (ATen's result layout), and ``diagonal_scatter`` (its gradient) as a
+    ``scatter`` there: torch-mlir lowers neither (``torch.constant.int`` left over), so
+    ``torch.diag``/``torch.trace``/``x.diagonal()`` failed in compiled graphs."""
+    perm, sizes, h, w, pos = _diagonal_layout(x, offset, dim1, dim2)
+    flat = aten.reshape.default(aten.permute.default(x, perm), sizes + [h * w])
+    return aten.index_select.default(flat, -1, pos)
+
+
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    perm, sizes, h, w, pos = _diagonal_layout(x, offset, dim1, dim2)
+    flat = aten.reshape.default(aten.permute.default(x, perm), sizes + [h * w])
+    index = aten.expand.default(pos, list(src.shape))
+    out = aten.reshape.default(aten.scatter.src(flat, -1, index, src), sizes + [h, w])
+    inverse = [perm.index(d) for d in range(x.dim())]
+    return aten.permute.default(out, inverse)
+
+
 def _pair(v) -> list:
     v = [v] if isinstance(v, int) else list(v)
     return v * 2 if len(v) == 1 else v
@@ -339,7 +371,8 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
          aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
          aten.convolution_backward.default: convolution_backward,
-         aten.index_put.default: index_put_mask,
+         aten.index_put.default: index_put_mask, aten.diagonal.default: diagonal,
+         aten.diagonal_scatter.default: diagonal_scatter,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
