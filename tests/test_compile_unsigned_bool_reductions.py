@@ -2,7 +2,8 @@
 in compiled graphs against the CPU. torch-mlir lowered uint8 as signed (``u.max()`` of
 small values gave 128, ``u > 100`` failed XLA's verifier: lowering.unsigned_compares,
 decompositions._widen_unsigned) and had no lowering for ``aten.any.dims``, which
-``all()`` and ``F.one_hot`` decompose into (decompositions.any_dims)."""
+``all()`` and ``F.one_hot`` decompose into (decompositions.any_dims). bool reductions and compares went the same way (a
+bool ``max(dim)`` of a False row gave True)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -38,6 +39,10 @@ _CASES = {
     "all float": (lambda b: b.float().all(1), _B),
     "all uint8": (lambda b: b.to(torch.uint8).all(dim=(0, 1)), _B),
     "one_hot": (lambda b: F.one_hot(b.long().sum(1), 4), _B),
+    "bool max.dim of a False row": (lambda b: tuple((b & b.flip(0)).max(1)), _B),
+    "bool min.dim": (lambda b: tuple(b.min(0)), _B),
+    "bool amax": (lambda b: (b & False).amax(1), _B),
+    "bool gt": (lambda b: b > b.flip(0), _B),
 }
 
 

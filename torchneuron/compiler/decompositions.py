@@ -125,6 +125,28 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     return aten.permute.default(out, inverse)
 
 
+def cumprod(x, dim, dtype=None):
+    """``cumprod`` as a Hillis-Steele scan: ceil(log2(n)) steps, each multiplying by
+    the running product shifted ``2**k`` along ``dim`` (ones shifted in). torch-mlir has
+    no lowering for it (``torch.constant.int`` left over). Integer results equal ATen's
+    (wrapping products are associative); float ones differ in rounding order only."""
+    if dtype is not None:
+        x = aten._to_copy.default(x, dtype=dtype)
+    elif not x.dtype.is_floating_point and not x.dtype.is_complex:
+        x = aten._to_copy.default(x, dtype=torch.int64)   # ATen's integer promotion
+    if x.dim() == 0:
+        return aten.clone.default(x)
+    d = dim % x.dim()
+    n, step = x.shape[d], 1
+    while step < n:
+        ones = aten.ones.default([*x.shape[:d], step, *x.shape[d + 1:]], dtype=x.dtype,
+                                 device=x.device)
+        shifted = aten.cat.default([ones, aten.slice.Tensor(x, d, 0, n - step)], d)
+        x = aten.mul.Tensor(x, shifted)
+        step *= 2
+    return x
+
+
 def _pair(v) -> list:
     v = [v] if isinstance(v, int) else list(v)
     return v * 2 if len(v) == 1 else v
@@ -252,15 +274,15 @@ _UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
 
 
 def _widen_unsigned(op, values_at):
-    """``op`` (a max/min-like reduction) of a uint8/uint16 tensor computed in int32, its
+    """``op`` (a max/min-like reduction) of a uint8/uint16/bool tensor computed in int32, its
     value results cast back (``values_at``: None for a single value result, () for a
     single index result, else the value positions in the result tuple). torch-mlir
     lowers these as if the type were signed: ``uint8.max()`` of [1, 0, 3] reduced from
     an init of 128 (int8's minimum bit pattern) and gave 128, ``min()`` of values over
-    127 gave 127, ``argmax`` failed XLA's verifier. Other dtypes: NotImplemented
-    (traced unchanged)."""
+    127 gave 127, ``argmax`` failed XLA's verifier; bool ``max(dim)`` of a False row
+    gave True. Other dtypes: NotImplemented (traced unchanged)."""
     def decomposition(x, *args, **kwargs):
-        if x.dtype not in (torch.uint8, torch.uint16):
+        if x.dtype not in (torch.uint8, torch.uint16, torch.bool):
             return NotImplemented
         r = op(aten._to_copy.default(x, dtype=torch.int32), *args, **kwargs)
         back = functools.partial(aten._to_copy.default, dtype=x.dtype)
@@ -372,7 +394,7 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
          aten.convolution_backward.default: convolution_backward,
          aten.index_put.default: index_put_mask, aten.diagonal.default: diagonal,
-         aten.diagonal_scatter.default: diagonal_scatter,
+         aten.diagonal_scatter.default: diagonal_scatter, aten.cumprod.default: cumprod,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}

@@ -21,9 +21,9 @@ _FAILED_OP = re.compile(r"torch\.(aten|prims|prim)\.([A-Za-z0-9_.]+)")
 _RESOURCES = re.compile(r"\{-#\s*dialect_resources:.*?#-\}", re.S)
 _BLOB = re.compile(r'([A-Za-z0-9_.$-]+):\s*"0x([0-9A-Fa-f]*)"')
 _DENSE_RESOURCE = re.compile(r"dense_resource<([^>]+)>")
-# a compare of unsigned operands that torch-mlir marked SIGNED (operand types follow)
+# a compare of unsigned or bool operands that torch-mlir marked SIGNED (types follow)
 _UNSIGNED_COMPARE = re.compile(
-    r"(stablehlo\.compare\s+[A-Z]+,\s*[^,]+,\s*[^,]+,\s*)SIGNED(\s*:\s*\(tensor<(?:[0-9?]+x)*ui\d+>)")
+    r"(stablehlo\.compare\s+[A-Z]+,\s*[^,]+,\s*[^,]+,\s*)SIGNED(\s*:\s*\(tensor<(?:[0-9?]+x)*(?:ui\d+|i1)>)")
 
 
 def inline_dense_resources(text: str) -> str:
@@ -41,9 +41,10 @@ def inline_dense_resources(text: str) -> str:
 
 
 def unsigned_compares(text: str) -> str:
-    """Marks each ``stablehlo.compare`` of unsigned operands UNSIGNED: torch-mlir emits
-    SIGNED for every integer type, which XLA's verifier rejected for ui8 (so ``u > 100``
-    of a uint8 tensor did not compile)."""
+    """Marks each ``stablehlo.compare`` of unsigned or bool (i1) operands UNSIGNED:
+    torch-mlir emits SIGNED for every integer type, which XLA's verifier rejected for
+    them (``u > 100`` of a uint8 tensor, ``b > c`` of bool ones and cumprod's gradient
+    did not compile)."""
     return _UNSIGNED_COMPARE.sub(r"\1UNSIGNED\2", text)
 
 
