@@ -1,4 +1,4 @@
-"""max_pool2d's gradient in compiled graphs (decompositions.py), against the CPU."""
+"""max_pool2d and its gradient in compiled graphs (decompositions.py), against the CPU."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -44,3 +44,33 @@ def test_cnn_training_step_matches_cpu():
     torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-5)
     for p, g in zip(net.parameters(), grads):
         torch.testing.assert_close(p.grad.cpu(), g, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,kw", [
+    ((1, 1, 1, 5), dict(kernel_size=(1, 2), ceil_mode=True)),   # gave [0, 2, 4], not [1, 3, 4]
+    ((1, 2, 5, 7), dict(kernel_size=2, ceil_mode=True)),
+    ((1, 2, 4, 6), dict(kernel_size=2)),                       # stride left empty
+    ((1, 2, 5, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ((2, 5, 7), dict(kernel_size=2, stride=2, dilation=2, ceil_mode=True)),
+    ((1, 2, 5, 7), dict(kernel_size=(3, 2), stride=(2, 3), ceil_mode=True)),
+])
+def test_max_pool2d_values_and_indices_match_cpu(shape, kw):
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    f = torch.compile(lambda a: F.max_pool2d(a, return_indices=True, **kw), backend="neuron")
+    values, indices = f(x.to("neuron"))
+    ref_values, ref_indices = F.max_pool2d(x, return_indices=True, **kw)
+    assert torch.equal(values.cpu(), ref_values)
+    assert torch.equal(indices.cpu(), ref_indices)
+
+
+def test_max_pool1d_ceil_mode_gradient_matches_cpu():
+    def f(x):
+        y = torch.nn.functional.max_pool1d(x, 2, ceil_mode=True)
+        return (y * torch.arange(y.numel(), device=y.device).reshape(y.shape)).sum()
+
+    x = torch.randn(2, 3, 7).requires_grad_()
+    xn = x.detach().to("neuron").requires_grad_()
+    torch.compile(f, backend="neuron")(xn).backward()
+    f(x).backward()
+    assert torch.equal(xn.grad.cpu(), x.grad)

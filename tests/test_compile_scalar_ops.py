@@ -11,7 +11,7 @@ _I = torch.randint(-20, 20, (5, 7))
 _U8 = torch.tensor([244, 12, 200, 1, 255, 128, 7], dtype=torch.uint8)
 
 
-def _s8(a):  # shift counts 0..7 as uint8 (uint8 % compiled fails: unsigned compare)
+def _s8(a):  # shift counts 0..7 as uint8
     return (a.int() % 8).to(torch.uint8)
 
 _CASES = {

@@ -77,6 +77,167 @@ def remainder(a, b):
     return aten.where.self(fix, aten.add.Tensor(r, bt), r)
 
 
+def index_put_mask(x, indices, values, accumulate=False):
+    """``x[mask] = v`` / ``x[mask] += v`` with one bool mask over x's leading dims and
+    a one-element ``v`` as ``where(mask, v, x)`` (``x + where(mask, v, 0)``): torch-mlir
+    has no lowering for a bool index (``torch.constant.int`` left over), so the common
+    ``x[x > 0] = 0`` failed in every compiled graph. Other forms: NotImplemented."""
+    if (len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool
+            or values.numel() != 1 or indices[0].shape != x.shape[:indices[0].dim()]):
+        return NotImplemented
+    mask = aten.reshape.default(indices[0], list(indices[0].shape)
+                                + [1] * (x.dim() - indices[0].dim()))
+    v = aten._to_copy.default(aten.reshape.default(values, []), dtype=x.dtype)
+    if accumulate:
+        return aten.add.Tensor(x, aten.where.self(mask, v, aten.zeros_like.default(x)))
+    return aten.where.self(mask, v, x)
+
+
+def _diagonal_layout(x, offset, dim1, dim2):
+    """(permutation putting dim1, dim2 last, x's other sizes, h, w, flat positions
+    ``r * W + c`` of the diagonal in the last two dims flattened)."""
+    d1, d2 = dim1 % x.dim(), dim2 % x.dim()
+    rest = [d for d in range(x.dim()) if d not in (d1, d2)]
+    h, w = x.shape[d1], x.shape[d2]
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    n = max(0, min(h - r0, w - c0))
+    pos = aten.arange.start_step(r0 * w + c0, r0 * w + c0 + n * (w + 1), w + 1,
+                                 dtype=torch.int64, device=x.device)
+    return rest + [d1, d2], [x.shape[d] for d in rest], h, w, pos
+
+
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """``diagonal`` as an ``index_select`` of flat positions after moving ``dim1``/
+    ``dim2`` last (ATen's result layout), and ``diagonal_scatter`` (its gradient) as a
+    ``scatter`` there: torch-mlir lowers neither (``torch.constant.int`` left over), so
+    ``torch.diag``/``torch.trace``/``x.diagonal()`` failed in compiled graphs."""
+    perm, sizes, h, w, pos = _diagonal_layout(x, offset, dim1, dim2)
+    flat = aten.reshape.default(aten.permute.default(x, perm), sizes + [h * w])
+    return aten.index_select.default(flat, -1, pos)
+
+
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    perm, sizes, h, w, pos = _diagonal_layout(x, offset, dim1, dim2)
+    flat = aten.reshape.default(aten.permute.default(x, perm), sizes + [h * w])
+    index = aten.expand.default(pos, list(src.shape))
+    out = aten.reshape.default(aten.scatter.src(flat, -1, index, src), sizes + [h, w])
+    inverse = [perm.index(d) for d in range(x.dim())]
+    return aten.permute.default(out, inverse)
+
+
+def cumprod(x, dim, dtype=None):
+    """``cumprod`` as a Hillis-Steele scan: ceil(log2(n)) steps, each multiplying by
+    the running product shifted ``2**k`` along ``dim`` (ones shifted in). torch-mlir has
+    no lowering for it (``torch.constant.int`` left over). Integer results equal ATen's
+    (wrapping products are associative); float ones differ in rounding order only."""
+    if dtype is not None:
+        x = aten._to_copy.default(x, dtype=dtype)
+    elif not x.dtype.is_floating_point and not x.dtype.is_complex:
+        x = aten._to_copy.default(x, dtype=torch.int64)   # ATen's integer promotion
+    if x.dim() == 0:
+        return aten.clone.default(x)
+    d = dim % x.dim()
+    n, step = x.shape[d], 1
+    while step < n:
+        ones = aten.ones.default([*x.shape[:d], step, *x.shape[d + 1:]], dtype=x.dtype,
+                                 device=x.device)
+        shifted = aten.cat.default([ones, aten.slice.Tensor(x, d, 0, n - step)], d)
+        x = aten.mul.Tensor(x, shifted)
+        step *= 2
+    return x
+
+
+def _pair(v) -> list:
+    v = [v] if isinstance(v, int) else list(v)
+    return v * 2 if len(v) == 1 else v
+
+
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1,
+                            ceil_mode=False):
+    """max_pool2d with its stride spelled out and ``ceil_mode`` as explicit right padding.
+    torch-mlir lowered an empty stride (``F.max_pool2d(x, 2, return_indices=True)``) as
+    stride 1 when the indices are used (shape error), and ``ceil_mode`` by padding both
+    sides: ``F.max_pool2d(arange(5.), 2, ceil_mode=True)`` gave [0, 2, 4], ATen [1, 3, 4].
+    The right side is padded with -inf (the dtype's minimum for integers) up to the last
+    window ATen's output size (``pooling_output_shape``) asks for, and the indices are
+    mapped back to the unpadded plane. NotImplemented when already in that form."""
+    k, p, d = _pair(kernel_size), _pair(padding), _pair(dilation)
+    s = _pair(stride) if len(stride) else k
+    if not ceil_mode and len(stride):
+        return NotImplemented
+    extra = [0, 0]
+    if ceil_mode:
+        for j, size in enumerate(x.shape[-2:]):
+            span = size + 2 * p[j] - d[j] * (k[j] - 1) - 1
+            out = -(-span // s[j]) + 1
+            if (out - 1) * s[j] >= size + p[j]:  # the last window must start inside
+                out -= 1
+            extra[j] = max(0, (out - 1) * s[j] + d[j] * (k[j] - 1) + 1 - size - 2 * p[j])
+    if not any(extra):
+        return aten.max_pool2d_with_indices.default(x, k, s, p, d, False)
+    low = float("-inf") if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
+    xp = aten.constant_pad_nd.default(x, [0, extra[1], 0, extra[0]], low)
+    v, i = aten.max_pool2d_with_indices.default(xp, k, s, p, d, False)
+    w, wp = x.shape[-1], x.shape[-1] + extra[1]
+    row = aten.div.Tensor_mode(i, wp, rounding_mode="floor")
+    col = aten.sub.Tensor(i, aten.mul.Tensor(row, wp))
+    return v, aten.add.Tensor(aten.mul.Tensor(row, w), col)
+
+
+def convolution_backward(grad, x, weight, bias_sizes, stride, padding, dilation,
+                         transposed, output_padding, groups, output_mask):
+    """A convolution's gradient in the form torch-mlir lowers: 2-d, groups=1.
+    A 1-d convolution is the 2-d one of a height-1 image (each operand given a height-1
+    dim; stride/padding/dilation 1/0/1 in it); a grouped one (depthwise included) is one
+    groups=1 gradient per group, concatenated. Lowered as they came, every compiled
+    ``nn.Conv1d`` backward failed (``torch.constant.int`` left over) and a grouped 2-d
+    one failed XLA's feature_group_count check or gave a wrong shape. Where a stride
+    leaves input rows/columns past the last window, the padding is made explicit and
+    those are cut off (their gradient is zero). A graph so gets
+    ``groups`` convolutions per grouped layer (compile time grows with them).
+    Transposed, dilated and 3-d: NotImplemented (traced unchanged)."""
+    if transposed or x.dim() not in (3, 4):
+        return NotImplemented
+    if x.dim() == 3:
+        g2, x2, w2 = (aten.unsqueeze.default(t, 2) for t in (grad, x, weight))
+        dx, dw, db = aten.convolution_backward.default(
+            g2, x2, w2, bias_sizes, [1, stride[0]], [0, padding[0]], [1, dilation[0]],
+            False, [0, output_padding[0]], groups, output_mask)
+        return (None if dx is None else aten.squeeze.dim(dx, 2),
+                None if dw is None else aten.squeeze.dim(dw, 2), db)
+    # rows/columns past the last window: torch-mlir's input gradient took one dim's
+    # count for the other (an 8x7 input, 3x3 kernel, stride 2, padding 1: shape error)
+    k, hw = weight.shape[2:], x.shape[2:]
+    rest = [(hw[j] + 2 * padding[j] - dilation[j] * (k[j] - 1) - 1) % stride[j]
+            for j in range(2)]
+    if any(rest):
+        # padding made explicit and the unused end cut off: then nothing is left over
+        xp = aten.constant_pad_nd.default(x, [padding[1]] * 2 + [padding[0]] * 2, 0.0)
+        for j in range(2):
+            xp = aten.slice.Tensor(xp, 2 + j, 0, hw[j] + 2 * padding[j] - rest[j])
+        dx, dw, db = aten.convolution_backward.default(
+            grad, xp, weight, bias_sizes, stride, [0, 0], dilation, False, [0, 0],
+            groups, output_mask)
+        if dx is not None:
+            dx = aten.constant_pad_nd.default(dx, [0, rest[1], 0, rest[0]], 0.0)
+            for j in range(2):
+                dx = aten.slice.Tensor(dx, 2 + j, padding[j], padding[j] + hw[j])
+        return dx, dw, db
+    if groups == 1:
+        return NotImplemented
+    o, c = weight.shape[0] // groups, x.shape[1] // groups
+    parts = [aten.convolution_backward.default(
+        aten.slice.Tensor(grad, 1, g * o, (g + 1) * o),
+        aten.slice.Tensor(x, 1, g * c, (g + 1) * c),
+        aten.slice.Tensor(weight, 0, g * o, (g + 1) * o), None, stride, padding,
+        dilation, False, output_padding, 1, [output_mask[0], output_mask[1], False])
+        for g in range(groups)]
+    dx = aten.cat.default([p[0] for p in parts], 1) if output_mask[0] else None
+    dw = aten.cat.default([p[1] for p in parts], 0) if output_mask[1] else None
+    db = aten.sum.dim_IntList(grad, [0, 2, 3]) if output_mask[2] else None
+    return dx, dw, db
+
+
 def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
     """The gradient of max_pool2d as a scatter-add of ``grad`` at ``indices`` (flat
@@ -91,7 +252,51 @@ def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dila
     return aten.reshape.default(aten.scatter_add.default(z, 1, i, g), list(x.shape))
 
 
+def any_dims(x, dim=None, keepdim=False):
+    """``any`` over a list of dims as one ``any.dim`` per dim (``any.default`` for
+    ``None``): torch-mlir has no lowering for ``aten.any.dims``, into which the core
+    decompositions turn every ``all()``/``all(dim)`` and ``F.one_hot``'s range check.
+    ``dim=[]`` reduces nothing (as ATen: ``x != 0``), nor does any dim of a 0-dim tensor
+    (torch-mlir rejected ``any.dim(x, 0)`` there); uint8 stays uint8, as ATen's."""
+    if dim is None:
+        r = aten.any.default(x)
+        return aten.reshape.default(r, [1] * x.dim()) if keepdim else r
+    if len(dim) == 0 or x.dim() == 0:
+        r = aten.ne.Scalar(x, 0)
+        return aten._to_copy.default(r, dtype=torch.uint8) if x.dtype == torch.uint8 else r
+    # highest dim first, so the lower ones keep their index when not kept
+    for d in sorted({d % x.dim() for d in dim}, reverse=True):
+        x = aten.any.dim(x, d, keepdim)
+    return x
+
+
 _UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+
+def _widen_unsigned(op, values_at):
+    """``op`` (a max/min-like reduction) of a uint8/uint16/bool tensor computed in int32, its
+    value results cast back (``values_at``: None for a single value result, () for a
+    single index result, else the value positions in the result tuple). torch-mlir
+    lowers these as if the type were signed: ``uint8.max()`` of [1, 0, 3] reduced from
+    an init of 128 (int8's minimum bit pattern) and gave 128, ``min()`` of values over
+    127 gave 127, ``argmax`` failed XLA's verifier; bool ``max(dim)`` of a False row
+    gave True. Other dtypes: NotImplemented (traced unchanged)."""
+    def decomposition(x, *args, **kwargs):
+        if x.dtype not in (torch.uint8, torch.uint16, torch.bool):
+            return NotImplemented
+        r = op(aten._to_copy.default(x, dtype=torch.int32), *args, **kwargs)
+        back = functools.partial(aten._to_copy.default, dtype=x.dtype)
+        if values_at is None:
+            return back(r)
+        if isinstance(r, torch.Tensor):
+            return r
+        return tuple(back(v) if i in values_at else v for i, v in enumerate(r))
+    return decomposition
+
+
+_WIDENED = {aten.amax.default: None, aten.amin.default: None, aten.max.default: None,
+            aten.min.default: None, aten.max.dim: (0,), aten.min.dim: (0,),
+            aten.argmax.default: (), aten.argmin.default: ()}
 
 
 def _shift(tensor_op, itself=False):
@@ -142,13 +347,56 @@ _SHIFT_OPS = {aten.__rshift__.Scalar: _RIGHT.Tensor, aten.__rshift__.Tensor: _RI
               aten.__lshift__.Scalar: _LEFT.Tensor, aten.__lshift__.Tensor: _LEFT.Tensor,
               _LEFT.Tensor_Scalar: _LEFT.Tensor, _LEFT.Scalar_Tensor: _LEFT.Tensor}
 
+# The _foreach_ ops torch.optim's foreach steps (Adam, AdamW, SGD, RMSprop, ...) use.
+_FOREACH = """add sub mul div addcmul addcdiv lerp sqrt rsqrt neg abs exp log reciprocal
+sign pow maximum minimum clamp_min clamp_max zero copy""".split()
+
+
+def _foreach(base: str):
+    """``_foreach_<base>(lists, ...)`` as one ``<base>`` per list element (list
+    arguments zipped, others passed on; ATen picks the overload). addcmul/addcdiv take
+    the per-list value as their keyword ``value``; a tensor of values: NotImplemented.
+    torch-mlir has no lowering for any ``_foreach_`` op, so ``torch.compile(
+    optimizer.step)`` failed (``aten._foreach_add.Scalar``)."""
+    packet = getattr(aten, base)
+    valued = base in ("addcmul", "addcdiv")
+
+    def decomposition(*args, **kwargs):
+        if valued and len(args) == 4:
+            if isinstance(args[3], torch.Tensor):
+                return NotImplemented
+            kwargs = {**kwargs, "value": args[3]}
+            args = args[:3]
+        n = next(len(a) for a in args if isinstance(a, (list, tuple)))
+
+        def at(v, i):
+            return v[i] if isinstance(v, (list, tuple)) else v
+        return [packet(*(at(a, i) for a in args), **{k: at(v, i) for k, v in kwargs.items()})
+                for i in range(n)]
+    return decomposition
+
+
+def _foreach_table() -> dict:
+    table = {}
+    for base in _FOREACH:
+        packet = getattr(aten, f"_foreach_{base}")
+        for name in packet.overloads():
+            table[getattr(packet, name)] = _foreach(base)
+    return table
+
+
 _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
+         **{op: _widen_unsigned(op, at) for op, at in _WIDENED.items()},
          **{op: _shift(t) for op, t in _SHIFT_OPS.items()},
          _RIGHT.Tensor: _shift(_RIGHT.Tensor, itself=True),
          _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),
          aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
+         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
+         aten.convolution_backward.default: convolution_backward,
+         aten.index_put.default: index_put_mask, aten.diagonal.default: diagonal,
+         aten.diagonal_scatter.default: diagonal_scatter, aten.cumprod.default: cumprod,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
-         aten.empty_permuted.default: empty_permuted,
+         aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
 
 
@@ -161,4 +409,5 @@ def decomposition_table() -> dict:
     table.update(tm_table())
     table.update(get_decompositions(_EXTRA))
     table.update(_OURS)
+    table.update(_foreach_table())
     return table

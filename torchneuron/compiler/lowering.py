@@ -21,6 +21,9 @@ _FAILED_OP = re.compile(r"torch\.(aten|prims|prim)\.([A-Za-z0-9_.]+)")
 _RESOURCES = re.compile(r"\{-#\s*dialect_resources:.*?#-\}", re.S)
 _BLOB = re.compile(r'([A-Za-z0-9_.$-]+):\s*"0x([0-9A-Fa-f]*)"')
 _DENSE_RESOURCE = re.compile(r"dense_resource<([^>]+)>")
+# a compare of unsigned or bool operands that torch-mlir marked SIGNED (types follow)
+_UNSIGNED_COMPARE = re.compile(
+    r"(stablehlo\.compare\s+[A-Z]+,\s*[^,]+,\s*[^,]+,\s*)SIGNED(\s*:\s*\(tensor<(?:[0-9?]+x)*(?:ui\d+|i1)>)")
 
 
 def inline_dense_resources(text: str) -> str:
@@ -37,10 +40,20 @@ def inline_dense_resources(text: str) -> str:
                                _RESOURCES.sub("", text))
 
 
+def unsigned_compares(text: str) -> str:
+    """Marks each ``stablehlo.compare`` of unsigned or bool (i1) operands UNSIGNED:
+    torch-mlir emits SIGNED for every integer type, which XLA's verifier rejected for
+    them (``u > 100`` of a uint8 tensor, ``b > c`` of bool ones and cumprod's gradient
+    did not compile)."""
+    return _UNSIGNED_COMPARE.sub(r"\1UNSIGNED\2", text)
+
+
 def legalize_constants(text: str) -> str:
     """Rewrites ``arith.constant`` to ``stablehlo.constant`` and ``dense_resource``
-    constants to inline ``dense`` ones (XLA reads only those)."""
-    return inline_dense_resources(_ARITH_CONSTANT.sub("stablehlo.constant", text))
+    constants to inline ``dense`` ones (XLA reads only those), and unsigned compares
+    as :func:`unsigned_compares`."""
+    return unsigned_compares(
+        inline_dense_resources(_ARITH_CONSTANT.sub("stablehlo.constant", text)))
 
 
 def node_source(node: torch.fx.Node) -> str | None:
