@@ -14,6 +14,8 @@ import operator
 
 import torch
 
+from ._fake_mode import graph_fake_mode
+
 aten = torch.ops.aten
 
 _INDEX_ONLY = {aten.argmax.default, aten.argmin.default}
@@ -37,13 +39,11 @@ def _nan_info(g, x, dim, keepdim):
 
 
 def nan_aware_arg_reductions(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
-    from torch._guards import detect_fake_mode
-
     g = gm.graph
     if not any(n.op == "call_function" and n.target in _INDEX_ONLY | _VALUE_INDEX
                for n in g.nodes):
         return
-    mode = detect_fake_mode([n.meta.get("val") for n in g.nodes if "val" in n.meta])
+    mode = graph_fake_mode(g)
     if mode is None:
         return
     with mode:

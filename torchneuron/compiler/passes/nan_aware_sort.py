@@ -21,6 +21,8 @@ import operator
 
 import torch
 
+from ._fake_mode import graph_fake_mode
+
 aten = torch.ops.aten
 
 _SORTS = {aten.sort.default, aten.sort.stable, aten.topk.default}
@@ -75,14 +77,12 @@ def _stable_sort(g, x, xval, dim, descending):
 
 
 def nan_aware_sort(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
-    from torch._guards import detect_fake_mode
-
     g = gm.graph
     todo = [n for n in g.nodes if n.op == "call_function" and n.target in _SORTS
             and _eligible(n)]
     if not todo:
         return
-    mode = detect_fake_mode([n.meta.get("val") for n in g.nodes if "val" in n.meta])
+    mode = graph_fake_mode(g)
     if mode is None:
         return
     with mode:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from ._fake_mode import graph_fake_mode
+
 aten = torch.ops.aten
 
 _LOW = (torch.bfloat16, torch.float16)
@@ -23,8 +25,6 @@ _REDUCTIONS = {aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.m
 
 
 def upcast_low_precision_reductions(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
-    from torch._guards import detect_fake_mode
-
     g = gm.graph
     todo = []
     for n in g.nodes:
@@ -37,7 +37,7 @@ def upcast_low_precision_reductions(gm: torch.fx.GraphModule, plan, example_inpu
             todo.append(n)
     if not todo:
         return
-    mode = detect_fake_mode([n.meta.get("val") for n in g.nodes if "val" in n.meta])
+    mode = graph_fake_mode(g)
     if mode is None:
         return
     with mode:
