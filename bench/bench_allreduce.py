@@ -6,9 +6,11 @@ float32 all_reduce (SUM) of 1, 16 and 64 MiB; sizes under 16 MiB run 16 MiB / si
 times more iterations (a 1 MiB one lasts about a millisecond: 20 of them are a noisy
 median on a shared host). Each iteration is timed from
 the call to its completion (neuron: torch.neuron.synchronize(); CPU: the
-blocking call returns), neuron and CPU iterations alternate so both see the
-same machine load. Bus bandwidth as NCCL's tests define it: size x 2(n-1)/n
-/ time. Printed: the median bus bandwidth of each, and the median of the
+blocking call returns), each after a barrier; neuron and CPU iterations come in
+pairs so both see the same machine load, and each side goes first in half of
+the pairs (on a loaded host an operation that follows a longer one runs
+slower, which favoured the side that always went first). Bus bandwidth as
+NCCL's tests define it: size x 2(n-1)/n / time. Printed: the median bus bandwidth of each, and the median of the
 per-pair ratios neuron / CPU (target >= 0.9: the device adds no copies).
 
 Run: `.venv/bin/python bench/bench_allreduce.py [--iters N]` (or `make bench-dist`).
@@ -61,16 +63,25 @@ def _worker(iters: int) -> None:
             torch.neuron.synchronize()
             dist.all_reduce(xc, group=cpu)
         tn, tc = [], []
-        for _ in range(iters * max(1, 16 // mib)):
+
+        def timed_neuron():
             dist.barrier(group=cpu)
             t0 = time.perf_counter()
             dist.all_reduce(xn)
             torch.neuron.synchronize()
             tn.append(time.perf_counter() - t0)
+
+        def timed_cpu():
             dist.barrier(group=cpu)
             t0 = time.perf_counter()
             dist.all_reduce(xc, group=cpu)
             tc.append(time.perf_counter() - t0)
+
+        for i in range(iters * max(1, 16 // mib)):
+            # Each side goes first in half the pairs: an operation runs slower
+            # after a longer one (the host gave the cores away meanwhile).
+            for timed in ((timed_neuron, timed_cpu) if i % 2 == 0 else (timed_cpu, timed_neuron)):
+                timed()
         bus = mib * 2**20 * 2 * (WORLD - 1) / WORLD / 1e9
         ratio = statistics.median(c / t for t, c in zip(tn, tc))
         if rank == 0:

@@ -320,6 +320,33 @@ def check_streams(dev: torch.device, cpu) -> None:
     c = x.clone()
     dist.all_reduce(c, group=cpu)
     same(y, c + 1, "async on a side stream")
+    # Back to back on an idle stream, no sync between: the first is posted by
+    # its own kernel, the next ones by the poster while it runs.
+    xs = [data(62 + i, 100).to(dev) for i in range(6)]
+    torch.neuron.synchronize()
+    works = [dist.all_reduce(v, async_op=(i % 2 == 1)) for i, v in enumerate(xs)]
+    for w in works:
+        if w is not None:
+            w.wait()
+    for i, v in enumerate(xs):
+        same(v, sum(data(62 + i, 100, rank=r) for r in range(WS)), f"back-to-back all_reduce {i}",
+             atol=1e-5)
+    # CPU tensors on a neuron group, issued while a neuron collective still
+    # waits for kernels on rank 0 only: Gloo must see them in program order on
+    # every rank (else each pairs with the other's: a silent wrong result).
+    ng = dist.new_group(backend="neuron")
+    for it in range(3):
+        busy = torch.ones(256, 256, device=dev)
+        for _ in range(8 if RANK == 0 else 0):
+            busy = torch.tanh(busy @ busy / 256)
+        xn = torch.full((4,), 1.0 + RANK, device=dev) + busy[0, :4] * 0
+        dist.all_reduce(xn, group=ng)
+        if RANK != 0:
+            time.sleep(0.01)  # rank 0's neuron collective is still queued, others' posted
+        yc = torch.full((4,), 100.0 * (1 + RANK))
+        dist.all_reduce(yc, group=ng)
+        same(yc, torch.full((4,), 100.0 * sum(range(1, WS + 1))), f"cpu collective after neuron {it}")
+        same(xn, torch.full((4,), float(sum(range(1, WS + 1)))), f"neuron collective before cpu {it}")
     fut = dist.all_reduce(x.to(dev), async_op=True).get_future()
     v = fut.then(lambda f: f.value()[0] * 3).wait()
     same(v, c * 3, "get_future().then")
@@ -344,7 +371,25 @@ def check_errors(dev: torch.device, cpu) -> None:
             raise AssertionError(f"{what} mismatch across ranks did not raise")
         except RuntimeError as e:
             assert "differ" in str(e) and "rank" in str(e), e
+        same(bad, torch.ones(bad.shape, dtype=bad.dtype), f"input intact after {what} mismatch")
         ok(f"{what} mismatch across ranks is an error")
+    # The same mismatch after identical collectives (a repeated fingerprint)
+    # and behind queued kernels (checked while they run).
+    same_shape = torch.ones(5, device=dev)
+    for _ in range(3):
+        dist.all_reduce(same_shape)
+    bad = torch.ones(5 + RANK, device=dev)
+    busy = torch.ones(128, 128, device=dev)
+    for _ in range(4):
+        busy = busy @ busy / 128
+    dist.all_reduce(bad)
+    try:
+        torch.neuron.synchronize()
+        raise AssertionError("shape mismatch after repeated collectives did not raise")
+    except RuntimeError as e:
+        assert "differ" in str(e), e
+    same(bad, torch.ones(5 + RANK), "input intact after a mismatch behind kernels")
+    same(same_shape, torch.full((5,), float(WS ** 3)), "repeated collectives before a mismatch")
     try:
         dist.all_reduce(torch.ones(4, 4, device=dev).t()[0])
         raise AssertionError("non-contiguous did not raise")

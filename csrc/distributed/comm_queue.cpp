@@ -146,7 +146,20 @@ CommQueue::~CommQueue() {
 
 void CommQueue::push(std::shared_ptr<CommOp> op) {
   std::lock_guard<std::mutex> g(mu_);
+  ++pushed_;
   to_post_.push_back(std::move(op));
+  cv_.notify_all();
+}
+
+void CommQueue::wait_posted() {
+  std::unique_lock<std::mutex> l(mu_);
+  const uint64_t target = pushed_;
+  cv_.wait(l, [&] { return posted_ >= target; });
+}
+
+void CommQueue::mark_posted() {
+  std::lock_guard<std::mutex> g(mu_);
+  ++posted_;
   cv_.notify_all();
 }
 
@@ -178,6 +191,7 @@ void CommQueue::post_loop() {
       failed = std::current_exception();
     }
     if (failed) {  // nothing was posted; the stream's kernel reports it
+      mark_posted();
       op->finish(failed);
       continue;
     }
@@ -203,6 +217,9 @@ void CommQueue::post_loop() {
     } catch (...) {
       error = std::current_exception();
     }
+    // A collective's calls (both stages) are made by now; a point-to-point
+    // operation's first stage is (its tag, not Gloo's sequence, pairs the rest).
+    mark_posted();
     if (error || op->collective_) {
       waits.clear();
       finish(op, error);

@@ -110,6 +110,10 @@ class CommQueue {
   CommQueue& operator=(const CommQueue&) = delete;
 
   void push(std::shared_ptr<CommOp> op);
+  // Blocks until every operation pushed so far has made its transport calls
+  // (or failed before them), so that a caller using the transport directly
+  // keeps program order.
+  void wait_posted();
   // Releases the kept buffers of finished operations (call from the thread
   // that issues operations).
   void sweep();
@@ -119,6 +123,7 @@ class CommQueue {
   void complete_loop();
   void finish_loop();
   void finish(const std::shared_ptr<CommOp>& op, std::exception_ptr error);
+  void mark_posted();
 
   std::unique_ptr<AccessLease> lease_;  // null: memory always accessible
   std::mutex mu_;
@@ -127,6 +132,7 @@ class CommQueue {
   bool posted_all_ = false;
   bool completed_all_ = false;
   std::deque<std::shared_ptr<CommOp>> to_post_;
+  uint64_t pushed_ = 0, posted_ = 0;  // operations pushed; transport calls made
   using Item = std::pair<std::shared_ptr<CommOp>, std::vector<CommOp::Wait>>;
   std::deque<Item> to_complete_, to_finish_;
   std::vector<std::shared_ptr<void>> released_;

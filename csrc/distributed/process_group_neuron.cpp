@@ -221,6 +221,11 @@ ProcessGroupNeuron::~ProcessGroupNeuron() {
   // (the queue's kept buffers go with it, on this thread)
 }
 
+c10d::Backend& ProcessGroupNeuron::gloo_in_order() {
+  blocking_wait([&] { queue_->wait_posted(); });
+  return *gloo_;
+}
+
 bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>& tensors,
                                 bool typed) {
   size_t cpu = 0;
@@ -446,7 +451,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  if (on_cpu("broadcast", tensors)) return gloo_->broadcast(tensors, opts);
+  if (on_cpu("broadcast", tensors)) return gloo_in_order().broadcast(tensors, opts);
   auto a = aliases(tensors);
   auto g = gloo_;
   return issue("broadcast", c10d::OpType::BROADCAST, tensors, tensors, Ordering::kStream,
@@ -455,7 +460,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  if (on_cpu("allreduce", tensors)) return gloo_->allreduce(tensors, opts);
+  if (on_cpu("allreduce", tensors)) return gloo_in_order().allreduce(tensors, opts);
   check_reduce_op("allreduce", opts.reduceOp, tensors);
   auto a = aliases(tensors);
   auto g = gloo_;
@@ -465,7 +470,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  if (on_cpu("allreduce_coalesced", tensors)) return gloo_->allreduce_coalesced(tensors, opts);
+  if (on_cpu("allreduce_coalesced", tensors)) return gloo_in_order().allreduce_coalesced(tensors, opts);
   check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
   auto a = aliases(tensors);
   auto g = gloo_;
@@ -476,7 +481,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
-  if (on_cpu("reduce", tensors)) return gloo_->reduce(tensors, opts);
+  if (on_cpu("reduce", tensors)) return gloo_in_order().reduce(tensors, opts);
   check_reduce_op("reduce", opts.reduceOp, tensors);
   auto a = aliases(tensors);
   auto g = gloo_;
@@ -488,7 +493,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   auto outs = flat(outputs);
-  if (on_cpu("allgather", cat(outs, inputs))) return gloo_->allgather(outputs, inputs, opts);
+  if (on_cpu("allgather", cat(outs, inputs))) return gloo_in_order().allgather(outputs, inputs, opts);
   auto ao = aliases(outputs);
   auto ai = aliases(inputs);
   auto g = gloo_;
@@ -500,7 +505,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   std::vector<at::Tensor> ts{output, input};
-  if (on_cpu("_allgather_base", ts)) return gloo_->_allgather_base(output, input, opts);
+  if (on_cpu("_allgather_base", ts)) return gloo_in_order()._allgather_base(output, input, opts);
   TORCH_CHECK(output.numel() == input.numel() * size_, "ProcessGroupNeuron::all_gather_into_tensor: "
               "output has ", output.numel(), " elements, expected world size ", size_, " x input's ",
               input.numel());
@@ -519,7 +524,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
     const c10d::AllgatherOptions& opts) {
   auto outs = flat(outputs);
   if (on_cpu("allgather_coalesced", cat(outs, inputs)))
-    return gloo_->allgather_coalesced(outputs, inputs, opts);
+    return gloo_in_order().allgather_coalesced(outputs, inputs, opts);
   auto ao = aliases(outputs);
   auto ai = aliases(inputs);
   auto g = gloo_;
@@ -533,7 +538,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesc
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   if (on_cpu("allgather_into_tensor_coalesced", cat(outputs, inputs)))
-    return gloo_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+    return gloo_in_order().allgather_into_tensor_coalesced(outputs, inputs, opts);
   TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::allgather_into_tensor_coalesced: ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -562,7 +567,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   auto outs = flat(outputs);
-  if (on_cpu("gather", cat(outs, inputs))) return gloo_->gather(outputs, inputs, opts);
+  if (on_cpu("gather", cat(outs, inputs))) return gloo_in_order().gather(outputs, inputs, opts);
   auto ao = aliases(outputs);
   auto ai = aliases(inputs);
   auto g = gloo_;
@@ -575,7 +580,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   auto ins = flat(inputs);
-  if (on_cpu("scatter", cat(outputs, ins))) return gloo_->scatter(outputs, inputs, opts);
+  if (on_cpu("scatter", cat(outputs, ins))) return gloo_in_order().scatter(outputs, inputs, opts);
   auto ao = aliases(outputs);
   auto ai = aliases(inputs);
   auto g = gloo_;
@@ -589,7 +594,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   auto ins = flat(inputs);
   if (on_cpu("reduce_scatter", cat(outputs, ins)))
-    return gloo_->reduce_scatter(outputs, inputs, opts);
+    return gloo_in_order().reduce_scatter(outputs, inputs, opts);
   check_reduce_op("reduce_scatter", opts.reduceOp, outputs);
   auto ao = aliases(outputs);
   auto ai = aliases(inputs);
@@ -602,7 +607,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   std::vector<at::Tensor> ts{output, input};
-  if (on_cpu("_reduce_scatter_base", ts)) return gloo_->_reduce_scatter_base(output, input, opts);
+  if (on_cpu("_reduce_scatter_base", ts)) return gloo_in_order()._reduce_scatter_base(output, input, opts);
   check_reduce_op("reduce_scatter_tensor", opts.reduceOp, ts);
   TORCH_CHECK(input.numel() == output.numel() * size_ && input.scalar_type() == output.scalar_type(),
               "ProcessGroupNeuron::reduce_scatter_tensor: input (", describe(input),
@@ -620,7 +625,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   if (on_cpu("reduce_scatter_tensor_coalesced", cat(outputs, inputs)))
-    return gloo_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+    return gloo_in_order().reduce_scatter_tensor_coalesced(outputs, inputs, opts);
   check_reduce_op("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
   TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
@@ -649,7 +654,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   std::vector<at::Tensor> ts{output, input};
   if (on_cpu("alltoall_base", ts))
-    return gloo_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+    return gloo_in_order().alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
   at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
   auto g = gloo_;
   auto os = output_split_sizes, is = input_split_sizes;
@@ -663,7 +668,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tensor>& outputs,
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllToAllOptions& opts) {
-  if (on_cpu("alltoall", cat(outputs, inputs))) return gloo_->alltoall(outputs, inputs, opts);
+  if (on_cpu("alltoall", cat(outputs, inputs))) return gloo_in_order().alltoall(outputs, inputs, opts);
   TORCH_CHECK(int(outputs.size()) == size_ && int(inputs.size()) == size_,
               "ProcessGroupNeuron::all_to_all: needs world size ", size_, " inputs and outputs, got ",
               inputs.size(), " and ", outputs.size());
@@ -700,13 +705,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>& tensors, int dst,
                                                         int tag) {
-  if (on_cpu("send", tensors, false)) return gloo_->send(tensors, dst, tag);
+  if (on_cpu("send", tensors, false)) return gloo_in_order().send(tensors, dst, tag);
   return point_to_point("send", tensors, dst, tag, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor>& tensors, int src,
                                                         int tag) {
-  if (on_cpu("recv", tensors, false)) return gloo_->recv(tensors, src, tag);
+  if (on_cpu("recv", tensors, false)) return gloo_in_order().recv(tensors, src, tag);
   return point_to_point("recv", tensors, src, tag, false);
 }
 
@@ -774,7 +779,7 @@ void ProcessGroupNeuron::monitoredBarrier(const c10d::BarrierOptions& opts, bool
   // its own), as on a CPU group; it does not wait for queued device work.
   c10d::BarrierOptions o = opts;
   o.device_ids.clear();
-  gloo_->monitoredBarrier(o, waitAllRanks);
+  gloo_in_order().monitoredBarrier(o, waitAllRanks);
 }
 
 c10::intrusive_ptr<c10d::Backend> create_process_group_neuron(

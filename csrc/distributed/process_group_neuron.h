@@ -98,6 +98,11 @@ class ProcessGroupNeuron : public c10d::Backend {
   // True if every tensor is on the CPU (served by Gloo as is); throws on a mix,
   // on another device type or core, or on a non-contiguous neuron tensor.
   bool on_cpu(const char* name, const std::vector<at::Tensor>& tensors, bool typed = true);
+  // Gloo for CPU tensors and host-side calls, once this group's earlier
+  // operations are posted: Gloo numbers collectives (and matches send/recv of
+  // one tag) in posting order, which must be program order on every rank, or
+  // a CPU collective pairs with a peer's neuron one (a silent wrong result).
+  c10d::Backend& gloo_in_order();
   // Posts this rank's fingerprint of a collective (op, dtype, shapes) to every
   // other rank at the call; the returned check (run by the poster) waits for
   // theirs and throws if any differs.
