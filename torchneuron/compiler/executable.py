@@ -168,6 +168,11 @@ class CompiledGraph:
                 _C._cpu_alias(dst).copy_(_C._cpu_alias(src))
 
         _C._launch_compiled(device.index, self.name, run)
+        # counted per launch, as eager counts its calls (passes/narrow_64bit.py)
+        if self.plan.narrowed:
+            _C._note_compiled_narrowing(self.plan.narrowed, False)
+        if self.plan.full_width:
+            _C._note_compiled_narrowing(self.plan.full_width, True)
         # Mutated arguments that were staged (CPU copies, contiguous copies) get the result.
         for i, j in self.plan.mutations:
             if staged[i] is not args[i]:
