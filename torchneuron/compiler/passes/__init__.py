@@ -16,6 +16,7 @@ from .self_equality import self_equality
 from .upcast_low_precision_reductions import upcast_low_precision_reductions
 from .exact_fmod import exact_fmod
 from .pad_small_conv_inputs import pad_small_conv_inputs
+from .channels_last_max_pool import channels_last_max_pool
 
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
 # random ops are generated after it (the generator's int64 words are not values);
@@ -26,7 +27,8 @@ PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none
             narrow_64bit, nan_aware_arg_reductions, nan_aware_sort, random_ops_to_inputs,
             drop_device_arguments,
             clamp_slice_bounds, wrap_negative_indices, self_equality,
-            upcast_low_precision_reductions, exact_fmod, pad_small_conv_inputs)
+            upcast_low_precision_reductions, exact_fmod, pad_small_conv_inputs,
+            channels_last_max_pool)
 
 
 def run_passes(gm, plan, example_inputs):
