@@ -51,9 +51,10 @@ def _importer():
 
     try:
         from jax._src.lib import _jax
-        from jax._src import xla_bridge
 
-        cpu = xla_bridge.get_backend("cpu").local_devices()[0]
+        from . import neuron_cc
+
+        cpu = neuron_cc.client().local_devices()[0]
         probe = torch.zeros(16, dtype=torch.float32)
         arr = _jax.dlpack_managed_tensor_to_buffer(torch.utils.dlpack.to_dlpack(probe), cpu,
                                                    None, None, _KDLCPU)

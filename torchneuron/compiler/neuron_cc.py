@@ -48,6 +48,11 @@ def _backend():
         return _client
 
 
+def client():
+    """The XLA:CPU client every executable of this process is compiled for and run on."""
+    return _backend()
+
+
 def start() -> None:
     """Starts the compiler engine (the XLA:CPU client) if not started; idempotent."""
     _backend()
