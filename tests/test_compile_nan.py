@@ -1,7 +1,8 @@
 """NaN in compiled graphs, against the CPU.
 
 torch-mlir folded ``eq(x, x)`` to true (passes/self_equality.py) and lowered the arg
-reductions with comparators that skip NaN (passes/nan_aware_arg_reductions.py).
+reductions with comparators that skip NaN (passes/nan_aware_arg_reductions.py); XLA:CPU's
+YNNPACK reductions, pools and fused elementwise ops skipped NaN (neuron_cc._XLA_OPTIONS).
 """
 import pytest
 import torch
@@ -75,3 +76,35 @@ def test_max_dim_gradient_with_nan_matches_cpu():
     torch.compile(f, backend="neuron")(an).backward()
     f(a).backward()
     assert torch.equal(an.grad.cpu(), a.grad)
+
+
+def _big_with_nan():
+    # large enough that XLA:CPU hands these ops to a library (YNNPACK) by default
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 64, 64, generator=g)
+    x[3, 5, 7] = _NAN
+    x[4, 6, :] = _NAN
+    return x, torch.randn(16, 16, 3, 3, generator=g)
+
+
+_REDUCTIONS = {
+    "amax": lambda x, w: x.amax(-1),
+    "amax dim 0": lambda x, w: x.amax(0),
+    "amin": lambda x, w: x.amin(-1),
+    "max all": lambda x, w: x.max(),
+    "max_pool2d": lambda x, w: torch.nn.functional.max_pool2d(x.view(2, 16, 64, 64), 2),
+    "max_pool2d 3 stride 2": lambda x, w: torch.nn.functional.max_pool2d(x.view(2, 16, 64, 64), 3, 2, 1),
+    "relu(conv + x) mean": lambda x, w: torch.relu(
+        torch.nn.functional.conv2d(x.view(8, 16, 32, 32), w, padding=1) + x.view(8, 16, 32, 32)).mean((2, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(_REDUCTIONS))
+def test_nan_in_large_max_reductions_and_pools_matches_cpu(name):
+    """Each gave numbers where ATen gives NaN (XLA:CPU's default YNNPACK fusions)."""
+    x, w = _big_with_nan()
+    f = _REDUCTIONS[name]
+    out = torch.compile(f, backend="neuron")(x.to("neuron"), w.to("neuron")).cpu()
+    ref = f(x, w)
+    assert torch.equal(out.isnan(), ref.isnan())
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5, equal_nan=True)

@@ -97,3 +97,55 @@ def test_int64_position_ids_and_mask_model_matches_eager():
                                                   attention_mask=mask.to("neuron"),
                                                   position_ids=pos.to("neuron"))
     assert torch.allclose(out.last_hidden_state.cpu(), ref, atol=1e-4)
+
+
+def _moves(x):
+    return (x.flip(0), torch.cat([x, x]), x[2:5], x.clone(), x[torch.tensor([1, 2], device=x.device)],
+            torch.where(x > 0, x, 0.0), x.view(2, 4).t().contiguous())
+
+
+def test_float64_data_movement_is_exact_as_on_cpu():
+    # eager never narrows data movement: moved float64 values are the CPU's bit for bit
+    # (compiled graphs used to round them to float32, or failed to lower flip/slice/clone)
+    x = torch.randn(8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    comp = torch.compile(_moves, backend="neuron")(x.to("neuron"))
+    for c, r in zip(comp, _moves(x)):
+        assert c.dtype == torch.float64 and torch.equal(c.cpu(), r)
+
+
+def test_narrowing_switched_off_in_process_recompiles_full_width():
+    # the graph index key follows the switch itself, not only the variable: a graph
+    # compiled narrowed must not serve a full-width request (it did, silently)
+    a = torch.tensor([2**31 - 1, 3_000_000_000])
+    f = lambda a: a + 1  # noqa: E731
+    assert torch.compile(f, backend="neuron")(a.to("neuron")).cpu().tolist() == [-2**31, -1294967295]
+    torch._dynamo.reset()
+    torchneuron._C._set_narrow_64bit(False)    # restored by the conftest fixture
+    assert torch.equal(torch.compile(f, backend="neuron")(a.to("neuron")).cpu(), f(a))
+
+
+def _counted(x, i):
+    y = (x * 2 + x).exp().sum()
+    # layer_norm and softmax reach the backend decomposed: still one call each
+    return (y, (i + 1) > 3, torch.cat([i, i]), x[1:3] * 1.5, i.cumsum(0),
+            torch.nn.functional.layer_norm(x.view(2, 3), (3,)), torch.softmax(x, 0))
+
+
+def test_compiled_narrowing_counted_as_eager():
+    # two calls each: the same {op: calls} in torch.neuron.narrowing_stats()
+    x = torch.randn(6, dtype=torch.float64).to("neuron")
+    i = torch.arange(6).to("neuron")
+    torch.neuron.reset_narrowing_stats()
+    for _ in range(2):
+        _counted(x, i)
+    torch.neuron.synchronize()
+    eager = torch.neuron.narrowing_stats()
+    torch.neuron.reset_narrowing_stats()
+    f = torch.compile(_counted, backend="neuron")
+    for _ in range(2):
+        f(x, i)
+    torch.neuron.synchronize()
+    assert torch.neuron.narrowing_stats() == eager
+    assert eager == {"aten::mul.Tensor": 4, "aten::add.Tensor": 4, "aten::exp": 2, "aten::sum": 2,
+                     "aten::gt.Scalar": 2, "aten::cumsum": 2, "aten::native_layer_norm": 2,
+                     "aten::_softmax": 2}

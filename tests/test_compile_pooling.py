@@ -74,3 +74,28 @@ def test_max_pool1d_ceil_mode_gradient_matches_cpu():
     torch.compile(f, backend="neuron")(xn).backward()
     f(x).backward()
     assert torch.equal(xn.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=2),
+    dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0)),
+    dict(kernel_size=3, stride=2, ceil_mode=True),
+    dict(kernel_size=3, stride=1, padding=1, dilation=2),   # not rewritten (dilation)
+])
+def test_inference_max_pool2d_channels_last_matches_cpu(kw):
+    """Inference pools are spelled channels-last (passes/channels_last_max_pool.py):
+    the same values and NaN as ATen's NCHW pool."""
+    x = torch.randn(2, 16, 13, 11, generator=torch.Generator().manual_seed(0))
+    x[0, 3, 4, 5] = float("nan")
+    f = lambda x: F.max_pool2d(torch.relu(x), **kw) * 2  # noqa: E731
+    out = torch.compile(f, backend="neuron")(x.to("neuron")).cpu()
+    torch.testing.assert_close(out, f(x), rtol=0, atol=0, equal_nan=True)
+
+
+def test_max_pool2d_with_indices_keeps_indices():
+    x = torch.randn(2, 16, 8, 8, generator=torch.Generator().manual_seed(1))
+    f = lambda x: F.max_pool2d(x, 2, return_indices=True)  # noqa: E731
+    out = torch.compile(f, backend="neuron")(x.to("neuron"))
+    for o, r in zip(out, f(x)):
+        assert torch.equal(o.cpu(), r)

@@ -122,10 +122,10 @@ void reset_fallback_stats() {
   s.fallback.clear();
 }
 
-void record_narrowing(const std::string& op) {
+void record_narrowing(const std::string& op, int64_t calls) {
   auto& s = stats();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.narrowing[op] += 1;
+  s.narrowing[op] += calls;
 }
 
 std::map<std::string, int64_t> narrowing_stats() {

@@ -281,8 +281,8 @@ bool wants_narrowing(const Plan& plan, const c10::FunctionSchema& s, const Stack
   return false;
 }
 
-void note_narrowing(const std::string& name) {
-  record_narrowing(name);
+void note_narrowing(const std::string& name, int64_t calls = 1) {
+  record_narrowing(name, calls);
   auto& log = narrow_log();
   std::lock_guard<std::mutex> lock(log.mu);
   if (log.warned.insert(name).second)
@@ -484,7 +484,7 @@ bool is_out_arg(const c10::FunctionSchema& s, size_t i) {
 std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const Plan& plan,
                                       const std::vector<IValue>& args, bool narrow,
                                       c10::DeviceIndex device, bool probe = false);
-void note_full_width(const std::string& name);
+void note_full_width(const std::string& name, int64_t calls = 1);
 ResultGeometry geometry_of(const at::Tensor& t);
 
 // Synchronous path: the result's size depends on the data, or the geometry
@@ -588,11 +588,13 @@ std::map<std::string, int64_t>& full_width_counts() {
   static auto* m = new std::map<std::string, int64_t>();
   return *m;
 }
-void note_full_width(const std::string& name) {
+void note_full_width(const std::string& name, int64_t calls) {
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(full_width_mu());
-    first = full_width_counts()[name]++ == 0;
+    auto& n = full_width_counts()[name];
+    first = n == 0;
+    n += calls;
   }
   if (first)
     TORCH_WARN("neuron: ", name, " has no 32-bit kernel for narrowed float64/int64 inputs; "
@@ -805,6 +807,13 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
 }  // namespace
 
 bool narrow_64bit_enabled() { return g_narrow.load(); }
+
+void note_compiled_narrowing(const std::string& op, int64_t calls, bool full_width) {
+  if (full_width)
+    note_full_width(op, calls);
+  else
+    note_narrowing(op, calls);
+}
 
 std::map<std::string, int64_t> full_width_stats() {
   std::lock_guard<std::mutex> lock(full_width_mu());

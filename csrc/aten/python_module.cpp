@@ -1,5 +1,6 @@
 // torchneuron._C: the Python bindings the front layer (torchneuron/) uses.
 #include <torch/csrc/Event.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
@@ -151,6 +152,12 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_narrowing_stats", &reset_narrowing_stats);
+  // ((op, calls), ...) of one compiled launch; TORCH_WARN reaches Python as a warning
+  m.def("_note_compiled_narrowing", [](const std::vector<std::pair<std::string, int64_t>>& ops,
+                                       bool full_width) {
+    torch::PyWarningHandler handler;
+    for (const auto& [op, n] : ops) note_compiled_narrowing(op, n, full_width);
+  });
   m.def("_full_width_stats", [] {
     py::dict out;
     for (const auto& [op, n] : full_width_stats()) out[py::str(op)] = n;

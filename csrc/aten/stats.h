@@ -17,9 +17,14 @@ void record_fallback(const std::string& op, double seconds);
 std::map<std::string, FallbackStat> fallback_stats();
 void reset_fallback_stats();
 
-void record_narrowing(const std::string& op);
+void record_narrowing(const std::string& op, int64_t calls = 1);
 std::map<std::string, int64_t> narrowing_stats();
 void reset_narrowing_stats();
+
+// A compiled graph's launch (torchneuron/compiler/passes/narrow_64bit.py): `calls`
+// narrowed (or full-width) uses of `op`, counted and warned once per op as eager's
+// calls are (native_kernel.cpp).
+void note_compiled_narrowing(const std::string& op, int64_t calls, bool full_width);
 
 // Calls whose narrowed dtype has no CPU kernel, computed at full width
 // (native_kernel.cpp).

@@ -343,8 +343,10 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
         except Exception as e:
             res["op_profile"] = []
             res["op_profile_note"] = f"profiling failed: {type(e).__name__}: {e}"
-    # the eager runs' fallbacks, before the compiled runs add theirs (their time is not in `timed`)
+    # the eager runs' fallbacks and narrowing, before the compiled runs add theirs (their
+    # time is not in `timed`; compiled launches count narrowing too)
     fb = torch.neuron.fallback_stats()
+    narrowing = torch.neuron.narrowing_stats()
     if res["error"] is None:
         with _fallback_ctx(cfg.fallback):
             res["compile"] = _check_compile(session, cfg, session.outputs)
@@ -361,7 +363,7 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
         "device_run_seconds": timed,
         "note": "share = fallback seconds (CPU kernel and copies) / wall time of the phase-1 device runs",
     }
-    res["narrowing"] = dict(sorted(torch.neuron.narrowing_stats().items()))
+    res["narrowing"] = dict(sorted(narrowing.items()))
     try:
         session.sync()
     except Exception as e:  # an asynchronous failure that surfaced late

@@ -51,9 +51,10 @@ def _importer():
 
     try:
         from jax._src.lib import _jax
-        from jax._src import xla_bridge
 
-        cpu = xla_bridge.get_backend("cpu").local_devices()[0]
+        from . import neuron_cc
+
+        cpu = neuron_cc.client().local_devices()[0]
         probe = torch.zeros(16, dtype=torch.float32)
         arr = _jax.dlpack_managed_tensor_to_buffer(torch.utils.dlpack.to_dlpack(probe), cpu,
                                                    None, None, _KDLCPU)
@@ -168,6 +169,11 @@ class CompiledGraph:
                 _C._cpu_alias(dst).copy_(_C._cpu_alias(src))
 
         _C._launch_compiled(device.index, self.name, run)
+        # counted per launch, as eager counts its calls (passes/narrow_64bit.py)
+        if self.plan.narrowed:
+            _C._note_compiled_narrowing(self.plan.narrowed, False)
+        if self.plan.full_width:
+            _C._note_compiled_narrowing(self.plan.full_width, True)
         # Mutated arguments that were staged (CPU copies, contiguous copies) get the result.
         for i, j in self.plan.mutations:
             if staged[i] is not args[i]:

@@ -81,7 +81,10 @@ def graph_key_text(gm: torch.fx.GraphModule, example_inputs) -> str | None:
 
 
 def _key_text(gm, example_inputs):
-    parts = [passes_fingerprint(), "narrow64=" + os.environ.get("TORCHNEURON_NARROW_64BIT", "")]
+    from .. import _C
+
+    # the switch the passes read (the variable's value at start-up, or _set_narrow_64bit)
+    parts = [passes_fingerprint(), f"narrow64={int(_C._narrow_64bit())}"]
     for x in example_inputs:
         if isinstance(x, torch.Tensor):
             parts.append("in:" + _tensor_spec(x))

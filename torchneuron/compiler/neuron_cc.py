@@ -48,6 +48,11 @@ def _backend():
         return _client
 
 
+def client():
+    """The XLA:CPU client every executable of this process is compiled for and run on."""
+    return _backend()
+
+
 def start() -> None:
     """Starts the compiler engine (the XLA:CPU client) if not started; idempotent."""
     _backend()
@@ -67,7 +72,8 @@ def compiler_version() -> str:
     """Versions that decide the executable's bytes (part of the cache key)."""
     import importlib.metadata as md
 
-    return f"xla-cpu/jaxlib-{md.version('jaxlib')}/torch-mlir-{md.version('torch-mlir')}"
+    opts = ",".join(f"{k}={v}" for k, v in _XLA_OPTIONS)
+    return f"xla-cpu/jaxlib-{md.version('jaxlib')}/torch-mlir-{md.version('torch-mlir')}/{opts}"
 
 
 @dataclass
@@ -167,14 +173,25 @@ def _devices(b):
     return xc.DeviceList(tuple(b.local_devices()[:1]))
 
 
+# XLA:CPU options every graph is compiled with (part of the cache key through
+# compiler_version()). YNNPACK only for standalone dots and convolutions: jaxlib
+# 0.10.2's default also gives YNN reductions, reduce-windows and the elementwise ops
+# fused around dots/convolutions, whose max/min skip NaN (amax, max_pool2d, a relu
+# fused before a mean gave numbers where ATen gives NaN; tests/test_compile_nan.py).
+_XLA_OPTIONS = (("xla_cpu_experimental_ynn_fusion_type",
+                 "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION"),)
+
+
 def _compile_options(o: CompilerOptions):
     from jax._src.lib import xla_client as xc
 
     opts = xc.CompileOptions()
-    # Only the optimization level: the other XLA:CPU options jaxlib 0.10.2 accepts
-    # (oneDNN, fast math, XNN/YNN fusion, opt presets, vector width, ...) were measured
-    # on the benchmark models and none was faster beyond the noise (docs/compile.md).
-    opts.env_option_overrides = [("xla_backend_optimization_level", str(o.opt_level))]
+    # The optimization level and _XLA_OPTIONS (for NaN, not speed): the other XLA:CPU
+    # options jaxlib 0.10.2 accepts (oneDNN, fast math, XNN fusion, opt presets, vector
+    # width, ...) were measured on the benchmark models and none was faster beyond the
+    # noise (docs/compile.md).
+    opts.env_option_overrides = ([("xla_backend_optimization_level", str(o.opt_level))]
+                                 + list(_XLA_OPTIONS))
     return opts
 
 

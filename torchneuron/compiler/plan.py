@@ -24,6 +24,10 @@ class GraphPlan:
     outputs: list = field(default_factory=list)
     mutations: list = field(default_factory=list)
     scalar_args: dict = field(default_factory=dict)  # arg index -> value baked in
+    # ((eager op name, ops in the graph), ...): added to torch.neuron.narrowing_stats()
+    # / full_width_stats() at each launch (passes/narrow_64bit.py)
+    narrowed: tuple = ()
+    full_width: tuple = ()
 
     @classmethod
     def identity(cls, gm: torch.fx.GraphModule) -> "GraphPlan":

@@ -1,22 +1,55 @@
-"""The 64-bit policy in compiled graphs, as in eager: float64 values are computed as
-float32 and the graph's outputs get their original dtype back (int64: narrow_int64.py).
+"""The 64-bit policy in compiled graphs, op by op as eager applies it: float64 computed
+as float32, int64 as int32, results restored to their 64-bit dtype.
 
-A NeuronCore has no 64-bit arithmetic; eager kernels narrow (csrc/aten/native_kernel.cpp)
-and so must compiled graphs, or compiled and eager results differ. Each 64-bit value
-(input or op result) gets a conversion to 32 bits that its users read; explicit
-``dtype=`` arguments of 64 bits become 32; 64-bit outputs convert back at the end.
-An op that rejects the narrowed value (e.g. gather wants int64 indices) reads the
-64-bit one (XLA:CPU has 64-bit integers), as eager exempts index arguments.
-Off with TORCHNEURON_NARROW_64BIT=0 (torch.neuron's switch, read at compile time).
+Eager (csrc/aten/native_kernel.cpp) computes each native op's float64/int64 value
+arguments in 32 bits and restores the result dtype: arithmetic rounds to float32 and
+wraps at 32 bits. It never narrows index arguments (``index``, ``indices``,
+``offsets``, ``target``: kIndexArgNames), data movement (kDataMovementOps in
+csrc/aten/native_ops.h), copies, views, fills, factories or random draws, so moving
+float64/int64 data is exact. This pass does the same on the graph: an op that eager
+narrows reads 32-bit conversions of its 64-bit tensor arguments (Python scalars
+beside them as eager's narrowed_scalar: ints wrap to int32 when int64 is narrowed,
+floats saturate to the float32 range), and a 32-bit result where the graph had a
+64-bit one is converted back, so every value keeps its dtype and agrees with eager.
+An op with no 32-bit form runs at full width (eager's full_width_stats case).
+
+Each narrowed op is recorded in ``plan.narrowed`` (and one at full width in
+``plan.full_width``) under eager's operator name (``aten::add.Tensor``); every launch
+adds them to ``torch.neuron.narrowing_stats()`` / ``full_width_stats()`` as eager
+counts its calls (executable.py). Off with TORCHNEURON_NARROW_64BIT=0 (torch.neuron's
+switch, read at compile time).
 """
 from __future__ import annotations
 
+import collections
+import operator
+
 import torch
 
+from ._fake_mode import graph_fake_mode
+
 aten = torch.ops.aten
-# float64 only: int64 is narrowed op by op by narrow_int64.py, which keeps index
-# arguments and data movement at int64 (torch-mlir's index lowerings need it).
-_NARROW = {torch.float64: torch.float32}
+
+_NARROW = {torch.float64: torch.float32, torch.int64: torch.int32}
+_F32_MAX = float(torch.finfo(torch.float32).max)
+
+# Base names (no overload) never narrowed: eager's kDataMovementOps with their
+# functional forms, plus what eager does not compute through a narrowing kernel.
+_EXEMPT = frozenset("""
+cat stack index_select gather take flip roll repeat tril triu constant_pad_nd
+reflection_pad1d reflection_pad2d replication_pad1d replication_pad2d where masked_fill
+masked_scatter index index_put _index_put_impl index_fill index_copy scatter
+upsample_nearest2d _unsafe_index _unsafe_index_put embedding
+slice_scatter select_scatter diagonal_scatter as_strided_scatter
+view _unsafe_view reshape expand permute transpose t slice select squeeze unsqueeze alias
+as_strided split split_with_sizes unbind clone _to_copy copy lift_fresh_copy detach
+convert_element_type
+unfold diagonal narrow contiguous
+arange full full_like zeros zeros_like ones ones_like empty empty_like empty_strided
+scalar_tensor new_zeros new_ones new_full new_empty fill zero
+rand rand_like randn randn_like randint randint_like bernoulli uniform normal random
+""".split())
+_INDEX_ARGS = frozenset(("index", "indices", "offsets", "target"))
 
 
 def _enabled() -> bool:
@@ -29,65 +62,155 @@ def _val(a):
     return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
 
 
-def _is64(v) -> bool:
+def _is_wide(a) -> bool:
+    v = _val(a) if isinstance(a, torch.fx.Node) else None
     return isinstance(v, torch.Tensor) and v.dtype in _NARROW
+
+
+def _wrap32(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def eager_op_name(target: torch._ops.OpOverload) -> str:
+    """The name eager's counters use for ``target``: ``aten::add.Tensor``, ``aten::exp``."""
+    s = target._schema
+    return s.name + (f".{s.overload_name}" if s.overload_name else "")
+
+
+def _eager_calls(g: torch.fx.Graph) -> dict:
+    """node -> (call number, eager op name) of the eager call it comes from, so an op that
+    AOTAutograd decomposed (layer_norm into mean, sub, ...) is counted once, under the
+    name eager counts it by. A call is a run of consecutive nodes traced from one
+    Dynamo node (``from_node``) and one ATen op (``original_aten``)."""
+    out, prev, k = {}, None, 0
+    for n in g.nodes:
+        if n.op != "call_function":
+            continue
+        src = n.meta.get("from_node") or ()
+        op = n.meta.get("original_aten")   # a copy of the op (the graph was copied)
+        if not isinstance(op, torch._ops.OpOverload):
+            op = n.target if isinstance(n.target, torch._ops.OpOverload) else None
+        key = (src[0].name if src else n.name, eager_op_name(op) if op is not None else None)
+        if key != prev:
+            k, prev = k + 1, key
+        out[n] = (k, key[1])
+    return out
 
 
 def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     if not _enabled():
         return
-    from torch._guards import detect_fake_mode
-
-    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-    mode = detect_fake_mode(vals)
+    mode = graph_fake_mode(gm.graph)
     if mode is None:
         return
     g = gm.graph
-    out = next(n for n in g.nodes if n.op == "output")
-    orig_out = [(_val(o).dtype if _is64(_val(o)) else None) for o in out.args[0]]
-    wide: dict = {}   # narrowed node -> its 64-bit original
+    narrow_of: dict = {}    # 64-bit node -> its 32-bit form
+    inserted: set = set()   # conversions this pass inserted (either way)
+    narrowed, full_width = [], []   # nodes, counted if they survive dead-code removal
 
-    def narrow_after(n):
-        with g.inserting_after(n):
-            c = g.call_function(aten._to_copy.default, (n,), {"dtype": _NARROW[n.meta["val"].dtype]})
+    def as_narrow(a):
+        if a in narrow_of:
+            return narrow_of[a]
+        dt = _NARROW[a.meta["val"].dtype]
+        with g.inserting_after(a):
+            c = g.call_function(aten._to_copy.default, (a,), {"dtype": dt})
         with mode:
-            c.meta["val"] = n.meta["val"].to(_NARROW[n.meta["val"].dtype])
-        n.replace_all_uses_with(c, delete_user_cb=lambda u: u is not c)
-        wide[c] = n
+            c.meta["val"] = a.meta["val"].to(dt)
+        narrow_of[a] = c
+        inserted.add(c)
+        return c
 
+    def widen(n, dt):
+        with g.inserting_after(n):
+            w = g.call_function(aten._to_copy.default, (n,), {"dtype": dt})
+        with mode:
+            w.meta["val"] = n.meta["val"].to(dt)
+        n.replace_all_uses_with(w, delete_user_cb=lambda u: u is not w)
+        inserted.add(w)
+        narrow_of[w] = n
+
+    def restores(old, new) -> bool:   # a 64-bit result now computed in 32 bits
+        return (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor)
+                and _NARROW.get(old.dtype) == new.dtype)
+
+    calls = _eager_calls(g)
+    rerun = set()
     for n in list(g.nodes):
-        if n.op == "placeholder":
-            if _is64(n.meta.get("val")):
-                narrow_after(n)
+        if n.op != "call_function" or n in inserted:
             continue
-        if n.op != "call_function" or n in wide:
+        if n.target is operator.getitem and n.args[0] in rerun:
+            old = n.meta.get("val")
+            n.meta["val"] = n.args[0].meta["val"][n.args[1]]
+            n.meta.pop("tensor_meta", None)
+            if restores(old, n.meta["val"]) and n.users:
+                widen(n, old.dtype)
             continue
-        kw = dict(n.kwargs)
-        if kw.get("dtype") in _NARROW:
-            kw["dtype"] = _NARROW[kw["dtype"]]
-        n.kwargs = kw
-        for attempt in (0, 1):
-            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), _val)
-            try:
+        if not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        schema = n.target._schema
+        if schema.name.split("::")[-1].rstrip("_") in _EXEMPT:
+            continue
+        names = [a.name for a in schema.arguments]
+        new_args, narrowed_dtypes = list(n.args), set()
+        for i, a in enumerate(n.args):
+            if i < len(names) and names[i] not in _INDEX_ARGS and _is_wide(a):
+                narrowed_dtypes.add(_val(a).dtype)
+                new_args[i] = as_narrow(a)
+        new_kwargs = dict(n.kwargs)
+        for k, a in n.kwargs.items():
+            if k not in _INDEX_ARGS and _is_wide(a):
+                narrowed_dtypes.add(_val(a).dtype)
+                new_kwargs[k] = as_narrow(a)
+        if not narrowed_dtypes:
+            continue
+        wrap_ints = torch.int64 in narrowed_dtypes
+        device = next(_val(a) for a in new_args if isinstance(a, torch.fx.Node)
+                      and isinstance(_val(a), torch.Tensor)).device
+        # Python scalars beside narrowed tensors, as eager's narrowed_scalar: ints wrap
+        # (with int64 tensors), floats saturate to float32's range. An int in a Tensor
+        # argument becomes a 0-dim int32 tensor (torch-mlir computes a Python int
+        # operand in i64, which would undo the narrowing).
+        for i, a in enumerate(new_args):
+            if i >= len(names) or isinstance(a, bool) or not isinstance(a, (int, float)):
+                continue
+            kind = schema.arguments[i].type.kind()
+            if isinstance(a, float):
+                if kind == "NumberType" and abs(a) > _F32_MAX and a == a and abs(a) != float("inf"):
+                    new_args[i] = _F32_MAX if a > 0 else -_F32_MAX
+            elif wrap_ints and kind == "NumberType":
+                new_args[i] = _wrap32(a)
+            elif wrap_ints and kind == "TensorType":
+                with g.inserting_before(n):
+                    c = g.call_function(aten.full.default, ([], _wrap32(a)),
+                                        {"dtype": torch.int32, "device": device})
                 with mode:
-                    val = n.target(*args, **kwargs)
-                break
-            except Exception:
-                if attempt == 1:
-                    raise
-                # the op rejects a narrowed argument: give it the 64-bit value
-                n.args, n.kwargs = torch.fx.node.map_arg(
-                    (n.args, n.kwargs), lambda a: wide.get(a, a))
-        n.meta["val"] = val
-        if _is64(val) and n.users:
-            narrow_after(n)
-    outs = list(out.args[0])
-    for k, (o, dt) in enumerate(zip(outs, orig_out)):
-        if dt is not None and isinstance(o, torch.fx.Node) and _val(o).dtype != dt:
-            with g.inserting_before(out):
-                c = g.call_function(aten._to_copy.default, (o,), {"dtype": dt})
+                    c.meta["val"] = torch.full([], _wrap32(a), dtype=torch.int32, device=device)
+                inserted.add(c)
+                new_args[i] = c
+        old_val = n.meta.get("val")
+        old_args, old_kwargs = n.args, n.kwargs
+        n.args, n.kwargs = tuple(new_args), new_kwargs
+        try:
+            a, kw = torch.fx.node.map_arg((n.args, n.kwargs), _val)
             with mode:
-                c.meta["val"] = _val(o).to(dt)
-            outs[k] = c
-    out.args = (tuple(outs),)
+                val = n.target(*a, **kw)
+        except Exception:
+            n.args, n.kwargs = old_args, old_kwargs   # no 32-bit form: full width
+            full_width.append(n)
+            continue
+        narrowed.append(n)
+        n.meta["val"] = val
+        n.meta.pop("tensor_meta", None)   # stale: torch-mlir would type the result from it
+        rerun.add(n)
+        if restores(old_val, val):
+            widen(n, old_val.dtype)
     g.eliminate_dead_code()
+    live = set(g.nodes)
+    narrowed_calls = {calls[n] for n in narrowed if n in live}
+    full_calls = {calls[n] for n in full_width if n in live} - narrowed_calls
+
+    def count(cs):
+        c = collections.Counter(name for _, name in cs)
+        return tuple(sorted(c.items()))
+
+    plan.narrowed, plan.full_width = count(narrowed_calls), count(full_calls)
