@@ -156,3 +156,64 @@ def test_too_noisy_host_is_inconclusive_with_its_own_exit_code(quiet_baseline, t
     assert r["verdict"] == "inconclusive" and r["phase3"]["rounds"] == 2 and r["failures"] == []
     assert len(r["phase3"]["samples"]["device"]) == 160          # the second round was measured and pooled
     assert "too noisy" in r["inconclusive"] and "INCONCLUSIVE" in out and len(calls) >= 4
+
+
+# ------------------------------------------------------------------ the work-time basis
+
+def _work_run(rng, device_cpu, reference_cpu, n=120, device_wait=0.0, preempt=0.0):
+    """Interleaved samples as phase 3 keeps them: per-iteration CPU seconds of the working
+    threads (noise from shared caches, in both directions, common to an iteration) and wall
+    seconds (the CPU time, plus waiting, plus preemption by other processes: only adds)."""
+    import numpy as np
+
+    host = np.exp(rng.normal(0, 0.08, n))                       # the iteration's host state, shared
+    sides = {"device": device_cpu, "reference": reference_cpu, "calibration": 0.2, "calibration_matmul": 0.4,
+             "device_calibration": 0.3}
+    cpu = {k: list(v * host * np.exp(rng.normal(0, 0.02, n))) for k, v in sides.items()}
+    wall = {k: list(np.array(c) + rng.exponential(preempt * sides[k], n) * (rng.random(n) < 0.5))
+            for k, c in cpu.items()}
+    wall["device"] = list(np.array(wall["device"]) + device_wait)
+    return {"cpu": cpu, "wall": wall}
+
+
+def test_work_time_interval_of_a_known_change():
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    base = _work_run(rng, 1.0, 2.0)
+    same = _work_run(rng, 1.0, 2.0, preempt=5.0)          # a much busier host: wall times up to 6x
+    ci = perfstats.work_ratio_ci(same, base, ("device",), ("reference",), seed=0)
+    assert 0.97 < ci["ratio"] < 1.03 and perfstats.decide(ci, 0.10) == "pass"
+    slow = _work_run(rng, 1.3, 2.0, preempt=5.0)          # the device's work 30 % heavier
+    ci = perfstats.work_ratio_ci(slow, base, ("device",), ("reference",), seed=0)
+    assert ci["low"] > 1.2 and perfstats.decide(ci, 0.10) == "regressed"
+    heavier = _work_run(rng, 3.0, 6.0)                     # the model 3x heavier on both sides
+    mi = perfstats.compare_work("model_or_inputs", heavier, base, 0.10)
+    assert mi["decision"] == "regressed" and 2.7 < mi["ci"]["ratio"] < 3.3
+    assert perfstats.compare_work("device_alone", heavier, base, 0.10)["decision"] == "pass"
+    assert perfstats.work_ratio_ci(slow, base, ("device",), ("reference",), seed=0) == \
+        perfstats.work_ratio_ci(slow, base, ("device",), ("reference",), seed=0)      # seeded
+
+
+def test_work_time_sees_waiting_that_cpu_time_misses():
+    import numpy as np
+
+    # a device step that starts waiting (a sleep, a blocking call) uses no more CPU: the least
+    # waiting of any iteration is added to each, so the wait is caught
+    rng = np.random.default_rng(3)
+    base = _work_run(rng, 1.0, 2.0, preempt=1.0)
+    sleepy = _work_run(rng, 1.0, 2.0, device_wait=0.5, preempt=1.0)
+    ci = perfstats.work_ratio_ci(sleepy, base, ("device",), ("reference",), seed=0)
+    assert ci["low"] > 1.3 and perfstats.decide(ci, 0.10) == "regressed"
+    assert perfstats.work_times([1.0, 1.0], [1.5, 1.2]).tolist() == pytest.approx([1.2, 1.2])
+    assert perfstats.work_times([1.0, 1.0], [0.9, 1.0]).tolist() == [1.0, 1.0]   # overlap: no negative wait
+
+
+def test_work_time_needs_enough_samples():
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    base = _work_run(rng, 1.0, 2.0)
+    few = _work_run(rng, 1.0, 2.0, n=3)
+    assert perfstats.work_ratio_ci(few, base, ("device",), ("reference",)) is None
+    assert perfstats.compare_work("device_alone", few, base, 0.10)["decision"] == "undecided"

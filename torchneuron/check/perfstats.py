@@ -145,3 +145,124 @@ def compare(name: str, current: dict[str, list[float]], baseline: dict[str, list
             "threshold": threshold, "decision": decide(ci, threshold),
             "current_value": float(min(current[num]) / min(current[den])) if min(current[den]) > 0 else None,
             "baseline_value": float(min(baseline[num]) / min(baseline[den])) if min(baseline[den]) > 0 else None}
+
+
+# ------------------------------------------------------------------ the work-time basis
+
+#: Sample names summed into each side of a statistic on the work-time basis (``work_ratio``).
+#: The host calibration is two fixed workloads timed in the same iteration (calibration.py):
+#: a dispatch-bound chain of small ops and a compute-bound matmul chain. Measured over 8 runs
+#: of an unchanged build of the ``blocks`` fixture with two CPU burners (2 cores, load
+#: average 4-7), the between-run log standard deviation of reference/calibration (ratio of
+#: median CPU times) was 0.13 with the small-op chain alone and 0.035 with both
+#: (docs/check.md, "Limits, measured").
+WORK_STATISTICS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "device_alone": (("device",), ("reference",),
+                     "the device alone: device/reference work time of the same iterations grew"),
+    "model_or_inputs": (("reference",), ("calibration", "calibration_matmul"),
+                        "the model or its inputs: the reference's work time grew against the host calibration's"),
+    "device_over_device_calibration": (("device",), ("device_calibration",),
+                                       "device work time over a fixed device workload (informational)"),
+}
+
+
+def work_times(cpu: Sequence[float], wall: Sequence[float]) -> np.ndarray:
+    """One side's work time in each iteration: ``cpu[i] + min_j(max(0, wall[j] - cpu[j]))``.
+
+    ``cpu`` is the CPU seconds of the threads doing the step's work (the calling thread;
+    for the emulated device also its stream worker threads), which time slices lost to
+    other processes do not inflate: an iteration preempted for 5 ms reads 5 ms more wall
+    time and the same CPU time (``CLOCK_THREAD_CPUTIME_ID``, and ``pthread_getcpuclockid``
+    for the workers; POSIX.1-2008). ``wall - cpu`` is the time the step waited (a sleep, a
+    blocking call, a hand-off to another thread, preemption); other processes only add to
+    it, so its **minimum** over the run's iterations (``ESTIMATOR``'s reasoning) is the
+    step's own waiting, added to every iteration: 0 for a step that computes throughout (on
+    the emulated device the host's dispatch and the stream worker overlap, so it is usually
+    0 there too), 30 ms for a model that starts sleeping 30 ms per forward.
+    """
+    c = np.asarray(cpu, dtype=np.float64)
+    w = np.asarray(wall, dtype=np.float64)
+    return c + np.maximum(0.0, w - c).min()
+
+
+def work_ratio(num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.ndarray]) -> float:
+    """A run's normalized work time: the **median of the per-iteration ratios**
+    ``work_times(num)[i] / work_times(den)[i]`` (``(cpu, wall)`` arrays of each side).
+
+    Paired, because on CPU time the noise left is the host's momentary state (caches and
+    memory shared with other processes, frequency), which both sides of an iteration share:
+    over the same 8 runs, the median of paired ratios had the smallest between-run log
+    standard deviation (device/reference 0.029, reference/calibration 0.023) and the
+    narrowest within-run bootstrap interval of the estimators tried (ratio of medians 0.036
+    and 0.035, of 25th percentiles, means, 25 %-trimmed means: 0.032-0.045). On wall time
+    pairing did not help (docs/check.md): preemption, which it cannot cancel, dominated."""
+    tn, td = work_times(*num), work_times(*den)
+    ok = td > 0
+    return float(np.median(tn[ok] / td[ok])) if ok.any() else float("nan")
+
+
+def _side(samples: dict, names: tuple[str, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
+    cpu = sum(np.asarray(samples["cpu"][k][:n], dtype=np.float64) for k in names)
+    wall = sum(np.asarray(samples["wall"][k][:n], dtype=np.float64) for k in names)
+    return cpu, wall
+
+
+def _work_ratios(num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.ndarray],
+                 idx: np.ndarray) -> np.ndarray:
+    """``work_ratio`` of each bootstrap resample (rows of ``idx``), vectorized."""
+    (cn, wn), (cd, wd) = num, den
+    tn = cn[idx] + np.maximum(0.0, wn - cn)[idx].min(axis=1, keepdims=True)
+    td = cd[idx] + np.maximum(0.0, wd - cd)[idx].min(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.median(tn / td, axis=1)
+
+
+def _n(samples: dict, names: tuple[str, ...]) -> int:
+    return min(min(len(samples["cpu"][k]), len(samples["wall"][k])) for k in names)
+
+
+def work_ratio_ci(current: dict, baseline: dict, num: tuple[str, ...], den: tuple[str, ...],
+                  confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Optional[dict]:
+    """Point estimate and moving-block bootstrap interval of the change of a normalized
+    work time, ``work_ratio`` of the current run over the baseline's.
+    ``current``/``baseline`` are ``{"cpu": {name: [s]}, "wall": {name: [s]}}`` (index i
+    of every list is the same interleaved iteration; the sides of an iteration are resampled
+    together). None when a run has fewer than ``MIN_SAMPLES`` iterations or a side's work
+    time is not positive."""
+    n_c, n_b = _n(current, num + den), _n(baseline, num + den)
+    if n_c < MIN_SAMPLES or n_b < MIN_SAMPLES:
+        return None
+    cn, cd = _side(current, num, n_c), _side(current, den, n_c)
+    bn, bd = _side(baseline, num, n_b), _side(baseline, den, n_b)
+    if min(work_times(*cd).min(), work_times(*bn).min(), work_times(*bd).min()) <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+    ic, ib = block_indices(n_c, resamples, rng), block_indices(n_b, resamples, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = _work_ratios(cn, cd, ic) / _work_ratios(bn, bd, ib)
+    r = r[np.isfinite(r)]
+    if r.size == 0:
+        return None
+    a = (1 - confidence) / 2
+    return {"ratio": work_ratio(cn, cd) / work_ratio(bn, bd),
+            "low": float(np.quantile(r, a)), "high": float(np.quantile(r, 1 - a)),
+            "confidence": confidence, "resamples": resamples, "n_current": int(n_c), "n_baseline": int(n_b)}
+
+
+def compare_work(name: str, current: dict, baseline: dict, threshold: float, seed: int = 0) -> Optional[dict]:
+    """One statistic of ``WORK_STATISTICS`` of a run against its baseline on the work-time
+    basis; ``current``/``baseline`` as ``work_ratio_ci`` takes them. None when a side lacks
+    the samples."""
+    num, den, what = WORK_STATISTICS[name]
+    for s in (current, baseline):
+        if not all(s["cpu"].get(k) and s["wall"].get(k) for k in num + den):
+            return None
+    ci = work_ratio_ci(current, baseline, num, den, seed=seed)
+
+    def value(s):
+        n = _n(s, num + den)
+        return work_ratio(_side(s, num, n), _side(s, den, n))
+
+    return {"statistic": f"median paired work time {'+'.join(num)} / {'+'.join(den)}", "detects": what,
+            "ci": ci, "threshold": threshold, "decision": decide(ci, threshold),
+            "current_value": value(current), "baseline_value": value(baseline)}
