@@ -51,23 +51,24 @@ def _check(baseline, tmp_path, *extra):
 
 def test_baseline_keeps_interleaved_samples(quiet_baseline):
     m = json.load(open(os.path.join(quiet_baseline, "baseline.json")))["metrics"]
-    s = m["samples"]
-    assert len(s["device"]) == len(s["reference"]) == len(s["calibration"]) == len(s["device_calibration"]) >= 80
-    assert all(t > 0 for k in s for t in s[k])
+    # a baseline measures --max-rounds (3) rounds of 80 iterations: wall and work CPU seconds
+    for key in ("samples", "cpu_samples"):
+        s = m[key]
+        assert set(s) == {"device", "reference", "calibration", "calibration_matmul", "device_calibration"}
+        assert all(len(v) == 240 for v in s.values())
+        assert all(t > 0 for k in s for t in s[k]) if key == "samples" else all(t >= 0 for k in s for t in s[k])
+    assert m["work_time_basis"] and m["cpu_clock"].startswith("threads")
 
 
 @pytest.mark.noisy_host
 def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_path):
-    # the +20 % threshold docs/check.md advises for shared hosts: at +10 % one run in nine
-    # gave a false device-alone regression here (the emulator's own time drifts)
-    code, out, r = _check(quiet_baseline, tmp_path, "--max-latency-regression", "0.2")
-    # never a false regression; "inconclusive" (3) is the designed answer when even
-    # --max-rounds rounds leave an interval across the threshold
-    assert code in (0, 3), out
+    # at the default +10 %: measured with bench/bench_check_verdicts.py on the 2-core
+    # development host (docs/check.md, "Limits, measured"), unchanged re-checks pass
+    code, out, r = _check(quiet_baseline, tmp_path)
     lat = r["baseline"]["latency"]
-    assert not lat["regressions"]
-    if code == 3:
-        pytest.skip("the host was too noisy to decide: reported inconclusive, no false verdict")
+    assert not lat["regressions"], out
+    assert code == 0, out
+    assert lat["time_basis"].startswith("work time")
     assert set(lat["statistics"]) == {"device_alone", "model_or_inputs", "device_over_device_calibration"}
     assert all(s["decision"] == "pass" for s in lat["statistics"].values() if s["decides"])
 
@@ -151,6 +152,7 @@ def test_too_noisy_host_is_inconclusive_with_its_own_exit_code(quiet_baseline, t
                 "n_current": 40, "n_baseline": 40}
 
     monkeypatch.setattr(perfstats, "min_ratio_ci", straddling)
+    monkeypatch.setattr(perfstats, "work_ratio_ci", straddling)
     code, out, r = _check(quiet_baseline, tmp_path, "--max-rounds", "2")
     assert code == 3, out
     assert r["verdict"] == "inconclusive" and r["phase3"]["rounds"] == 2 and r["failures"] == []

@@ -1,5 +1,13 @@
 """The statistic behind a latency verdict on a shared, noisy host.
 
+Two time bases. The **work time** (``WORK_STATISTICS``, ``work_times``, ``work_ratio_ci``;
+the second half of this file) decides whenever the run and its baseline both measured it
+(one intra-op thread, a CPU reference): each step's CPU seconds of the threads doing its
+work plus its least waiting, and the median of per-iteration paired ratios. The **wall
+time** (``STATISTICS``, ``min_ratio_ci``; described next) decides otherwise, as it did
+before the work time existed: on a loaded host its unchanged re-checks read inconclusive
+or, at the default +10 %, sometimes a false regression (docs/check.md, "Limits, measured").
+
 A latency regression is decided on a *normalized* time per iteration, never on a raw p50:
 
 - ``device_alone``: device time / reference time, both measured interleaved in the same

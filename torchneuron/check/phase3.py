@@ -277,6 +277,13 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
                 warmups["device"] = _warm(f"Phase 3 {session.device}", steps["device"], cfg, ui)
                 if "reference" in steps:
                     warmups["reference"] = _warm(f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui)
+                if cfg.baseline or cfg.save_baseline:
+                    # One interleaved round, not kept, where a baseline is saved or compared with:
+                    # the first interleaved round of a process read the reference/calibration
+                    # work-time ratio 2-8 % higher than the rounds after it (5 of 6 checks that
+                    # measured 3 rounds on a loaded host; docs/check.md, "Limits, measured"), and a
+                    # baseline pools 3 rounds while a re-check often decides on its first.
+                    _measure_round(steps, cfg, ui, "interleaved warm-up", session.device)
                 samples, wall = _measure_round(steps, cfg, ui, " and ".join(k for k in steps if "calibration" not in k),
                                                session.device)
     except Exception as e:
