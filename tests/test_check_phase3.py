@@ -178,3 +178,4 @@ def test_work_time_basis_needs_one_thread_and_a_cpu_reference():
     assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=0)) is None
     assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=2)) is None
     assert phase3.work_time_basis(CheckConfig(model="mlp", reference="cuda")) is None
+    assert phase3.work_time_basis(CheckConfig(model="mlp", mode="compile")) is None   # XLA's own threads

@@ -322,7 +322,8 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
         base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"]}
     else:
         why = ("the baseline was saved without work-time samples (save it again)" if not bmx.get("work_time_basis")
-               else "this run cannot measure work time (--timing-threads other than 1, or a non-CPU reference)"
+               else "this run cannot measure work time (--timing-threads other than 1, a non-CPU reference, "
+                    "or --mode compile)"
                if not p3.get("work_time_basis") else "a side lacks the matmul calibration's samples")
         out["time_basis"] = f"wall seconds per step ({why})"
         out["method"] = ("normalized time (minimum of each side over the interleaved iterations), current over "

@@ -11,10 +11,11 @@ workload is small PyTorch work like a model's forward (matmuls, an activation, a
 reduction) on fixed, seeded float32 tensors: about 0.2-1 ms on a current x86 core.
 
 That workload is mostly per-operator dispatch. A second one, ``make_matmul_step``, is
-compute-bound (four 128x256 @ 256x256 matmuls with tanh, about 0.3 ms on an idle core): the
-host calibration of the work-time statistic is the sum of both, because a CPU forward's time
-on a loaded host moves with both its dispatch and its arithmetic, and neither workload alone
-tracked it (perfstats.WORK_STATISTICS gives the measured figures).
+compute-bound (four 128x256 @ 256x256 matmuls with tanh: 0.5-0.7 ms of CPU a run on the
+loaded 2-core development host): the host calibration of the work-time statistic is the sum
+of both, because a CPU forward's time on a loaded host moves with both its dispatch and its
+arithmetic, and the small-op workload alone did not track it (perfstats.WORK_STATISTICS
+gives the measured figures).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import torch
 ROWS, WIDTH, LAYERS = 32, 128, 4
 
 #: The compute-bound workload: ``MM_ROWS x MM_WIDTH`` activations through ``MM_LAYERS``
-#: ``MM_WIDTH x MM_WIDTH`` matmuls with tanh (32 MFLOP of matmul; weights 1 MiB, inside
+#: ``MM_WIDTH x MM_WIDTH`` matmuls with tanh (67 MFLOP of matmul; weights 1 MiB, inside
 #: a core's L2 as a small model's layers are).
 MM_ROWS, MM_WIDTH, MM_LAYERS = 128, 256, 4
 

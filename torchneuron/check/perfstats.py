@@ -159,11 +159,11 @@ def compare(name: str, current: dict[str, list[float]], baseline: dict[str, list
 
 #: Sample names summed into each side of a statistic on the work-time basis (``work_ratio``).
 #: The host calibration is two fixed workloads timed in the same iteration (calibration.py):
-#: a dispatch-bound chain of small ops and a compute-bound matmul chain. Measured over 8 runs
-#: of an unchanged build of the ``blocks`` fixture with two CPU burners (2 cores, load
-#: average 4-7), the between-run log standard deviation of reference/calibration (ratio of
-#: median CPU times) was 0.13 with the small-op chain alone and 0.035 with both
-#: (docs/check.md, "Limits, measured").
+#: a dispatch-bound chain of small ops and a compute-bound matmul chain. Measured by
+#: bench/bench_latency_estimators.py (10 runs of an unchanged build of the ``blocks`` fixture
+#: with two CPU burners, 2 cores, load average 4-8), the between-run log standard deviation
+#: of reference/calibration (ratio of median CPU times) was 0.145 with the small-op chain
+#: alone and 0.036 with both (docs/check.md, "Limits, measured").
 WORK_STATISTICS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "device_alone": (("device",), ("reference",),
                      "the device alone: device/reference work time of the same iterations grew"),
@@ -198,12 +198,14 @@ def work_ratio(num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.nda
     ``work_times(num)[i] / work_times(den)[i]`` (``(cpu, wall)`` arrays of each side).
 
     Paired, because on CPU time the noise left is the host's momentary state (caches and
-    memory shared with other processes, frequency), which both sides of an iteration share:
-    over the same 8 runs, the median of paired ratios had the smallest between-run log
-    standard deviation (device/reference 0.029, reference/calibration 0.023) and the
-    narrowest within-run bootstrap interval of the estimators tried (ratio of medians 0.036
-    and 0.035, of 25th percentiles, means, 25 %-trimmed means: 0.032-0.045). On wall time
-    pairing did not help (docs/check.md): preemption, which it cannot cancel, dominated."""
+    memory shared with other processes, frequency), which both sides of an iteration share.
+    By bench/bench_latency_estimators.py (10 unchanged runs) its between-run log standard
+    deviation was 0.027 for device/reference and 0.027 for reference/calibration, against
+    0.028 and 0.036 for the ratio of medians and 0.022 and 0.037 for the ratio of 25th
+    percentiles; an earlier series (15 runs) gave 0.029 and 0.023, and the narrowest
+    within-run bootstrap interval of those estimators, means and 25 %-trimmed means. On
+    wall time pairing did not help (docs/check.md): preemption, which it cannot cancel,
+    dominated."""
     tn, td = work_times(*num), work_times(*den)
     ok = td > 0
     return float(np.median(tn[ok] / td[ok])) if ok.any() else float("nan")
