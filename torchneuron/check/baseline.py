@@ -286,9 +286,10 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
     (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
 
-    Time basis: the work time (``perfstats.work_time``: the median CPU seconds of the
-    working threads plus the least waiting of any iteration) when this run and the baseline
-    both measured it (``work_time_basis``: one intra-op thread, a CPU reference); otherwise
+    Time basis: the work time (``perfstats.work_times``: each iteration's CPU seconds of the
+    working threads plus the least waiting of any iteration; a run's figure is the median of
+    the per-iteration ratios) when this run and the baseline both measured it
+    (``work_time_basis``: one intra-op thread, a CPU reference, eager mode); otherwise
     the minimum wall seconds of each side, as baselines saved before the work time existed
     were compared (the calibration then is the small-op workload alone)."""
     from . import perfstats
@@ -316,8 +317,9 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     boot = f"95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)"
     if work:
         out["time_basis"] = "work time: " + p3["work_time_basis"]
-        out["method"] = ("normalized work time (median CPU seconds of the working threads + least waiting, "
-                         f"per side, over the interleaved iterations), current over baseline, {boot}")
+        out["method"] = ("normalized work time (per iteration: CPU seconds of the working threads + the least "
+                         "waiting of any iteration; median of the per-iteration ratios), current over baseline, "
+                         f"{boot}")
         cur = {"cpu": p3["cpu_samples"], "wall": p3["samples"]}
         base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"]}
     else:

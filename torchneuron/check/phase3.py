@@ -152,7 +152,7 @@ def work_cpu_clock(device: str) -> Optional[Callable[[], float]]:
 
 
 def work_time_basis(cfg: CheckConfig) -> Optional[str]:
-    """Why the latency statistic may use the work-time basis (perfstats.work_time) for
+    """Why the latency statistic may use the work-time basis (perfstats.work_times) for
     this run, or None when it may not: only with one intra-op thread (``--timing-threads
     1``, the default; with more, OpenMP's other threads do part of the work and are not
     counted), a CPU reference (a CUDA reference works on its GPU, which no CPU clock
