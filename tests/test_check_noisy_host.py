@@ -219,3 +219,17 @@ def test_work_time_needs_enough_samples():
     few = _work_run(rng, 1.0, 2.0, n=3)
     assert perfstats.work_ratio_ci(few, base, ("device",), ("reference",)) is None
     assert perfstats.compare_work("device_alone", few, base, 0.10)["decision"] == "undecided"
+
+
+def test_model_or_inputs_regression_needs_the_between_run_margin():
+    # model_or_inputs carries a baseline's load-dependent offset (perfstats.REGRESSION_MARGIN):
+    # an interval just past +10 % is undecided there, not a regression; device_alone has no margin
+    ci = {"ratio": 1.19, "low": 1.15, "high": 1.22}
+    m = perfstats.REGRESSION_MARGIN["model_or_inputs"]
+    assert 1.12 < m < 1.14
+    assert perfstats.decide(ci, 0.10, m) == "undecided"
+    assert perfstats.decide(ci, 0.10) == "regressed"
+    assert perfstats.decide({"ratio": 2.4, "low": 2.2, "high": 2.6}, 0.10, m) == "regressed"
+    assert perfstats.decide({"ratio": 1.0, "low": 0.95, "high": 1.05}, 0.10, m) == "pass"
+    assert "device_alone" not in perfstats.REGRESSION_MARGIN
+

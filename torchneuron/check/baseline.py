@@ -349,7 +349,9 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
         if c["decides"] and c["decision"] == "regressed":
             out["regressions"].append(
                 f"latency, {labels[name]}: x{ci['ratio']:.2f} the baseline's (95% CI x{ci['low']:.2f}-"
-                f"x{ci['high']:.2f}, entirely above the threshold +{threshold:.0%}); raw p50 "
+                f"x{ci['high']:.2f}, entirely above the threshold +{threshold:.0%}"
+                + (f" and the between-run margin (x{c['regression_above']:.2f})"
+                   if c.get("regression_above", 1 + threshold) > 1 + threshold else "") + "); raw p50 "
                 f"{dev['p50_s'] * 1e3:.3f} ms vs {bmx['p50_s'] * 1e3:.3f} ms")
     decisions = [c["decision"] for c in out["statistics"].values() if c["decides"]] or ["undecided"]
     out["decision"] = ("regressed" if "regressed" in decisions else
