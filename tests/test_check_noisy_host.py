@@ -67,12 +67,6 @@ def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_pa
     code, out, r = _check(quiet_baseline, tmp_path)
     lat = r["baseline"]["latency"]
     assert not lat["regressions"], out
-    if code == 3:
-        # "inconclusive" (the host too noisy to decide) was 4 of 30 re-checks there: as a
-        # CI would, check once more; a second inconclusive, or any regression, fails
-        code, out, r = _check(quiet_baseline, tmp_path)
-        lat = r["baseline"]["latency"]
-        assert not lat["regressions"], out
     assert code == 0, out
     assert lat["time_basis"].startswith("work time")
     assert set(lat["statistics"]) == {"device_alone", "model_or_inputs", "device_over_device_calibration"}
