@@ -149,3 +149,27 @@ def test_compiled_narrowing_counted_as_eager():
     assert eager == {"aten::mul.Tensor": 4, "aten::add.Tensor": 4, "aten::exp": 2, "aten::sum": 2,
                      "aten::gt.Scalar": 2, "aten::cumsum": 2, "aten::native_layer_norm": 2,
                      "aten::_softmax": 2}
+
+
+
+def _fallback_ops(t, f):
+    return (torch.sort(t).values, t // 7, t >> 3, t.topk(1).values, t // 2**33, t % 2**33,
+            torch.nan_to_num(f), torch.sort(f).values, t + 1)
+
+
+def test_ops_eager_runs_on_the_cpu_fallback_keep_full_width():
+    # eager narrows only the ops it computes with a neuron kernel; sort, topk, //, >>,
+    # remainder by a scalar and nan_to_num take the CPU fallback at full width, so
+    # compiled they must too (they had been narrowed: sort of 2**40 gave [0, 1, 3],
+    # x // 2**33 divided by the wrapped 0); t + 1 is native: wraps in both
+    t = torch.tensor([2**40, 3, 2**40 + 1, -7], dtype=torch.int64)
+    f = torch.tensor([3e39, 1 + 1e-12, 1.0, -3.5], dtype=torch.float64)
+    args = (t.to("neuron"), f.to("neuron"))
+    eager = _fallback_ops(*args)
+    comp = torch.compile(_fallback_ops, backend="neuron")(*args)
+    cpu = _fallback_ops(t, f)
+    for i, (c, e, r) in enumerate(zip(comp, eager, cpu)):
+        assert c.dtype == e.dtype == r.dtype, i
+        assert torch.equal(c.cpu(), e.cpu()), (i, c.cpu(), e.cpu())
+        if i < 8:
+            assert torch.equal(c.cpu(), r), (i, c.cpu(), r)

@@ -11,7 +11,10 @@ narrows reads 32-bit conversions of its 64-bit tensor arguments (Python scalars
 beside them as eager's narrowed_scalar: ints wrap to int32 when int64 is narrowed,
 floats saturate to the float32 range), and a 32-bit result where the graph had a
 64-bit one is converted back, so every value keeps its dtype and agrees with eager.
-An op with no 32-bit form runs at full width (eager's full_width_stats case).
+An op with no 32-bit form runs at full width (eager's full_width_stats case), and so does
+an op eager has no neuron kernel for (it takes the CPU fallback there: sort, topk,
+floor_divide, remainder by a scalar, shifts, nan_to_num), judged by the eager op each
+node was traced from.
 
 Each narrowed op is recorded in ``plan.narrowed`` (and one at full width in
 ``plan.full_width``) under eager's operator name (``aten::add.Tensor``); every launch
@@ -22,6 +25,7 @@ switch, read at compile time).
 from __future__ import annotations
 
 import collections
+import functools
 import operator
 
 import torch
@@ -69,6 +73,16 @@ def _is_wide(a) -> bool:
 
 def _wrap32(v: int) -> int:
     return (v + 2**31) % 2**32 - 2**31
+
+
+@functools.lru_cache(maxsize=None)
+def _native_in_eager(name) -> bool:
+    """Whether eager computes ``name`` (``aten::add.Tensor``) with a neuron kernel, which
+    narrows; an op without one takes the CPU fallback at full width (``sort``,
+    ``floor_divide``, ``remainder.Scalar``, ``>>``: compiled, they had been narrowed)."""
+    if name is None:
+        return True
+    return torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
 
 
 def eager_op_name(target: torch._ops.OpOverload) -> str:
@@ -150,6 +164,8 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
         schema = n.target._schema
         if schema.name.split("::")[-1].rstrip("_") in _EXEMPT:
             continue
+        if not _native_in_eager(calls[n][1]):
+            continue   # eager runs that op on the CPU fallback, at full width
         names = [a.name for a in schema.arguments]
         new_args, narrowed_dtypes = list(n.args), set()
         for i, a in enumerate(n.args):
