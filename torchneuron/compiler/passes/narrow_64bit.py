@@ -104,7 +104,11 @@ def _eager_calls(g: torch.fx.Graph) -> dict:
         op = n.meta.get("original_aten")   # a copy of the op (the graph was copied)
         if not isinstance(op, torch._ops.OpOverload):
             op = n.target if isinstance(n.target, torch._ops.OpOverload) else None
-        key = (src[0].name if src else n.name, eager_op_name(op) if op is not None else None)
+        # backward nodes have no from_node; AOTAutograd's seq_nr ties a decomposed
+        # backward op's nodes together (gelu_backward counted 22 times for 2 calls)
+        seq = n.meta.get("seq_nr")
+        origin = src[0].name if src else (("seq_nr", seq) if seq is not None and op is not None else n.name)
+        key = (origin, eager_op_name(op) if op is not None else None)
         if key != prev:
             k, prev = k + 1, key
         out[n] = (k, key[1])
