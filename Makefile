@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 
-.PHONY: setup build test test-runtime ensure-gtest test-python test-protected demo bench bench-dist bench-compile clean conformance
+.PHONY: setup build test test-runtime ensure-gtest test-python test-noisy-host test-protected demo bench bench-dist bench-compile clean conformance
 
 setup: $(VENV)/.deps-stamp
 
@@ -32,8 +32,12 @@ test-runtime: ensure-gtest build
 ensure-gtest:
 	.ci/ensure-gtest
 
+# Not the noisy-host verdicts still open in issue 10 (`make test-noisy-host` runs them).
 test-python: build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not noisy_host_open"
+
+test-noisy-host: build
+	$(PY) -m pytest -q -m noisy_host tests/test_check_noisy_host.py
 
 # The suite once more with device memory unreadable outside kernels and copies (not the
 # noisy-host latency verdicts: protection changes the device's timing, not its results).
