@@ -347,6 +347,27 @@ def check_streams(dev: torch.device, cpu) -> None:
         dist.all_reduce(yc, group=ng)
         same(yc, torch.full((4,), 100.0 * sum(range(1, WS + 1))), f"cpu collective after neuron {it}")
         same(xn, torch.full((4,), float(sum(range(1, WS + 1)))), f"neuron collective before cpu {it}")
+    # A neuron send and then a CPU send to one peer on one tag: the neuron
+    # data is posted only after the pair's check, so the CPU data reaches Gloo
+    # first on the sender, while the receiver posts the neuron receive first
+    # (it calls the CPU one late). Each must still get its own message.
+    for it in range(3):
+        if RANK == 0:
+            sn = torch.full((8,), 10.0 + it, device=dev)
+            wn = dist.isend(sn, 1, group=ng, tag=7)
+            wc = dist.isend(torch.full((8,), -1.0 - it), 1, group=ng, tag=7)
+            wn.wait()
+            wc.wait()
+        elif RANK == 1:
+            time.sleep(0.05)  # rank 0 has issued both sends
+            rn = torch.zeros(8, device=dev)
+            wn = dist.irecv(rn, 0, group=ng, tag=7)
+            time.sleep(0.05)  # the neuron receive's data stage is posted
+            rc = torch.zeros(8)
+            dist.recv(rc, 0, group=ng, tag=7)
+            wn.wait()
+            same(rn, torch.full((8,), 10.0 + it), f"neuron recv beside a cpu recv on one tag {it}")
+            same(rc, torch.full((8,), -1.0 - it), f"cpu recv beside a neuron recv on one tag {it}")
     fut = dist.all_reduce(x.to(dev), async_op=True).get_future()
     v = fut.then(lambda f: f.value()[0] * 3).wait()
     same(v, c * 3, "get_future().then")
@@ -390,6 +411,15 @@ def check_errors(dev: torch.device, cpu) -> None:
         assert "differ" in str(e), e
     same(bad, torch.ones(5 + RANK), "input intact after a mismatch behind kernels")
     same(same_shape, torch.full((5,), float(WS ** 3)), "repeated collectives before a mismatch")
+    # Tags at and above 2**28 carry the backend's own messages (a neuron
+    # send/recv's data, the checks): refused on neuron and CPU tensors alike.
+    for t in (torch.ones(2, device=dev), torch.ones(2)):
+        try:
+            dist.send(t, (RANK + 1) % WS, tag=2**28)
+            raise AssertionError("a tag of 2**28 did not raise")
+        except RuntimeError as e:
+            assert "tag 268435456 out of range" in str(e), e
+    ok("send/recv tag out of range is an error")
     try:
         dist.all_reduce(torch.ones(4, 4, device=dev).t()[0])
         raise AssertionError("non-contiguous did not raise")

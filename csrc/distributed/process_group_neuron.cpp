@@ -57,11 +57,14 @@ std::string describe(const at::Tensor& t) {
   return s.str();
 }
 
-// Gloo tag of the send/recv pairs of a list all_to_all (user tags are small).
-constexpr int kAllToAllTag = 0x4e41;  // "NA"
-// send/recv: user tags below 2^29; the pair's check uses bit 30 (and bit 29
+// Gloo tags (non-negative int32). User tags are below 2^28, on CPU tensors as
+// given. A neuron send/recv moves its data on the user tag plus bit 28: its
+// data reaches Gloo only after the pair's check, so sharing a tag with CPU
+// send/recv on the same group would let one overtake the other (the receiver
+// would get the other's message). The pair's check uses bit 30 (and bit 29
 // for the direction, lower rank to higher).
-constexpr int kMaxUserTag = 1 << 29;
+constexpr int kMaxUserTag = 1 << 28;
+constexpr int kNeuronDataBit = 1 << 28;
 constexpr int kCheckTagBit = 1 << 30;
 constexpr int kCheckTagUp = 1 << 29;
 
@@ -70,6 +73,13 @@ constexpr int kCheckTagUp = 1 << 29;
 // Posted at the call, in program order, so the k-th message a rank gets on
 // it from a peer is that peer's k-th checked collective of this group.
 constexpr int kFingerprintTag = kCheckTagUp;
+// The send/recv pairs of a list all_to_all (above every user and data tag).
+constexpr int kAllToAllTag = kCheckTagUp + 1;
+
+void check_tag(const char* name, int tag) {
+  TORCH_CHECK(tag >= 0 && tag < kMaxUserTag, "ProcessGroupNeuron::", name, ": tag ", tag,
+              " out of range [0, ", kMaxUserTag, ") (larger tags carry the backend's own messages)");
+}
 
 // What must agree across ranks, as int64 values: [op, count, dtype, dims, sizes...].
 constexpr int kMetaLen = 12;
@@ -705,12 +715,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>& tensors, int dst,
                                                         int tag) {
+  check_tag("send", tag);
   if (on_cpu("send", tensors, false)) return gloo_in_order().send(tensors, dst, tag);
   return point_to_point("send", tensors, dst, tag, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor>& tensors, int src,
                                                         int tag) {
+  check_tag("recv", tag);
   if (on_cpu("recv", tensors, false)) return gloo_in_order().recv(tensors, src, tag);
   return point_to_point("recv", tensors, src, tag, false);
 }
@@ -721,8 +733,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
               tensors.size());
   TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "ProcessGroupNeuron::", name,
               ": invalid peer rank ", peer, " (group of ", size_, ", this rank ", rank_, ")");
-  TORCH_CHECK(tag >= 0 && tag < kMaxUserTag, "ProcessGroupNeuron::", name, ": tag ", tag,
-              " out of range [0, ", kMaxUserTag, ") (larger tags carry the pair's check)");
   const at::Tensor& t = tensors[0];
   // One tag for each direction of the pair: both ends of a transfer compute
   // the same one, whatever else the two ranks exchange.
@@ -757,8 +767,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
       << spell(m) << "; rank " << peer << (sending ? " receives " : " sends ") << spell(o) << ")";
     throw std::runtime_error(s.str());
   };
-  CommOp::Post data = [g, a, peer, tag, sending]() mutable {
-    return waits_of(sending ? g->send(a, peer, tag) : g->recv(a, peer, tag));
+  const int data_tag = kNeuronDataBit | tag;
+  CommOp::Post data = [g, a, peer, data_tag, sending]() mutable {
+    return waits_of(sending ? g->send(a, peer, data_tag) : g->recv(a, peer, data_tag));
   };
   return issue(name, sending ? c10d::OpType::SEND : c10d::OpType::RECV, tensors, tensors,
                Ordering::kPeer, nullptr, false, exchange, verify, data);
