@@ -413,9 +413,10 @@ def check_errors(dev: torch.device, cpu) -> None:
     same(same_shape, torch.full((5,), float(WS ** 3)), "repeated collectives before a mismatch")
     # Tags at and above 2**28 carry the backend's own messages (a neuron
     # send/recv's data, the checks): refused on neuron and CPU tensors alike.
+    ng = dist.new_group(backend="neuron")  # its CPU tensors too ("cpu:gloo" would take them)
     for t in (torch.ones(2, device=dev), torch.ones(2)):
         try:
-            dist.send(t, (RANK + 1) % WS, tag=2**28)
+            dist.send(t, (RANK + 1) % WS, group=ng, tag=2**28)
             raise AssertionError("a tag of 2**28 did not raise")
         except RuntimeError as e:
             assert "tag 268435456 out of range" in str(e), e
