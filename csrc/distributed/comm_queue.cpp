@@ -1,5 +1,6 @@
 #include "distributed/comm_queue.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace torchneuron::distributed {
@@ -126,19 +127,23 @@ CommQueue::~CommQueue() {
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_ = true;
-    cv_.notify_all();
+    post_cv_.notify_all();
   }
   poster_.join();  // posts what was queued, then the completer drains
   {
+    std::unique_lock<std::mutex> l(mu_);
+    posted_cv_.wait(l, [&] { return callbacks_pending_ == 0; });  // they call finish()
+  }
+  {
     std::lock_guard<std::mutex> g(mu_);
     posted_all_ = true;
-    cv_.notify_all();
+    complete_cv_.notify_all();
   }
   completer_.join();
   {
     std::lock_guard<std::mutex> g(mu_);
     completed_all_ = true;
-    cv_.notify_all();
+    finish_cv_.notify_all();
   }
   finisher_.join();
   lease_.reset();
@@ -148,19 +153,19 @@ void CommQueue::push(std::shared_ptr<CommOp> op) {
   std::lock_guard<std::mutex> g(mu_);
   ++pushed_;
   to_post_.push_back(std::move(op));
-  cv_.notify_all();
+  post_cv_.notify_one();
 }
 
 void CommQueue::wait_posted() {
   std::unique_lock<std::mutex> l(mu_);
   const uint64_t target = pushed_;
-  cv_.wait(l, [&] { return posted_ >= target; });
+  posted_cv_.wait(l, [&] { return posted_ >= target; });
 }
 
 void CommQueue::mark_posted() {
   std::lock_guard<std::mutex> g(mu_);
   ++posted_;
-  cv_.notify_all();
+  posted_cv_.notify_all();
 }
 
 void CommQueue::finish(const std::shared_ptr<CommOp>& op, std::exception_ptr error) {
@@ -179,7 +184,7 @@ void CommQueue::post_loop() {
     std::shared_ptr<CommOp> op;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !to_post_.empty(); });
+      post_cv_.wait(l, [&] { return stop_ || !to_post_.empty(); });
       if (to_post_.empty()) return;  // stopping, nothing left
       op = std::move(to_post_.front());
       to_post_.pop_front();
@@ -204,6 +209,12 @@ void CommQueue::post_loop() {
         auto w = post();
         waits.insert(waits.end(), w.begin(), w.end());
       }
+      if (op->collective_ && op->then_.empty() && !waits.empty() &&
+          std::all_of(waits.begin(), waits.end(), [](const CommOp::Wait& w) { return bool(w.on_done); })) {
+        mark_posted();
+        finish_by_callbacks(std::move(op), std::move(waits));
+        continue;
+      }
       if (op->collective_) {
         for (auto& w : waits) w();
         waits.clear();
@@ -227,7 +238,34 @@ void CommQueue::post_loop() {
     }
     std::lock_guard<std::mutex> g(mu_);
     to_complete_.emplace_back(std::move(op), std::move(waits));
-    cv_.notify_all();
+    complete_cv_.notify_one();
+  }
+}
+
+void CommQueue::finish_by_callbacks(std::shared_ptr<CommOp> op, std::vector<CommOp::Wait> waits) {
+  struct Left {
+    std::mutex mu;
+    size_t count;
+    std::exception_ptr error;
+  };
+  auto left = std::make_shared<Left>();
+  left->count = waits.size();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    ++callbacks_pending_;
+  }
+  for (auto& w : waits) {
+    w.on_done([this, op, left](std::exception_ptr e) {
+      {
+        std::lock_guard<std::mutex> g(left->mu);
+        if (e && !left->error) left->error = e;
+        if (--left->count > 0) return;
+      }
+      finish(op, left->error);
+      std::lock_guard<std::mutex> g(mu_);
+      --callbacks_pending_;
+      posted_cv_.notify_all();
+    });
   }
 }
 
@@ -236,7 +274,7 @@ void CommQueue::complete_loop() {
     Item item;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return !to_complete_.empty() || posted_all_; });
+      complete_cv_.wait(l, [&] { return !to_complete_.empty() || posted_all_; });
       if (to_complete_.empty()) return;
       item = std::move(to_complete_.front());
       to_complete_.pop_front();
@@ -261,7 +299,7 @@ void CommQueue::complete_loop() {
     }
     std::lock_guard<std::mutex> g(mu_);
     to_finish_.emplace_back(std::move(item.first), std::move(then_waits));
-    cv_.notify_all();
+    finish_cv_.notify_one();
   }
 }
 
@@ -270,7 +308,7 @@ void CommQueue::finish_loop() {
     Item item;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return !to_finish_.empty() || completed_all_; });
+      finish_cv_.wait(l, [&] { return !to_finish_.empty() || completed_all_; });
       if (to_finish_.empty()) return;
       item = std::move(to_finish_.front());
       to_finish_.pop_front();

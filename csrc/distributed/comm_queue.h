@@ -2,7 +2,8 @@
 //
 // Every operation is issued to the transport in program order by one thread
 // (the poster), after the issuing stream has reached it (its `ready` signal,
-// sent by a kernel on that stream). A collective is waited for there, at once;
+// sent by a kernel on that stream). A collective finishes from the transport's
+// completion callback when it has one (else the poster waits for it there);
 // a send or recv is handed to a second thread (the completer) so that posting
 // never waits for a peer: isend then irecv on both ranks works, as on CPU Gloo.
 // A send or recv has two stages: the poster posts the first (the pair's
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace torchneuron::distributed {
@@ -53,7 +55,22 @@ class AccessLease {
 class CommOp {
  public:
   // `post` starts the transfer and returns functions that wait for it.
-  using Wait = std::function<void()>;
+  // Waits for one transfer. `on_done`, when set, instead calls back once the
+  // transfer is done (on the transport's thread, with its error or null): a
+  // collective then finishes from there, one thread hand-off fewer than
+  // waking the poster to finish it.
+  using Done = std::function<void(std::exception_ptr)>;
+  struct Wait {
+    std::function<void()> wait;
+    std::function<void(Done)> on_done;
+    Wait() = default;
+    Wait(std::nullptr_t) {}
+    template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Wait> &&
+                                                std::is_invocable_v<F&>>>
+    Wait(F f) : wait(std::move(f)) {}
+    void operator()() const { wait(); }
+    explicit operator bool() const { return bool(wait); }
+  };
   using Post = std::function<std::vector<Wait>()>;
 
   // `checks` need no device data (the cross-rank check): they run before the
@@ -125,9 +142,13 @@ class CommQueue {
   void finish(const std::shared_ptr<CommOp>& op, std::exception_ptr error);
   void mark_posted();
 
+  void finish_by_callbacks(std::shared_ptr<CommOp> op, std::vector<CommOp::Wait> waits);
+
   std::unique_ptr<AccessLease> lease_;  // null: memory always accessible
+  int callbacks_pending_ = 0;  // collectives that finish from the transport's thread
   std::mutex mu_;
-  std::condition_variable cv_;
+  // One per waiter, so that an event wakes only the thread it concerns.
+  std::condition_variable post_cv_, complete_cv_, finish_cv_, posted_cv_;
   bool stop_ = false;
   bool posted_all_ = false;
   bool completed_all_ = false;

@@ -48,7 +48,20 @@ std::vector<at::Tensor> cat(std::vector<at::Tensor> a, const std::vector<at::Ten
 }
 
 std::vector<CommOp::Wait> waits_of(c10::intrusive_ptr<c10d::Work> w) {
-  return {[w] { w->wait(); }};
+  CommOp::Wait x([w] { w->wait(); });
+  c10::intrusive_ptr<c10::ivalue::Future> fut;
+  try {
+    fut = w->getFuture();  // Gloo's collectives have one; its send/recv do not
+  } catch (const std::exception&) {
+  }
+  if (fut) {
+    x.on_done = [w, fut](CommOp::Done done) {
+      fut->addCallback([done](c10::ivalue::Future& f) {
+        done(f.hasError() ? f.exception_ptr() : nullptr);
+      });
+    };
+  }
+  return {x};
 }
 
 std::string describe(const at::Tensor& t) {
