@@ -124,6 +124,59 @@ def test_narrowing_switched_off_in_process_recompiles_full_width():
     assert torch.equal(torch.compile(f, backend="neuron")(a.to("neuron")).cpu(), f(a))
 
 
+def _switch_case(a, x):
+    return a + 1, (a * 3).sum(), (x * (1 + 1e-12)).exp()
+
+
+def _check_switch_case(f, a, x, narrow):
+    torchneuron._C._set_narrow_64bit(narrow)
+    got = f(a.to("neuron"), x.to("neuron"))
+    eager = _switch_case(a.to("neuron"), x.to("neuron"))
+    for g, e in zip(got, eager):
+        assert g.dtype == e.dtype and torch.equal(g.cpu(), e.cpu()), (narrow, g, e)
+    if not narrow:   # full width: the CPU's values
+        for g, r in zip(got, _switch_case(a, x)):
+            assert torch.equal(g.cpu(), r), (g, r)
+
+
+def test_compiled_function_follows_the_switch_without_reset():
+    # Dynamo does not guard on the switch: a compiled function kept its narrowed graph
+    # after _set_narrow_64bit(False), so a + 1 at 2**31 - 1 still wrapped (eager: 2**31)
+    a = torch.tensor([2**31 - 1, 3_000_000_000])
+    x = torch.tensor([1e-3, 2.0], dtype=torch.float64)
+    f = torch.compile(_switch_case, backend="neuron")
+    for narrow in (True, False, True, False):   # restored by the conftest fixture
+        _check_switch_case(f, a, x, narrow)
+    torchneuron._C._set_narrow_64bit(False)
+    assert f(a.to("neuron"), x.to("neuron"))[0].cpu().tolist() == [2**31, 3_000_000_001]
+    recs = torch.neuron.get_dynamo_metrics()
+    assert len(recs) == 2, recs   # one graph per setting, each compiled once
+    assert "narrowing switched off" in recs[1]["recompile_reason"]
+
+
+def test_compiled_backward_follows_the_switch_without_reset():
+    w = torch.tensor([1 + 1e-12, 3.0], dtype=torch.float64)
+
+    def loss(p):
+        return (p * w.to(p.device)).exp().sum()
+
+    f = torch.compile(loss, backend="neuron")
+    p = torch.tensor([0.5, 0.25], dtype=torch.float64, requires_grad=True)
+    loss(p).backward()
+    cpu = p.grad
+    for narrow in (False, True, False):
+        torchneuron._C._set_narrow_64bit(narrow)
+        grads = []
+        for fn in (f, loss):
+            p = torch.tensor([0.5, 0.25], dtype=torch.float64, device="neuron", requires_grad=True)
+            fn(p).backward()
+            grads.append(p.grad.cpu())
+        # XLA's float64 exp and ATen's may differ in the last bit; float32's are 1e-8 off
+        tol = 2e-7 if narrow else 1e-14
+        torch.testing.assert_close(grads[0], grads[1], rtol=tol, atol=0)
+        err = ((grads[0] - cpu).abs() / cpu).max().item()
+        assert (err > 1e-10) if narrow else (err < 1e-14), (narrow, err)
+
 def _counted(x, i):
     y = (x * 2 + x).exp().sum()
     # layer_norm and softmax reach the backend decomposed: still one call each

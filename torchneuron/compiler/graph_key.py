@@ -81,10 +81,11 @@ def graph_key_text(gm: torch.fx.GraphModule, example_inputs) -> str | None:
 
 
 def _key_text(gm, example_inputs):
-    from .. import _C
+    from .passes.narrow_64bit import enabled
 
-    # the switch the passes read (the variable's value at start-up, or _set_narrow_64bit)
-    parts = [passes_fingerprint(), f"narrow64={int(_C._narrow_64bit())}"]
+    # the switch the passes read (the variable's value at start-up, _set_narrow_64bit,
+    # or the variant narrowing_variants.py builds)
+    parts = [passes_fingerprint(), f"narrow64={int(enabled())}"]
     for x in example_inputs:
         if isinstance(x, torch.Tensor):
             parts.append("in:" + _tensor_spec(x))

@@ -20,13 +20,15 @@ Each narrowed op is recorded in ``plan.narrowed`` (and one at full width in
 ``plan.full_width``) under eager's operator name (``aten::add.Tensor``); every launch
 adds them to ``torch.neuron.narrowing_stats()`` / ``full_width_stats()`` as eager
 counts its calls (executable.py). Off with TORCHNEURON_NARROW_64BIT=0 (torch.neuron's
-switch, read at compile time).
+switch; a compiled callable follows it at each call: ../narrowing_variants.py).
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import operator
+import threading
 
 import torch
 
@@ -56,10 +58,30 @@ rand rand_like randn randn_like randint randint_like bernoulli uniform normal ra
 _INDEX_ARGS = frozenset(("index", "indices", "offsets", "target"))
 
 
-def _enabled() -> bool:
+_compiling = threading.local()
+
+
+def enabled() -> bool:
+    """The switch this compile follows: the one ``compiling_with`` set on this thread,
+    else torchneuron's (TORCHNEURON_NARROW_64BIT, ``_C._set_narrow_64bit``)."""
+    v = getattr(_compiling, "narrow", None)
+    if v is not None:
+        return v
     from ... import _C
 
     return bool(_C._narrow_64bit())
+
+
+@contextlib.contextmanager
+def compiling_with(narrow: bool):
+    """Compiles on this thread under ``narrow`` whatever the switch becomes meanwhile
+    (narrowing_variants.py builds the variant a call asked for)."""
+    prev = getattr(_compiling, "narrow", None)
+    _compiling.narrow = bool(narrow)
+    try:
+        yield
+    finally:
+        _compiling.narrow = prev
 
 
 def _val(a):
@@ -116,7 +138,7 @@ def _eager_calls(g: torch.fx.Graph) -> dict:
 
 
 def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
-    if not _enabled():
+    if not enabled():
         return
     mode = graph_fake_mode(gm.graph)
     if mode is None:
