@@ -125,28 +125,6 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     return aten.permute.default(out, inverse)
 
 
-def cumprod(x, dim, dtype=None):
-    """``cumprod`` as a Hillis-Steele scan: ceil(log2(n)) steps, each multiplying by
-    the running product shifted ``2**k`` along ``dim`` (ones shifted in). torch-mlir has
-    no lowering for it (``torch.constant.int`` left over). Integer results equal ATen's
-    (wrapping products are associative); float ones differ in rounding order only."""
-    if dtype is not None:
-        x = aten._to_copy.default(x, dtype=dtype)
-    elif not x.dtype.is_floating_point and not x.dtype.is_complex:
-        x = aten._to_copy.default(x, dtype=torch.int64)   # ATen's integer promotion
-    if x.dim() == 0:
-        return aten.clone.default(x)
-    d = dim % x.dim()
-    n, step = x.shape[d], 1
-    while step < n:
-        ones = aten.ones.default([*x.shape[:d], step, *x.shape[d + 1:]], dtype=x.dtype,
-                                 device=x.device)
-        shifted = aten.cat.default([ones, aten.slice.Tensor(x, d, 0, n - step)], d)
-        x = aten.mul.Tensor(x, shifted)
-        step *= 2
-    return x
-
-
 def _pair(v) -> list:
     v = [v] if isinstance(v, int) else list(v)
     return v * 2 if len(v) == 1 else v
@@ -394,7 +372,7 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
          aten.convolution_backward.default: convolution_backward,
          aten.index_put.default: index_put_mask, aten.diagonal.default: diagonal,
-         aten.diagonal_scatter.default: diagonal_scatter, aten.cumprod.default: cumprod,
+         aten.diagonal_scatter.default: diagonal_scatter,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
