@@ -38,6 +38,11 @@ _CASES = {
     "all of a 0-dim": (lambda b: b[0, 1].all(dim=(0,)), _B),
     "all float": (lambda b: b.float().all(1), _B),
     "all uint8": (lambda b: b.to(torch.uint8).all(dim=(0, 1)), _B),
+    # ATen's uint8 any is 0 or 1; lowered, it was the bitwise OR of the values (3, 28)
+    "any uint8": (lambda a: a.any(), _U8),
+    "any uint8 dim": (lambda a: a.any(1), torch.tensor([[1, 2, 0], [4, 8, 16], [0, 0, 0]],
+                                                       dtype=torch.uint8)),
+    "any uint8 dims keepdim": (lambda a: a.any(dim=(0, 1), keepdim=True), _U8_HIGH),
     "one_hot": (lambda b: F.one_hot(b.long().sum(1), 4), _B),
     "bool max.dim of a False row": (lambda b: tuple((b & b.flip(0)).max(1)), _B),
     "bool min.dim": (lambda b: tuple(b.min(0)), _B),

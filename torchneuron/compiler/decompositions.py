@@ -272,6 +272,18 @@ def _widen_unsigned(op, values_at):
     return decomposition
 
 
+def any_uint8(op):
+    """``any`` of uint8 as ``any`` of ``x != 0``, back to uint8 (ATen's result: 0 or 1).
+    torch-mlir reduces uint8 with a bitwise OR: ``any([1, 2])`` gave 3, ``any(x, 1)``
+    of ``[4, 8, 16]`` 28 (``x.all()`` goes through ``any`` of ``x == 0``: right)."""
+    def decomposition(x, *args, **kwargs):
+        if x.dtype != torch.uint8:
+            return NotImplemented
+        r = op(aten.ne.Scalar(x, 0), *args, **kwargs)
+        return aten._to_copy.default(r, dtype=torch.uint8)
+    return decomposition
+
+
 _WIDENED = {aten.amax.default: None, aten.amin.default: None, aten.max.default: None,
             aten.min.default: None, aten.max.dim: (0,), aten.min.dim: (0,),
             aten.argmax.default: (), aten.argmin.default: ()}
@@ -375,6 +387,7 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.diagonal_scatter.default: diagonal_scatter,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
+         aten.any.default: any_uint8(aten.any.default), aten.any.dim: any_uint8(aten.any.dim),
          aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
 
 
