@@ -64,6 +64,10 @@ def remainder(a, b):
     decided here: with it computed in the graph, ``x % 4.0`` still came out wrong
     (the lowered StableHLO xor-ed the sign test with true; cause not isolated). The
     fmod itself is lowered exactly by passes/exact_fmod.py."""
+    if not isinstance(b, torch.Tensor) and isinstance(b, int) and not -2**31 <= b < 2**31:
+        # its sign is the graph's to decide: narrowed to int32 (the 64-bit policy),
+        # 2**31 is -2**31 (eager: 3 % 2**31 == -2147483645 then)
+        b = aten.scalar_tensor(b, dtype=torch.result_type(a, b), device=a.device)
     if isinstance(b, torch.Tensor):
         r = aten.fmod.Tensor(a, b)
         fix = aten.logical_or(

@@ -13,8 +13,10 @@ floats saturate to the float32 range), and a 32-bit result where the graph had a
 64-bit one is converted back, so every value keeps its dtype and agrees with eager.
 An op with no 32-bit form runs at full width (eager's full_width_stats case), and so does
 an op eager has no neuron kernel for (it takes the CPU fallback there: sort, topk,
-floor_divide, remainder by a scalar, shifts, nan_to_num), judged by the eager op each
-node was traced from.
+floor_divide, shifts, nan_to_num), judged by the eager op each node was traced from
+(a ``.Scalar`` overload by the ``.Tensor`` one its composite kernel calls: ``x % 3``
+and ``x | 1`` narrow), and an int64 division by a scalar that is 0 at 32 bits
+(``x % 2**33``: eager's narrowed kernel fails on it, so eager computes at full width).
 
 Each narrowed op is recorded in ``plan.narrowed`` (and one at full width in
 ``plan.full_width``) under eager's operator name (``aten::add.Tensor``); every launch
@@ -98,13 +100,57 @@ def _wrap32(v: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _native_in_eager(name) -> bool:
-    """Whether eager computes ``name`` (``aten::add.Tensor``) with a neuron kernel, which
-    narrows; an op without one takes the CPU fallback at full width (``sort``,
-    ``floor_divide``, ``remainder.Scalar``, ``>>``: compiled, they had been narrowed)."""
+def _eager_kernel(name):
+    """(whether eager computes ``name`` (``aten::add.Tensor``) with a neuron kernel, which
+    narrows, the name eager counts it under). An op without one takes the CPU fallback
+    at full width (``sort``, ``floor_divide``, ``>>``: compiled, they had been narrowed)."""
     if name is None:
-        return True
-    return torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+        return True, None
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    if has(name, "PrivateUse1"):
+        return True, name
+    # A .Scalar overload without a neuron kernel runs its CompositeExplicitAutograd
+    # kernel in eager, which calls the .Tensor overload (or the plain op) with the scalar
+    # wrapped: that one decides (x % 3, x | 1, fmod(x, 3) narrow; x // 3 falls back).
+    base, _, overload = name.partition(".")
+    if overload == "Scalar" and has(name, "CompositeExplicitAutograd"):
+        for sibling in (base + ".Tensor", base):
+            try:
+                return has(sibling, "PrivateUse1"), sibling
+            except RuntimeError:   # no such overload
+                continue
+    return False, name
+
+
+def _native_in_eager(name) -> bool:
+    return _eager_kernel(name)[0]
+
+
+_DIVISIONS = frozenset(("fmod", "remainder", "div", "floor_divide"))
+
+
+def _wraps_to_zero(a) -> bool:
+    """An int divisor that is 0 at 32 bits but not at 64 (2**33): a Python int, or the
+    0-dim tensor a decomposition made of one (``scalar_tensor``/``full``)."""
+    if isinstance(a, torch.fx.Node) and a.op == "call_function" and a.target in (
+            aten.scalar_tensor.default, aten.full.default):
+        a = a.args[0] if a.target is aten.scalar_tensor.default else a.args[1]
+    return isinstance(a, int) and not isinstance(a, bool) and a != 0 and _wrap32(a) == 0
+
+
+def _zero_divisor_calls(g: torch.fx.Graph, calls: dict) -> set:
+    """Eager calls that divide int64 by a scalar wrapping to 0 at 32 bits: eager's
+    narrowed kernel fails on the zero divisor (probed on zeros), so eager computes the
+    call at full width (x % 2**33 is exact); the whole call, as its decomposition's
+    other nodes (remainder's ``r + b``) would wrap the divisor too."""
+    out = set()
+    for n in g.nodes:
+        if (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                and n.target._schema.name.split("::")[-1] in _DIVISIONS and len(n.args) > 1
+                and _is_wide(n.args[0]) and _val(n.args[0]).dtype == torch.int64
+                and _wraps_to_zero(n.args[1])):
+            out.add(calls[n][0])
+    return out
 
 
 def eager_op_name(target: torch._ops.OpOverload) -> str:
@@ -130,7 +176,7 @@ def _eager_calls(g: torch.fx.Graph) -> dict:
         # backward op's nodes together (gelu_backward counted 22 times for 2 calls)
         seq = n.meta.get("seq_nr")
         origin = src[0].name if src else (("seq_nr", seq) if seq is not None and op is not None else n.name)
-        key = (origin, eager_op_name(op) if op is not None else None)
+        key = (origin, _eager_kernel(eager_op_name(op))[1] if op is not None else None)
         if key != prev:
             k, prev = k + 1, key
         out[n] = (k, key[1])
@@ -174,6 +220,7 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
                 and _NARROW.get(old.dtype) == new.dtype)
 
     calls = _eager_calls(g)
+    zero_divisor = _zero_divisor_calls(g, calls)
     rerun = set()
     for n in list(g.nodes):
         if n.op != "call_function" or n in inserted:
@@ -192,6 +239,10 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
             continue
         if not _native_in_eager(calls[n][1]):
             continue   # eager runs that op on the CPU fallback, at full width
+        if calls[n][0] in zero_divisor:
+            if any(_is_wide(a) for a in n.args):
+                full_width.append(n)
+            continue
         names = [a.name for a in schema.arguments]
         new_args, narrowed_dtypes = list(n.args), set()
         for i, a in enumerate(n.args):
