@@ -81,6 +81,34 @@ def remainder(a, b):
     return aten.where.self(fix, aten.add.Tensor(r, bt), r)
 
 
+def div_floor(a, b, *, rounding_mode=None):
+    """Float ``div(a, b, rounding_mode="floor")`` as ATen's ``div_floor_floating``: the
+    quotient of ``a - fmod(a, b)``, less one where fmod's sign differs from ``b``'s,
+    floored and rounded to nearest; ``a / b`` where ``b == 0``; a zero result keeps
+    ``a / b``'s sign. torch-mlir lowered it as ``floor(a / b)``: ``inf // 3`` gave inf
+    (ATen nan), ``-1e-3 // inf`` and ``5 // -inf`` -0.0 (ATen -1). Integer and other
+    modes: NotImplemented (lowered as they come)."""
+    dt = torch.result_type(a, b)
+    if rounding_mode != "floor" or not dt.is_floating_point:
+        return NotImplemented
+    if not isinstance(b, torch.Tensor):
+        b = aten.scalar_tensor(b, dtype=dt, device=a.device)
+    a = aten._to_copy.default(a, dtype=dt) if a.dtype != dt else a
+    b = aten._to_copy.default(b, dtype=dt) if b.dtype != dt else b
+    mod = aten.fmod.Tensor(a, b)
+    div = aten.div.Tensor(aten.sub.Tensor(a, mod), b)
+    adjust = aten.logical_and(aten.ne.Scalar(mod, 0),
+                              aten.ne.Tensor(aten.lt.Scalar(b, 0), aten.lt.Scalar(mod, 0)))
+    div = aten.where.self(adjust, aten.sub.Tensor(div, 1), div)
+    floor = aten.floor.default(div)
+    floor = aten.where.self(aten.gt.Scalar(aten.sub.Tensor(div, floor), 0.5),
+                            aten.add.Tensor(floor, 1), floor)
+    quotient = aten.div.Tensor(a, b)
+    # where div == 0, |a / b| < 1 (finite): times 0.0 is a zero with its sign
+    floor = aten.where.self(aten.ne.Scalar(div, 0), floor, aten.mul.Tensor(quotient, 0.0))
+    return aten.where.self(aten.eq.Scalar(b, 0), quotient, floor)
+
+
 def index_put_mask(x, indices, values, accumulate=False):
     """``x[mask] = v`` / ``x[mask] += v`` with one bool mask over x's leading dims and
     a one-element ``v`` as ``where(mask, v, x)`` (``x + where(mask, v, 0)``): torch-mlir
@@ -392,7 +420,8 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
          aten.any.default: any_uint8(aten.any.default), aten.any.dim: any_uint8(aten.any.dim),
-         aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
+         aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder,
+         aten.div.Tensor_mode: div_floor, aten.div.Scalar_mode: div_floor}
 
 
 @functools.lru_cache(maxsize=1)
