@@ -62,7 +62,8 @@ def remainder(a, b):
     -2, not 3). Where fmod's result is nonzero and of the other sign than the divisor,
     the divisor is added (PyTorch's definition). A Python-scalar divisor's sign is
     decided here: with it computed in the graph, ``x % 4.0`` still came out wrong
-    (the lowered StableHLO xor-ed the sign test with true; cause not isolated). The
+    (the lowered StableHLO xor-ed the sign test with true: torch-mlir folded the
+    compare of the constant with an int at random, passes/float_scalar_operands.py). The
     fmod itself is lowered exactly by passes/exact_fmod.py."""
     if not isinstance(b, torch.Tensor) and isinstance(b, int) and not -2**31 <= b < 2**31:
         # its sign is the graph's to decide: narrowed to int32 (the 64-bit policy),
