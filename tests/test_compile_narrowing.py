@@ -230,12 +230,12 @@ def test_ops_eager_runs_on_the_cpu_fallback_keep_full_width():
 
 def _scalar_operand_ops(t, f):
     return (t % 3, t | 1, t ^ 3, torch.fmod(t, 3), f % 2.5, t % 2**33, torch.fmod(t, -2**33),
-            t % -2**32, t // 3, t % 2**31)
+            t % -2**32, t // 3, t % 2**31, 1 - t, 2.5 - f)
 
 
 def test_scalar_operand_ops_narrow_as_eager():
     # x % 3, x | 1, fmod(x, 3) are .Scalar overloads whose composite kernel calls the
-    # narrowing .Tensor one in eager; compiled they were judged fallback ops and kept
+    # narrowing .Tensor one in eager (1 - x, rsub.Scalar, calls sub.Tensor); compiled they were judged fallback ops and kept
     # full width (2**40 % 3 gave 1, eager 0). A divisor that is 0 at 32 bits (2**33)
     # makes eager's narrowed kernel fail, so eager and compiled compute it at full width.
     t = torch.tensor([2**40, 3, 2**40 + 1, -7, 2**33 + 5, -3_000_000_000], dtype=torch.int64)

@@ -99,6 +99,11 @@ def _wrap32(v: int) -> int:
     return (v + 2**31) % 2**32 - 2**31
 
 
+# rsub.Scalar's composite kernel calls native::rsub, which calls sub.Tensor (1.0 - x
+# narrows in eager; rsub.Tensor itself has no neuron kernel)
+_COMPOSITE_CALLS = {"aten::rsub.Scalar": "aten::sub.Tensor"}
+
+
 @functools.lru_cache(maxsize=None)
 def _eager_kernel(name):
     """(whether eager computes ``name`` (``aten::add.Tensor``) with a neuron kernel, which
@@ -112,6 +117,8 @@ def _eager_kernel(name):
     # A .Scalar overload without a neuron kernel runs its CompositeExplicitAutograd
     # kernel in eager, which calls the .Tensor overload (or the plain op) with the scalar
     # wrapped: that one decides (x % 3, x | 1, fmod(x, 3) narrow; x // 3 falls back).
+    if name in _COMPOSITE_CALLS:   # a composite that calls another op than its sibling
+        return _eager_kernel(_COMPOSITE_CALLS[name])
     base, _, overload = name.partition(".")
     if overload == "Scalar" and has(name, "CompositeExplicitAutograd"):
         for sibling in (base + ".Tensor", base):
