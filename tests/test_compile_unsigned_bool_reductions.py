@@ -59,3 +59,16 @@ def test_matches_cpu(name):
     ref = f(x)
     for r, g in zip(ref, got) if isinstance(ref, tuple) else [(ref, got)]:
         assert g.dtype == r.dtype and torch.equal(g.cpu(), r)
+
+
+@pytest.mark.parametrize("v", [-5, 100, 300, -2**31])
+def test_compare_with_0dim_of_another_dtype_matches_cpu(v):
+    # ATen compares in result_type: a 0-dim int32 does not widen a uint8 tensor, so
+    # x < tensor(-5) compares with 251; compiled compared -5 (all False), 300 as 300
+    a = torch.tensor([200, 3, 0, 255, 44], dtype=torch.uint8)
+    b = torch.tensor(v, dtype=torch.int32)
+    f = lambda x, y: (x < y, x >= y, x == y, y.double() > x.float())  # noqa: E731
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="neuron")(a.to("neuron"), b.to("neuron"))
+    for g, r in zip(got, f(a, b)):
+        assert torch.equal(g.cpu(), r), (v, g, r)

@@ -20,6 +20,7 @@ from .pad_small_conv_inputs import pad_small_conv_inputs
 from .channels_last_max_pool import channels_last_max_pool
 from .float_scalar_operands import float_scalar_operands
 from .bitwise_before_truncation import bitwise_before_truncation
+from .compare_in_result_type import compare_in_result_type
 
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
 # cumprod is decomposed after it (narrowed as one op: its int64 accumulation kept);
@@ -27,14 +28,15 @@ from .bitwise_before_truncation import bitwise_before_truncation
 # negative indices are wrapped after narrow_64bit (index arithmetic stays int64);
 # the NaN fix-ups of arg reductions and sorts add device arguments dropped after them;
 # exact_fmod after the others: it gives fmod nodes the target that means fmod only to the lowering;
-# float_scalar_operands and bitwise_before_truncation last: the passes before them add
-# int operands and truncations (narrow_64bit) too.
+# float_scalar_operands, compare_in_result_type and bitwise_before_truncation last: the
+# passes before them add int operands, compares and truncations (narrow_64bit) too.
 PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none_outputs,
             narrow_64bit, decompose_cumprod, nan_aware_arg_reductions, nan_aware_sort, random_ops_to_inputs,
             drop_device_arguments,
             clamp_slice_bounds, wrap_negative_indices, self_equality,
             upcast_low_precision_reductions, exact_fmod, pad_small_conv_inputs,
-            channels_last_max_pool, float_scalar_operands, bitwise_before_truncation)
+            channels_last_max_pool, float_scalar_operands, compare_in_result_type,
+            bitwise_before_truncation)
 
 
 def run_passes(gm, plan, example_inputs):
