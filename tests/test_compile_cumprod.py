@@ -1,4 +1,4 @@
-"""``cumprod`` in compiled graphs (decompositions.cumprod: torch-mlir has no lowering
+"""``cumprod`` in compiled graphs (passes/decompose_cumprod.py: torch-mlir has no lowering
 for it) and its gradient, zeros included (ATen's formula takes a bool max over a mask,
 which needed lowering.unsigned_compares and bool max widened), against the CPU."""
 import pytest
@@ -44,3 +44,35 @@ def test_cumprod_gradient_matches_cpu(x):
     torch.compile(f, backend="neuron")(an).backward()
     f(a).backward()
     torch.testing.assert_close(an.grad.cpu(), a.grad)
+
+
+def _int64_products(x):
+    return x.cumprod(0), x.cumprod(0, dtype=torch.float64), (x + 1).cumprod(0)
+
+
+def test_int64_products_past_2_31_match_eager():
+    # eager narrows int64 cumprod's input to int32 and ATen accumulates int32 in int64,
+    # so [2**20, 2**20, 3] is exact; the scan decomposed before narrowing wrapped
+    # every product ([2**20, 0, 0]). Inputs past int32 wrap first, in both.
+    for vals in ([2**20, 2**20, 3], [-2**16, 2**16, 2**16, 7], [2**32 + 3, 5, 2**31 - 1]):
+        x = torch.tensor(vals, dtype=torch.int64)
+        eager = _int64_products(x.to("neuron"))
+        torch._dynamo.reset()
+        comp = torch.compile(_int64_products, backend="neuron")(x.to("neuron"))
+        for c, e in zip(comp, eager):
+            assert c.dtype == e.dtype and torch.equal(c.cpu(), e.cpu()), (vals, c, e)
+        if all(abs(v) < 2**31 - 1 for v in vals):
+            assert torch.equal(comp[0].cpu(), x.cumprod(0))   # the CPU's, full width
+
+
+def test_float64_cumprod_counted_once_as_eager():
+    x = torch.rand(9, dtype=torch.float64).to("neuron") + 0.5
+    f = lambda t: t.cumprod(0)   # noqa: E731
+    stats = []
+    for fn in (f, torch.compile(f, backend="neuron")):
+        torch.neuron.reset_narrowing_stats()
+        out = fn(x)
+        torch.neuron.synchronize()
+        stats.append(torch.neuron.narrowing_stats())
+    assert stats[0] == stats[1] == {"aten::cumprod": 1}
+    torch.testing.assert_close(out.cpu(), f(x).cpu(), rtol=1e-6, atol=0)

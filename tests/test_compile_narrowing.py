@@ -124,6 +124,59 @@ def test_narrowing_switched_off_in_process_recompiles_full_width():
     assert torch.equal(torch.compile(f, backend="neuron")(a.to("neuron")).cpu(), f(a))
 
 
+def _switch_case(a, x):
+    return a + 1, (a * 3).sum(), (x * (1 + 1e-12)).exp()
+
+
+def _check_switch_case(f, a, x, narrow):
+    torchneuron._C._set_narrow_64bit(narrow)
+    got = f(a.to("neuron"), x.to("neuron"))
+    eager = _switch_case(a.to("neuron"), x.to("neuron"))
+    for g, e in zip(got, eager):
+        assert g.dtype == e.dtype and torch.equal(g.cpu(), e.cpu()), (narrow, g, e)
+    if not narrow:   # full width: the CPU's values
+        for g, r in zip(got, _switch_case(a, x)):
+            assert torch.equal(g.cpu(), r), (g, r)
+
+
+def test_compiled_function_follows_the_switch_without_reset():
+    # Dynamo does not guard on the switch: a compiled function kept its narrowed graph
+    # after _set_narrow_64bit(False), so a + 1 at 2**31 - 1 still wrapped (eager: 2**31)
+    a = torch.tensor([2**31 - 1, 3_000_000_000])
+    x = torch.tensor([1e-3, 2.0], dtype=torch.float64)
+    f = torch.compile(_switch_case, backend="neuron")
+    for narrow in (True, False, True, False):   # restored by the conftest fixture
+        _check_switch_case(f, a, x, narrow)
+    torchneuron._C._set_narrow_64bit(False)
+    assert f(a.to("neuron"), x.to("neuron"))[0].cpu().tolist() == [2**31, 3_000_000_001]
+    recs = torch.neuron.get_dynamo_metrics()
+    assert len(recs) == 2, recs   # one graph per setting, each compiled once
+    assert "narrowing switched off" in recs[1]["recompile_reason"]
+
+
+def test_compiled_backward_follows_the_switch_without_reset():
+    w = torch.tensor([1 + 1e-12, 3.0], dtype=torch.float64)
+
+    def loss(p):
+        return (p * w.to(p.device)).exp().sum()
+
+    f = torch.compile(loss, backend="neuron")
+    p = torch.tensor([0.5, 0.25], dtype=torch.float64, requires_grad=True)
+    loss(p).backward()
+    cpu = p.grad
+    for narrow in (False, True, False):
+        torchneuron._C._set_narrow_64bit(narrow)
+        grads = []
+        for fn in (f, loss):
+            p = torch.tensor([0.5, 0.25], dtype=torch.float64, device="neuron", requires_grad=True)
+            fn(p).backward()
+            grads.append(p.grad.cpu())
+        # XLA's float64 exp and ATen's may differ in the last bit; float32's are 1e-8 off
+        tol = 2e-7 if narrow else 1e-14
+        torch.testing.assert_close(grads[0], grads[1], rtol=tol, atol=0)
+        err = ((grads[0] - cpu).abs() / cpu).max().item()
+        assert (err > 1e-10) if narrow else (err < 1e-14), (narrow, err)
+
 def _counted(x, i):
     y = (x * 2 + x).exp().sum()
     # layer_norm and softmax reach the backend decomposed: still one call each
@@ -173,6 +226,66 @@ def test_ops_eager_runs_on_the_cpu_fallback_keep_full_width():
         assert torch.equal(c.cpu(), e.cpu()), (i, c.cpu(), e.cpu())
         if i < 8:
             assert torch.equal(c.cpu(), r), (i, c.cpu(), r)
+
+
+def _scalar_operand_ops(t, f):
+    return (t % 3, t | 1, t ^ 3, torch.fmod(t, 3), f % 2.5, t % 2**33, torch.fmod(t, -2**33),
+            t % -2**32, t // 3, t % 2**31, 1 - t, 2.5 - f)
+
+
+def test_scalar_operand_ops_narrow_as_eager():
+    # x % 3, x | 1, fmod(x, 3) are .Scalar overloads whose composite kernel calls the
+    # narrowing .Tensor one in eager (1 - x, rsub.Scalar, calls sub.Tensor); compiled they were judged fallback ops and kept
+    # full width (2**40 % 3 gave 1, eager 0). A divisor that is 0 at 32 bits (2**33)
+    # makes eager's narrowed kernel fail, so eager and compiled compute it at full width.
+    t = torch.tensor([2**40, 3, 2**40 + 1, -7, 2**33 + 5, -3_000_000_000], dtype=torch.int64)
+    f = torch.tensor([3e39, 1 + 1e-12, -7.25, 2.5], dtype=torch.float64)
+    args = (t.to("neuron"), f.to("neuron"))
+    stats = []
+    for fn in (_scalar_operand_ops, torch.compile(_scalar_operand_ops, backend="neuron")):
+        torch.neuron.reset_narrowing_stats()
+        torch.neuron.reset_full_width_stats()
+        out = [o.cpu() for o in fn(*args)]
+        torch.neuron.synchronize()
+        stats.append((out, torch.neuron.narrowing_stats(), torch.neuron.full_width_stats()))
+    (eager, *eager_stats), (comp, *comp_stats) = stats
+    for i, (c, e) in enumerate(zip(comp, eager)):
+        assert c.dtype == e.dtype, i
+        torch.testing.assert_close(c, e, rtol=0, atol=0, equal_nan=True)   # 3e39 % 2.5
+    assert comp_stats == eager_stats
+    t32 = t.to(torch.int32)   # what eager's narrowing computes: int32, result restored
+    assert torch.equal(eager[0], (t32 % 3).long()) and torch.equal(eager[1], (t32 | 1).long())
+    assert torch.equal(eager[9], (t32 % -2**31).long())   # 2**31 is -2**31 at 32 bits
+    cpu = _scalar_operand_ops(t, f)
+    for i in (5, 6, 7, 8):    # zero-at-32-bit divisors and floor_divide: full width
+        assert torch.equal(comp[i], cpu[i]), (i, comp[i], cpu[i])
+
+
+def test_eager_scalar_divisor_decided_per_value():
+    # eager's geometry cache was keyed on a CPU scalar's shape, not its value: x % 3
+    # after x % 2**33 ran at full width, and x % 2**33 after x % 3 raised
+    # ZeroDivisionError (the divisor wrapped to 0)
+    t = torch.tensor([2**40, -7, 2**33 + 5], dtype=torch.int64)
+    x = t.to("neuron")
+    narrowed3 = (t.to(torch.int32) % 3).long()
+    for _ in range(2):
+        assert torch.equal((x % 3).cpu(), narrowed3)
+        assert torch.equal((x % 2**33).cpu(), t % 2**33)
+
+
+def test_same_graph_from_other_eager_ops_not_shared():
+    # x // y (eager: CPU fallback, full width) and div(x, y, rounding_mode="floor")
+    # (a neuron kernel: narrowed) reach the backend as the same graph; the graph index
+    # ignored the eager op the nodes came from, so the second compiled got the first's
+    # executable (3e38 / 0.1 floored: 3e39 where eager overflows float32 to inf)
+    a = torch.tensor([3e38, 7.0], dtype=torch.float64).to("neuron")
+    b = torch.tensor([0.1, 2.0], dtype=torch.float64).to("neuron")
+    fns = (lambda x, y: x // y, lambda x, y: torch.div(x, y, rounding_mode="floor"))
+    for order in (fns, fns[::-1]):
+        torch._dynamo.reset()
+        for f in order:
+            assert torch.equal(torch.compile(f, backend="neuron")(a, b).cpu(), f(a, b).cpu())
+    assert fns[1](a, b).cpu()[0] == float("inf") and fns[0](a, b).cpu()[0] < float("inf")
 
 
 def _train_stats(compiled: bool):

@@ -11,6 +11,8 @@ _X = torch.stack([_ROW, _ROW.flip(0), _ROW.roll(5)])
 _UNIQUE = torch.tensor([[4., _NAN, -2., _INF, 0.5, -_INF, 7.],
                         [_NAN, 3., -1., 8., -5., 2., 6.]])
 
+_X64 = _X.nan_to_num(5., 7., -7.).long() * 2**33 + 1   # ties; past int32
+
 # stable sorts: ties (1., 1.; 0., -0.; the NaNs) have one right order
 _CASES = {
     "sort": (lambda a: torch.sort(a, dim=1, stable=True), _X),
@@ -29,6 +31,17 @@ _CASES = {
     "float16 topk": (lambda a: a.half().topk(2, 1, largest=False), _UNIQUE),
     "int32 sort": (lambda a: torch.sort(a.nan_to_num(5., 7., -7.).int(), dim=1,
                                         descending=True, stable=True), _X),
+    # 64-bit inputs (eager sorts them at full width on the CPU fallback): a float64 sort
+    # with NaN came back unsorted, the comparator being a plain LT
+    "float64 sort": (lambda a: torch.sort(a, dim=1, stable=True), _X.double()),
+    "float64 sort descending": (lambda a: torch.sort(a, dim=1, descending=True, stable=True),
+                                _X.double()),
+    "float64 topk": (lambda a: a.topk(3, 1), _UNIQUE.double()),
+    "float64 argsort dim 0": (lambda a: torch.argsort(a.t(), dim=0, stable=True), _X.double()),
+    "int64 sort past int32": (lambda a: torch.sort(a, dim=1, stable=True), _X64),
+    "int64 sort descending": (lambda a: torch.sort(a, dim=0, descending=True, stable=True), _X64),
+    "int64 topk smallest": (lambda a: a.topk(4, 1, largest=False),
+                            _UNIQUE.nan_to_num(5., 9., -9.).long() * 2**33 - 2**40),
 }
 
 
@@ -64,3 +77,12 @@ def test_sort_gradient_matches_cpu():
     torch.compile(f, backend="neuron")(an).backward()
     f(a).backward()
     assert torch.equal(an.grad.cpu(), a.grad)
+
+
+def test_64bit_sort_matches_eager():
+    # the same program eager on neuron (sort runs on the CPU fallback, at full width)
+    for name in ("float64 sort descending", "int64 sort past int32"):
+        f, x = _CASES[name]
+        x = x.to("neuron")
+        for o, e in zip(torch.compile(f, backend="neuron")(x), f(x)):
+            _same(o, e.cpu())

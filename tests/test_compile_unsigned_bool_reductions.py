@@ -38,6 +38,11 @@ _CASES = {
     "all of a 0-dim": (lambda b: b[0, 1].all(dim=(0,)), _B),
     "all float": (lambda b: b.float().all(1), _B),
     "all uint8": (lambda b: b.to(torch.uint8).all(dim=(0, 1)), _B),
+    # ATen's uint8 any is 0 or 1; lowered, it was the bitwise OR of the values (3, 28)
+    "any uint8": (lambda a: a.any(), _U8),
+    "any uint8 dim": (lambda a: a.any(1), torch.tensor([[1, 2, 0], [4, 8, 16], [0, 0, 0]],
+                                                       dtype=torch.uint8)),
+    "any uint8 dims keepdim": (lambda a: a.any(dim=(0, 1), keepdim=True), _U8_HIGH),
     "one_hot": (lambda b: F.one_hot(b.long().sum(1), 4), _B),
     "bool max.dim of a False row": (lambda b: tuple((b & b.flip(0)).max(1)), _B),
     "bool min.dim": (lambda b: tuple(b.min(0)), _B),
@@ -54,3 +59,16 @@ def test_matches_cpu(name):
     ref = f(x)
     for r, g in zip(ref, got) if isinstance(ref, tuple) else [(ref, got)]:
         assert g.dtype == r.dtype and torch.equal(g.cpu(), r)
+
+
+@pytest.mark.parametrize("v", [-5, 100, 300, -2**31])
+def test_compare_with_0dim_of_another_dtype_matches_cpu(v):
+    # ATen compares in result_type: a 0-dim int32 does not widen a uint8 tensor, so
+    # x < tensor(-5) compares with 251; compiled compared -5 (all False), 300 as 300
+    a = torch.tensor([200, 3, 0, 255, 44], dtype=torch.uint8)
+    b = torch.tensor(v, dtype=torch.int32)
+    f = lambda x, y: (x < y, x >= y, x == y, y.double() > x.float())  # noqa: E731
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="neuron")(a.to("neuron"), b.to("neuron"))
+    for g, r in zip(got, f(a, b)):
+        assert torch.equal(g.cpu(), r), (v, g, r)

@@ -418,6 +418,15 @@ void put_tensor(std::string& k, const at::Tensor& t) {
   put(k, int64_t(t.dim()));
   for (auto s : t.sizes()) put(k, s);
   for (auto s : t.strides()) put(k, s);
+  // A CPU integer scalar's value can decide whether the narrowed kernel runs
+  // (x % 2**33: the divisor wraps to 0 at 32 bits, so it computes at full
+  // width); keyed by shape alone, x % 3 after it had run at full width too.
+  // Only what narrowing changes is keyed (not the value: a new key re-probes).
+  if (t.device().is_cpu() && t.dim() == 0 && c10::isIntegralType(t.scalar_type(), false)) {
+    const int64_t v = t.item<int64_t>();
+    put(k, v == int64_t(static_cast<int32_t>(v)));
+    put(k, static_cast<int32_t>(v) == 0);
+  }
 }
 
 void put_ivalue(std::string& k, const IValue& v) {

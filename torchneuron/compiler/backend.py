@@ -91,29 +91,33 @@ def _graph_name(model_name: str) -> str:
 def _make_compiler(opts: dict, reason_box: list):
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         name = _graph_name(opts["model_name"])
-        try:
-            from .graph_compiler import compile_graph
 
-            cg = compile_graph(gm, example_inputs, name, opts["model_name"],
-                               reason_box[0])
+        def build(switch_reason):
+            reason = switch_reason or reason_box[0]
+            try:
+                from .graph_compiler import compile_graph
 
-            def run(args):
-                return cg(args)
-        except NeuronCompileError as e:
-            if not opts["fallback_execution"]:
-                raise
-            _warn_once(("fallback", name), f"{e}\nneuron backend: running graph {name} eagerly "
-                                           "on neuron (fallback_execution)")
-            import time
+                return compile_graph(gm, example_inputs, name, opts["model_name"], reason)
+            except NeuronCompileError as e:
+                if not opts["fallback_execution"]:
+                    raise
+                _warn_once(("fallback", name), f"{e}\nneuron backend: running graph {name} "
+                                               "eagerly on neuron (fallback_execution)")
+                import time
 
-            metrics.record(metrics.GraphMetrics(
-                graph_id="", graph_name=name, model_name=opts["model_name"],
-                graph_node_count=len(gm.graph.nodes), timestamp=time.time(), fx_passes_us=0.0,
-                lower_us=0.0, compile_us=0.0, cache="none", recompile_reason=reason_box[0],
-                fallback=str(e).splitlines()[0]))
+                metrics.record(metrics.GraphMetrics(
+                    graph_id="", graph_name=name, model_name=opts["model_name"],
+                    graph_node_count=len(gm.graph.nodes), timestamp=time.time(),
+                    fx_passes_us=0.0, lower_us=0.0, compile_us=0.0, cache="none",
+                    recompile_reason=reason, fallback=str(e).splitlines()[0]))
+                return lambda args: gm(*args)
 
-            def run(args):
-                return gm(*args)
+        from .narrowing_variants import NarrowingVariants
+
+        variants = NarrowingVariants(gm, build)   # follows the 64-bit switch per call
+
+        def run(args):
+            return variants(args)
         run._boxed_call = True
         return run
 

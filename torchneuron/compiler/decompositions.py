@@ -62,8 +62,13 @@ def remainder(a, b):
     -2, not 3). Where fmod's result is nonzero and of the other sign than the divisor,
     the divisor is added (PyTorch's definition). A Python-scalar divisor's sign is
     decided here: with it computed in the graph, ``x % 4.0`` still came out wrong
-    (the lowered StableHLO xor-ed the sign test with true; cause not isolated). The
+    (the lowered StableHLO xor-ed the sign test with true: torch-mlir folded the
+    compare of the constant with an int at random, passes/float_scalar_operands.py). The
     fmod itself is lowered exactly by passes/exact_fmod.py."""
+    if not isinstance(b, torch.Tensor) and isinstance(b, int) and not -2**31 <= b < 2**31:
+        # its sign is the graph's to decide: narrowed to int32 (the 64-bit policy),
+        # 2**31 is -2**31 (eager: 3 % 2**31 == -2147483645 then)
+        b = aten.scalar_tensor(b, dtype=torch.result_type(a, b), device=a.device)
     if isinstance(b, torch.Tensor):
         r = aten.fmod.Tensor(a, b)
         fix = aten.logical_or(
@@ -75,6 +80,34 @@ def remainder(a, b):
     r = aten.fmod.Tensor(a, bt)
     fix = aten.lt.Scalar(r, 0) if b > 0 else aten.gt.Scalar(r, 0)
     return aten.where.self(fix, aten.add.Tensor(r, bt), r)
+
+
+def div_floor(a, b, *, rounding_mode=None):
+    """Float ``div(a, b, rounding_mode="floor")`` as ATen's ``div_floor_floating``: the
+    quotient of ``a - fmod(a, b)``, less one where fmod's sign differs from ``b``'s,
+    floored and rounded to nearest; ``a / b`` where ``b == 0``; a zero result keeps
+    ``a / b``'s sign. torch-mlir lowered it as ``floor(a / b)``: ``inf // 3`` gave inf
+    (ATen nan), ``-1e-3 // inf`` and ``5 // -inf`` -0.0 (ATen -1). Integer and other
+    modes: NotImplemented (lowered as they come)."""
+    dt = torch.result_type(a, b)
+    if rounding_mode != "floor" or not dt.is_floating_point:
+        return NotImplemented
+    if not isinstance(b, torch.Tensor):
+        b = aten.scalar_tensor(b, dtype=dt, device=a.device)
+    a = aten._to_copy.default(a, dtype=dt) if a.dtype != dt else a
+    b = aten._to_copy.default(b, dtype=dt) if b.dtype != dt else b
+    mod = aten.fmod.Tensor(a, b)
+    div = aten.div.Tensor(aten.sub.Tensor(a, mod), b)
+    adjust = aten.logical_and(aten.ne.Scalar(mod, 0),
+                              aten.ne.Tensor(aten.lt.Scalar(b, 0), aten.lt.Scalar(mod, 0)))
+    div = aten.where.self(adjust, aten.sub.Tensor(div, 1), div)
+    floor = aten.floor.default(div)
+    floor = aten.where.self(aten.gt.Scalar(aten.sub.Tensor(div, floor), 0.5),
+                            aten.add.Tensor(floor, 1), floor)
+    quotient = aten.div.Tensor(a, b)
+    # where div == 0, |a / b| < 1 (finite): times 0.0 is a zero with its sign
+    floor = aten.where.self(aten.ne.Scalar(div, 0), floor, aten.mul.Tensor(quotient, 0.0))
+    return aten.where.self(aten.eq.Scalar(b, 0), quotient, floor)
 
 
 def index_put_mask(x, indices, values, accumulate=False):
@@ -123,28 +156,6 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     out = aten.reshape.default(aten.scatter.src(flat, -1, index, src), sizes + [h, w])
     inverse = [perm.index(d) for d in range(x.dim())]
     return aten.permute.default(out, inverse)
-
-
-def cumprod(x, dim, dtype=None):
-    """``cumprod`` as a Hillis-Steele scan: ceil(log2(n)) steps, each multiplying by
-    the running product shifted ``2**k`` along ``dim`` (ones shifted in). torch-mlir has
-    no lowering for it (``torch.constant.int`` left over). Integer results equal ATen's
-    (wrapping products are associative); float ones differ in rounding order only."""
-    if dtype is not None:
-        x = aten._to_copy.default(x, dtype=dtype)
-    elif not x.dtype.is_floating_point and not x.dtype.is_complex:
-        x = aten._to_copy.default(x, dtype=torch.int64)   # ATen's integer promotion
-    if x.dim() == 0:
-        return aten.clone.default(x)
-    d = dim % x.dim()
-    n, step = x.shape[d], 1
-    while step < n:
-        ones = aten.ones.default([*x.shape[:d], step, *x.shape[d + 1:]], dtype=x.dtype,
-                                 device=x.device)
-        shifted = aten.cat.default([ones, aten.slice.Tensor(x, d, 0, n - step)], d)
-        x = aten.mul.Tensor(x, shifted)
-        step *= 2
-    return x
 
 
 def _pair(v) -> list:
@@ -294,6 +305,18 @@ def _widen_unsigned(op, values_at):
     return decomposition
 
 
+def any_uint8(op):
+    """``any`` of uint8 as ``any`` of ``x != 0``, back to uint8 (ATen's result: 0 or 1).
+    torch-mlir reduces uint8 with a bitwise OR: ``any([1, 2])`` gave 3, ``any(x, 1)``
+    of ``[4, 8, 16]`` 28 (``x.all()`` goes through ``any`` of ``x == 0``: right)."""
+    def decomposition(x, *args, **kwargs):
+        if x.dtype != torch.uint8:
+            return NotImplemented
+        r = op(aten.ne.Scalar(x, 0), *args, **kwargs)
+        return aten._to_copy.default(r, dtype=torch.uint8)
+    return decomposition
+
+
 _WIDENED = {aten.amax.default: None, aten.amin.default: None, aten.max.default: None,
             aten.min.default: None, aten.max.dim: (0,), aten.min.dim: (0,),
             aten.argmax.default: (), aten.argmin.default: ()}
@@ -394,10 +417,12 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
          aten.convolution_backward.default: convolution_backward,
          aten.index_put.default: index_put_mask, aten.diagonal.default: diagonal,
-         aten.diagonal_scatter.default: diagonal_scatter, aten.cumprod.default: cumprod,
+         aten.diagonal_scatter.default: diagonal_scatter,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
-         aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder}
+         aten.any.default: any_uint8(aten.any.default), aten.any.dim: any_uint8(aten.any.dim),
+         aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder,
+         aten.div.Tensor_mode: div_floor, aten.div.Scalar_mode: div_floor}
 
 
 @functools.lru_cache(maxsize=1)

@@ -81,10 +81,11 @@ def graph_key_text(gm: torch.fx.GraphModule, example_inputs) -> str | None:
 
 
 def _key_text(gm, example_inputs):
-    from .. import _C
+    from .passes.narrow_64bit import _eager_calls, enabled
 
-    # the switch the passes read (the variable's value at start-up, or _set_narrow_64bit)
-    parts = [passes_fingerprint(), f"narrow64={int(_C._narrow_64bit())}"]
+    # the switch the passes read (the variable's value at start-up, _set_narrow_64bit,
+    # or the variant narrowing_variants.py builds)
+    parts = [passes_fingerprint(), f"narrow64={int(enabled())}"]
     for x in example_inputs:
         if isinstance(x, torch.Tensor):
             parts.append("in:" + _tensor_spec(x))
@@ -92,8 +93,13 @@ def _key_text(gm, example_inputs):
             return None       # symbolic: the specializer gives concrete inputs
         else:
             parts.append("in:" + _arg(x))
+    # the eager call each node was traced from: narrow_64bit decides by it (x // y and
+    # div(x, y, rounding_mode="floor") are one graph, narrowed only in the second)
+    calls = _eager_calls(gm.graph)
     for n in gm.graph.nodes:
         line = f"{n.op} {n.name} {_target(n.target)} {_arg(n.args)} {_arg(n.kwargs)}"
+        if n in calls:
+            line += f" from {calls[n]}"
         if n.op == "placeholder":
             v = n.meta.get("val")
             line += " " + (_tensor_spec(v) if isinstance(v, torch.Tensor) else repr(v))

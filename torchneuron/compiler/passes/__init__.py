@@ -8,6 +8,7 @@ from .random_ops_to_inputs import random_ops_to_inputs
 from .remove_none_outputs import remove_none_outputs
 from .drop_device_arguments import drop_device_arguments
 from .narrow_64bit import narrow_64bit
+from .decompose_cumprod import decompose_cumprod
 from .clamp_slice_bounds import clamp_slice_bounds
 from .wrap_negative_indices import wrap_negative_indices
 from .nan_aware_arg_reductions import nan_aware_arg_reductions
@@ -17,18 +18,25 @@ from .upcast_low_precision_reductions import upcast_low_precision_reductions
 from .exact_fmod import exact_fmod
 from .pad_small_conv_inputs import pad_small_conv_inputs
 from .channels_last_max_pool import channels_last_max_pool
+from .float_scalar_operands import float_scalar_operands
+from .bitwise_before_truncation import bitwise_before_truncation
+from .compare_in_result_type import compare_in_result_type
 
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
+# cumprod is decomposed after it (narrowed as one op: its int64 accumulation kept);
 # random ops are generated after it (the generator's int64 words are not values);
 # negative indices are wrapped after narrow_64bit (index arithmetic stays int64);
 # the NaN fix-ups of arg reductions and sorts add device arguments dropped after them;
-# exact_fmod after the others: it gives fmod nodes the target that means fmod only to the lowering.
+# exact_fmod after the others: it gives fmod nodes the target that means fmod only to the lowering;
+# float_scalar_operands, compare_in_result_type and bitwise_before_truncation last: the
+# passes before them add int operands, compares and truncations (narrow_64bit) too.
 PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none_outputs,
-            narrow_64bit, nan_aware_arg_reductions, nan_aware_sort, random_ops_to_inputs,
+            narrow_64bit, decompose_cumprod, nan_aware_arg_reductions, nan_aware_sort, random_ops_to_inputs,
             drop_device_arguments,
             clamp_slice_bounds, wrap_negative_indices, self_equality,
             upcast_low_precision_reductions, exact_fmod, pad_small_conv_inputs,
-            channels_last_max_pool)
+            channels_last_max_pool, float_scalar_operands, compare_in_result_type,
+            bitwise_before_truncation)
 
 
 def run_passes(gm, plan, example_inputs):

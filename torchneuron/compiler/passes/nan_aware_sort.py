@@ -7,13 +7,20 @@ torch-mlir lowers ``sort`` to a StableHLO sort whose comparator is a plain ``LT`
 false for NaN, so a compiled ``sort`` of ``[1, nan, -3, 0, 9]`` came back unsorted
 (``[-3, 1, nan, 0, 9]``), without an error; ``sort.stable`` did not lower at all.
 
-Each such node of a float (or <= 32-bit integer) input is rebuilt on an int64 key that
+Each such node of a float32/16-bit float (or <= 32-bit integer) input is rebuilt on an int64 key that
 is unique and totally ordered: the value's float32 bits as an ordered int32 (``-0.0``
 made ``+0.0``, every NaN the positive quiet NaN, negative floats' magnitude bits
 flipped), bit-inverted for a descending order, times 2**32 plus the position along the
 dimension. Its ascending sort is ATen's stable order; the values are gathered at the
 sorted positions. ``topk`` takes the first ``k`` of that sort (ATen leaves the order of
 ties in ``topk`` unspecified).
+
+float64 and int64 inputs (eager sorts them on the CPU fallback at full width) have no
+room for the position in a 64-bit key: their ordered 64-bit key (float64 bits made
+ordered as above; an int64 as itself) is sorted once, each element's dense rank among
+the sorted keys (a cumulative count of key changes) is scattered back to its position,
+and ``rank * n + position`` is sorted again (unique, so the order is ATen's stable one).
+Unrewritten, a float64 sort with NaN came back unsorted.
 """
 from __future__ import annotations
 
@@ -31,8 +38,8 @@ _INTS = (torch.int8, torch.int16, torch.int32, torch.uint8, torch.bool)
 
 def _node(g, target, args, kwargs=None):
     n = g.call_function(target, args, kwargs or {})
-    n.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a
-                             for a in args], **(kwargs or {}))
+    a, kw = torch.fx.node.map_arg((args, kwargs or {}), lambda m: m.meta["val"])
+    n.meta["val"] = target(*a, **kw)
     return n
 
 
@@ -58,19 +65,63 @@ def _ordered_int32(g, x, xval):
     return _node(g, aten.bitwise_xor.Tensor, (bits, flip))
 
 
-def _stable_sort(g, x, xval, dim, descending):
-    """(values, int64 indices) of ATen's stable sort of ``x`` along ``dim``."""
-    dev, n = xval.device, xval.shape[dim]
-    key = _ordered_int32(g, x, xval)
-    if descending:
-        key = _node(g, aten.bitwise_not.default, (key,))
-    key = _node(g, aten._to_copy.default, (key,), {"dtype": torch.int64})
-    key = _node(g, aten.mul.Tensor, (key, _scalar(g, 2 ** 32, torch.int64, dev)))
+def _ordered_int64(g, x, xval):
+    """int64 keys whose signed order is ATen's order of float64/int64 ``x``."""
+    if xval.dtype == torch.int64:
+        return x
+    dev = xval.device
+    zero = _scalar(g, 0.0, torch.float64, dev)
+    f = _node(g, aten.where.self, (_node(g, aten.eq.Scalar, (x, 0.0)), zero, x))
+    nan = _scalar(g, float("nan"), torch.float64, dev)
+    f = _node(g, aten.where.self, (_node(g, aten.ne.Tensor, (f, f)), nan, f))
+    bits = _node(g, aten.view.dtype, (f, torch.int64))
+    neg = _node(g, aten.lt.Scalar, (bits, 0))
+    flip = _node(g, aten.where.self, (neg, _scalar(g, 2 ** 63 - 1, torch.int64, dev),
+                                      _scalar(g, 0, torch.int64, dev)))
+    return _node(g, aten.bitwise_xor.Tensor, (bits, flip))
+
+
+def _positions(g, xval, dim):
+    n, dev = xval.shape[dim], xval.device
     pos = _node(g, aten.arange.default, (n,), {"dtype": torch.int64, "device": dev})
     shape = [1] * xval.dim()
     shape[dim] = n
-    pos = _node(g, aten.view.default, (pos, shape))
-    key = _node(g, aten.add.Tensor, (key, pos))
+    return _node(g, aten.view.default, (pos, shape))
+
+
+def _unique_key64(g, x, xval, dim, descending):
+    """rank * n + position: unique int64 keys in ATen's stable order of 64-bit ``x``."""
+    dev, n = xval.device, xval.shape[dim]
+    key = _ordered_int64(g, x, xval)
+    if descending:
+        key = _node(g, aten.bitwise_not.default, (key,))
+    s = _node(g, aten.sort.default, (key, dim))
+    sk, si = _node(g, operator.getitem, (s, 0)), _node(g, operator.getitem, (s, 1))
+    # dense rank of each sorted key: how many key changes precede it
+    changed = _node(g, aten.ne.Tensor, (_node(g, aten.slice.Tensor, (sk, dim, 1, n)),
+                                        _node(g, aten.slice.Tensor, (sk, dim, 0, n - 1))))
+    first = [*xval.shape[:dim], 1, *xval.shape[dim + 1:]]
+    changed = _node(g, aten.cat.default, (
+        [_node(g, aten.zeros.default, (first,), {"dtype": torch.int64, "device": dev}),
+         _node(g, aten._to_copy.default, (changed,), {"dtype": torch.int64})], dim))
+    rank = _node(g, aten.cumsum.default, (changed, dim))
+    rank = _node(g, aten.scatter.src, (_node(g, aten.zeros_like.default, (rank,)), dim, si, rank))
+    key = _node(g, aten.mul.Tensor, (rank, _scalar(g, n, torch.int64, dev)))
+    return _node(g, aten.add.Tensor, (key, _positions(g, xval, dim)))
+
+
+def _stable_sort(g, x, xval, dim, descending):
+    """(values, int64 indices) of ATen's stable sort of ``x`` along ``dim``."""
+    dev = xval.device
+    if xval.dtype in (torch.float64, torch.int64):
+        key = _unique_key64(g, x, xval, dim, descending)
+    else:
+        key = _ordered_int32(g, x, xval)
+        if descending:
+            key = _node(g, aten.bitwise_not.default, (key,))
+        key = _node(g, aten._to_copy.default, (key,), {"dtype": torch.int64})
+        key = _node(g, aten.mul.Tensor, (key, _scalar(g, 2 ** 32, torch.int64, dev)))
+        key = _node(g, aten.add.Tensor, (key, _positions(g, xval, dim)))
     s = _node(g, aten.sort.default, (key, dim))
     idx = _node(g, operator.getitem, (s, 1))
     return _node(g, aten.gather.default, (x, dim, idx)), idx
@@ -97,7 +148,7 @@ def _eligible(n) -> bool:
     if xval is None or xval.dim() == 0:
         return False
     if not (xval.dtype in _INTS or xval.dtype in (torch.float32, torch.bfloat16,
-                                                   torch.float16)):
+                                                   torch.float16, torch.float64, torch.int64)):
         return False
     # only uses we know (the value/index getters): anything else stays as lowered
     return all(u.op == "call_function" and u.target is operator.getitem for u in n.users)

@@ -13,20 +13,24 @@ floats saturate to the float32 range), and a 32-bit result where the graph had a
 64-bit one is converted back, so every value keeps its dtype and agrees with eager.
 An op with no 32-bit form runs at full width (eager's full_width_stats case), and so does
 an op eager has no neuron kernel for (it takes the CPU fallback there: sort, topk,
-floor_divide, remainder by a scalar, shifts, nan_to_num), judged by the eager op each
-node was traced from.
+floor_divide, shifts, nan_to_num), judged by the eager op each node was traced from
+(a ``.Scalar`` overload by the ``.Tensor`` one its composite kernel calls: ``x % 3``
+and ``x | 1`` narrow), and an int64 division by a scalar that is 0 at 32 bits
+(``x % 2**33``: eager's narrowed kernel fails on it, so eager computes at full width).
 
 Each narrowed op is recorded in ``plan.narrowed`` (and one at full width in
 ``plan.full_width``) under eager's operator name (``aten::add.Tensor``); every launch
 adds them to ``torch.neuron.narrowing_stats()`` / ``full_width_stats()`` as eager
 counts its calls (executable.py). Off with TORCHNEURON_NARROW_64BIT=0 (torch.neuron's
-switch, read at compile time).
+switch; a compiled callable follows it at each call: ../narrowing_variants.py).
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import operator
+import threading
 
 import torch
 
@@ -56,10 +60,30 @@ rand rand_like randn randn_like randint randint_like bernoulli uniform normal ra
 _INDEX_ARGS = frozenset(("index", "indices", "offsets", "target"))
 
 
-def _enabled() -> bool:
+_compiling = threading.local()
+
+
+def enabled() -> bool:
+    """The switch this compile follows: the one ``compiling_with`` set on this thread,
+    else torchneuron's (TORCHNEURON_NARROW_64BIT, ``_C._set_narrow_64bit``)."""
+    v = getattr(_compiling, "narrow", None)
+    if v is not None:
+        return v
     from ... import _C
 
     return bool(_C._narrow_64bit())
+
+
+@contextlib.contextmanager
+def compiling_with(narrow: bool):
+    """Compiles on this thread under ``narrow`` whatever the switch becomes meanwhile
+    (narrowing_variants.py builds the variant a call asked for)."""
+    prev = getattr(_compiling, "narrow", None)
+    _compiling.narrow = bool(narrow)
+    try:
+        yield
+    finally:
+        _compiling.narrow = prev
 
 
 def _val(a):
@@ -75,14 +99,65 @@ def _wrap32(v: int) -> int:
     return (v + 2**31) % 2**32 - 2**31
 
 
+# rsub.Scalar's composite kernel calls native::rsub, which calls sub.Tensor (1.0 - x
+# narrows in eager; rsub.Tensor itself has no neuron kernel)
+_COMPOSITE_CALLS = {"aten::rsub.Scalar": "aten::sub.Tensor"}
+
+
 @functools.lru_cache(maxsize=None)
-def _native_in_eager(name) -> bool:
-    """Whether eager computes ``name`` (``aten::add.Tensor``) with a neuron kernel, which
-    narrows; an op without one takes the CPU fallback at full width (``sort``,
-    ``floor_divide``, ``remainder.Scalar``, ``>>``: compiled, they had been narrowed)."""
+def _eager_kernel(name):
+    """(whether eager computes ``name`` (``aten::add.Tensor``) with a neuron kernel, which
+    narrows, the name eager counts it under). An op without one takes the CPU fallback
+    at full width (``sort``, ``floor_divide``, ``>>``: compiled, they had been narrowed)."""
     if name is None:
-        return True
-    return torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+        return True, None
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    if has(name, "PrivateUse1"):
+        return True, name
+    # A .Scalar overload without a neuron kernel runs its CompositeExplicitAutograd
+    # kernel in eager, which calls the .Tensor overload (or the plain op) with the scalar
+    # wrapped: that one decides (x % 3, x | 1, fmod(x, 3) narrow; x // 3 falls back).
+    if name in _COMPOSITE_CALLS:   # a composite that calls another op than its sibling
+        return _eager_kernel(_COMPOSITE_CALLS[name])
+    base, _, overload = name.partition(".")
+    if overload == "Scalar" and has(name, "CompositeExplicitAutograd"):
+        for sibling in (base + ".Tensor", base):
+            try:
+                return has(sibling, "PrivateUse1"), sibling
+            except RuntimeError:   # no such overload
+                continue
+    return False, name
+
+
+def _native_in_eager(name) -> bool:
+    return _eager_kernel(name)[0]
+
+
+_DIVISIONS = frozenset(("fmod", "remainder", "div", "floor_divide"))
+
+
+def _wraps_to_zero(a) -> bool:
+    """An int divisor that is 0 at 32 bits but not at 64 (2**33): a Python int, or the
+    0-dim tensor a decomposition made of one (``scalar_tensor``/``full``)."""
+    if isinstance(a, torch.fx.Node) and a.op == "call_function" and a.target in (
+            aten.scalar_tensor.default, aten.full.default):
+        a = a.args[0] if a.target is aten.scalar_tensor.default else a.args[1]
+    return isinstance(a, int) and not isinstance(a, bool) and a != 0 and _wrap32(a) == 0
+
+
+def _zero_divisor_calls(g: torch.fx.Graph, calls: dict) -> set:
+    """Eager calls that divide int64 by a scalar wrapping to 0 at 32 bits: eager's
+    narrowed kernel fails on the zero divisor (probed on zeros), so eager computes the
+    call at full width (x % 2**33 is exact); the whole call, as its decomposition's
+    other nodes (remainder's ``r + b``) would wrap the divisor too."""
+    out = set()
+    for n in g.nodes:
+        if (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                and n.target._schema.name.split("::")[-1] in _DIVISIONS and len(n.args) > 1
+                and _is_wide(n.args[0]) and _val(n.args[0]).dtype == torch.int64
+                and _wraps_to_zero(n.args[1])):
+            out.add(calls[n][0])
+    return out
 
 
 def eager_op_name(target: torch._ops.OpOverload) -> str:
@@ -108,7 +183,7 @@ def _eager_calls(g: torch.fx.Graph) -> dict:
         # backward op's nodes together (gelu_backward counted 22 times for 2 calls)
         seq = n.meta.get("seq_nr")
         origin = src[0].name if src else (("seq_nr", seq) if seq is not None and op is not None else n.name)
-        key = (origin, eager_op_name(op) if op is not None else None)
+        key = (origin, _eager_kernel(eager_op_name(op))[1] if op is not None else None)
         if key != prev:
             k, prev = k + 1, key
         out[n] = (k, key[1])
@@ -116,7 +191,7 @@ def _eager_calls(g: torch.fx.Graph) -> dict:
 
 
 def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
-    if not _enabled():
+    if not enabled():
         return
     mode = graph_fake_mode(gm.graph)
     if mode is None:
@@ -152,6 +227,7 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
                 and _NARROW.get(old.dtype) == new.dtype)
 
     calls = _eager_calls(g)
+    zero_divisor = _zero_divisor_calls(g, calls)
     rerun = set()
     for n in list(g.nodes):
         if n.op != "call_function" or n in inserted:
@@ -170,6 +246,10 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
             continue
         if not _native_in_eager(calls[n][1]):
             continue   # eager runs that op on the CPU fallback, at full width
+        if calls[n][0] in zero_divisor:
+            if any(_is_wide(a) for a in n.args):
+                full_width.append(n)
+            continue
         names = [a.name for a in schema.arguments]
         new_args, narrowed_dtypes = list(n.args), set()
         for i, a in enumerate(n.args):

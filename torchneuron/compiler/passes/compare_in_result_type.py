@@ -1,0 +1,47 @@
+"""Comparisons of two tensors of different dtypes compare in ATen's result type.
+
+ATen converts both operands of ``lt``/``le``/``gt``/``ge``/``eq``/``ne`` to
+``torch.result_type(a, b)``, where a 0-dim tensor does not widen a dimensioned one of
+the same category: uint8 ``x < torch.tensor(-5, dtype=torch.int32)`` compares with
+-5 as uint8 (251). The lowered compare promoted both to a wider type instead (all
+False there; 300 compared as 300, not 44), silently. Both operands are converted to
+the result type explicitly.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._fake_mode import graph_fake_mode
+
+aten = torch.ops.aten
+
+_OPS = (aten.lt.Tensor, aten.le.Tensor, aten.gt.Tensor, aten.ge.Tensor, aten.eq.Tensor,
+        aten.ne.Tensor)
+
+
+def _val(a):
+    return a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+
+
+def compare_in_result_type(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
+    g = gm.graph
+    todo = [n for n in g.nodes if n.op == "call_function" and n.target in _OPS
+            and all(isinstance(_val(a), torch.Tensor) for a in n.args[:2])
+            and _val(n.args[0]).dtype != _val(n.args[1]).dtype]
+    if not todo:
+        return
+    mode = graph_fake_mode(g)
+    if mode is None:
+        return
+    with mode:
+        for n in todo:
+            dt = torch.result_type(_val(n.args[0]), _val(n.args[1]))
+            args = list(n.args)
+            for i in (0, 1):
+                v = _val(args[i])
+                if v.dtype != dt:
+                    with g.inserting_before(n):
+                        c = g.call_function(aten._to_copy.default, (args[i],), {"dtype": dt})
+                    c.meta["val"] = v.to(dt)
+                    args[i] = c
+            n.args = tuple(args)
