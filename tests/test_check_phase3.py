@@ -152,3 +152,30 @@ def test_benchmark_one_side_alone():
     r = phase3.benchmark("cpu", torch.nn.Linear(4, 4), (torch.randn(2, 4),), "cpu",
                          CheckConfig(model="mlp", iterations=5, max_warmup=3), 2, NullUI())
     assert r["iterations"] == 5 and r["p50_s"] > 0 and r["warmup"]["iterations"] <= 3
+
+
+def test_work_cpu_clock_counts_the_devices_stream_workers():
+    # the device computes on its stream's worker thread: the work clock counts that thread's
+    # CPU time as well as the caller's (a host thread's own CPU time would see only dispatch)
+    import torchneuron
+
+    clock = phase3.work_cpu_clock("neuron")
+    x = torch.randn(256, 256, device="neuron")
+    torch.neuron.synchronize()
+    s0, c0 = torchneuron._C._device_stream_cpu_ns(0), clock()
+    for _ in range(20):
+        x = torch.tanh(x @ x)
+    torch.neuron.synchronize()
+    s1, c1 = torchneuron._C._device_stream_cpu_ns(0), clock()
+    assert s1 > s0
+    assert c1 - c0 >= (s1 - s0) * 1e-9
+
+
+def test_work_time_basis_needs_one_thread_and_a_cpu_reference():
+    from torchneuron.check import CheckConfig
+
+    assert phase3.work_time_basis(CheckConfig(model="mlp"))
+    assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=0)) is None
+    assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=2)) is None
+    assert phase3.work_time_basis(CheckConfig(model="mlp", reference="cuda")) is None
+    assert phase3.work_time_basis(CheckConfig(model="mlp", mode="compile")) is None   # XLA's own threads

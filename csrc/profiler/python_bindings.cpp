@@ -127,6 +127,9 @@ void init_python_bindings(py::module& m) {
   register_kineto_plugin();
   m.def("_device_busy_ns", [](int d) { return device_runtime().counters(resolve_device(d)).busy_ns; },
         "Nanoseconds the core's streams have spent running kernels since start.");
+  m.def("_device_stream_cpu_ns", [](int d) { return device_runtime().counters(resolve_device(d)).stream_cpu_ns; },
+        "CPU nanoseconds the core's stream worker threads have consumed since they started "
+        "(thread CPU clocks): the emulated core's busy time, not inflated by preemption.");
   m.def("_activity_tracing", [] { return rt::activity::enabled(); });
   m.def(
       "_record_memory_history",

@@ -154,6 +154,10 @@ struct Counters {
   int64_t kernels_launched = 0;   // closures run on streams
   int64_t kernels_failed = 0;
   int64_t busy_ns = 0;            // nanoseconds the device's streams spent running kernels
+  // CPU nanoseconds consumed by the device's stream worker threads since they
+  // started (their thread CPU clocks, read now): the emulated core's own busy
+  // time, which time slices lost to other processes do not inflate.
+  int64_t stream_cpu_ns = 0;
 };
 
 class Runtime {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "device_memory.h"
 
@@ -67,6 +68,18 @@ void Stream::wait(uint64_t point) {
   ++waiters_;
   done_cv_.wait(lock, [&] { return completed_ >= point; });
   --waiters_;
+}
+
+int64_t Stream::cpu_ns() const {
+  // pthread_getcpuclockid: the CPU-time clock of another thread of this
+  // process (POSIX.1-2008; Linux since 2.6.12). The worker lives as long as
+  // this Stream, so its handle is valid here.
+  clockid_t clock;
+  timespec ts{};
+  if (pthread_getcpuclockid(const_cast<std::thread&>(worker_).native_handle(), &clock) != 0 ||
+      clock_gettime(clock, &ts) != 0)
+    return 0;
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 std::optional<std::string> Stream::take_error() {

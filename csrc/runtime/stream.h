@@ -53,6 +53,11 @@ class Stream {
   // The first kernel error since the last call, if any; clears it.
   std::optional<std::string> take_error();
 
+  // CPU nanoseconds the worker thread has consumed since it started (its
+  // thread CPU clock): kernels, plus the little bookkeeping around them; a
+  // worker waiting for work sleeps and consumes none.
+  int64_t cpu_ns() const;
+
   int device() const { return device_; }
   StreamId id() const { return id_; }
 

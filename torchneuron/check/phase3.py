@@ -98,14 +98,17 @@ def benchmark(label: str, model, inputs, device: str, cfg: CheckConfig, batch: i
 
 
 def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optional[int],
-                        seconds: Optional[float], progress=None, min_iterations: int = 3
+                        seconds: Optional[float], progress=None, min_iterations: int = 3,
+                        cpu_clock: Optional[Callable[[], float]] = None
                         ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Interleaved measurement: each iteration calls every step once, in an order rotated
     every iteration (no side always runs right after another), so all sides see the same
     momentary host. ``iterations`` iterations, or until ``seconds`` of wall time have passed
     (at least ``min_iterations``). Returns ``({name: [wall seconds]}, {name: [CPU seconds]})``:
-    the step's wall time, and the CPU time of this process (all its threads) during the step,
-    which time slices lost to other processes do not inflate."""
+    the step's wall time, and the CPU seconds ``cpu_clock`` (default: this process's CPU
+    time, all threads) advanced during the step, which time slices lost to other processes
+    do not inflate."""
+    clock = cpu_clock or time.process_time
     names = list(steps)
     times: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
@@ -118,13 +121,48 @@ def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optio
             break
         for j in range(len(names)):
             k = names[(i + j) % len(names)]
-            c0 = time.process_time()
+            c0 = clock()
             times[k].append(steps[k]())
-            cpu[k].append(time.process_time() - c0)
+            cpu[k].append(clock() - c0)
         i += 1
         if progress is not None:
             progress.advance()
     return times, cpu
+
+
+def work_cpu_clock(device: str) -> Optional[Callable[[], float]]:
+    """CPU seconds of the threads that do a step's work: the calling thread
+    (``time.thread_time``: CLOCK_THREAD_CPUTIME_ID) plus, on the emulated device, the
+    core's stream worker threads (``torchneuron._C._device_stream_cpu_ns``: their thread
+    CPU clocks; a real NeuronCore's profiler reports its busy time the same way, by the
+    device's own clock). Threads that wait (sleeping on a condition variable, blocked in a
+    synchronize) consume none; time slices lost to other processes are not counted.
+    None when this build of the extension has no stream CPU counter."""
+    import torchneuron
+
+    read = getattr(torchneuron._C, "_device_stream_cpu_ns", None)
+    if read is None:
+        return None
+    index = torch.device(device).index or 0
+
+    def clock() -> float:
+        return (time.thread_time_ns() + read(index)) * 1e-9
+
+    return clock
+
+
+def work_time_basis(cfg: CheckConfig) -> Optional[str]:
+    """Why the latency statistic may use the work-time basis (perfstats.work_times) for
+    this run, or None when it may not: only with one intra-op thread (``--timing-threads
+    1``, the default; with more, OpenMP's other threads do part of the work and are not
+    counted), a CPU reference (a CUDA reference works on its GPU, which no CPU clock
+    sees) and eager phases 2-3 (under ``--mode compile`` the compiled graphs run in
+    XLA:CPU's own thread pool: over 100 forwards of the ``blocks`` fixture the stream worker
+    and the caller consumed 34 ms of CPU, the process 122 ms)."""
+    if cfg.timing_threads != 1 or cfg.reference != "cpu" or cfg.mode == "compile":
+        return None
+    return ("CPU seconds of the working threads (the calling thread, the device's stream workers) "
+            "per step, plus the least waiting of any iteration")
 
 
 def _warm(label: str, step, cfg: CheckConfig, ui) -> dict:
@@ -156,12 +194,12 @@ def timing_threads(n: Optional[int]):
         torch.set_num_threads(before)
 
 
-def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str) -> tuple[tuple[dict, dict], float]:
+def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str, device: str) -> tuple[tuple[dict, dict], float]:
     total = cfg.iterations if cfg.seconds is None else None
     desc = f"Phase 3 {label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
     with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads):
         t0 = time.perf_counter()
-        times = measure_interleaved(steps, total, cfg.seconds, p)
+        times = measure_interleaved(steps, total, cfg.seconds, p, cpu_clock=work_cpu_clock(device))
         return times, time.perf_counter() - t0
 
 
@@ -170,6 +208,7 @@ def _steps(session, reference, cfg: CheckConfig) -> dict[str, Callable[[], float
     if reference is not None and not cfg.skip_reference_perf:
         steps["reference"] = make_step(reference[0], reference[1], cfg.reference, cfg.torch_dtype)
     steps["calibration"] = calibration.make_step("cpu")
+    steps["calibration_matmul"] = calibration.make_matmul_step("cpu")
     steps["device_calibration"] = calibration.make_step(session.device)
     return steps
 
@@ -182,6 +221,9 @@ def _finish(res: dict, batch: int, cfg: CheckConfig) -> None:
     res["device"]["measure_wall_s"] = res["measure_wall_s"]
     res["calibration"] = stats.summarize(smp["calibration"], 1) | {"times_s": smp["calibration"]}
     res["device_calibration"] = stats.summarize(smp["device_calibration"], 1) | {"times_s": smp["device_calibration"]}
+    if "calibration_matmul" in smp:
+        res["calibration_matmul"] = (stats.summarize(smp["calibration_matmul"], 1)
+                                     | {"times_s": smp["calibration_matmul"]})
     if "reference" in smp:
         res["reference"] = _summary(smp["reference"], batch, cfg.reference, wu.get("reference"),
                                     res["cold"]["reference"])
@@ -202,7 +244,9 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     Each side warms up on its own; then device, reference and the host calibration
     workload (``calibration.py``) are measured interleaved, iteration by iteration.
     ``samples`` keeps the per-iteration wall seconds of each (index i = the same iteration),
-    ``cpu_samples`` this process's CPU seconds during each;
+    ``cpu_samples`` the CPU seconds of the working threads during each (``work_cpu_clock``;
+    ``cpu_clock`` says which clock), ``work_time_basis`` whether the latency statistic may
+    decide on them (``work_time_basis``);
     ``another_round`` adds a round of the same size."""
     res: dict[str, Any] = {
         "status": "skipped", "reason": skip_reason, "samples_per_iteration": batch,
@@ -215,13 +259,17 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
         "ci_method": "distribution-free 95% CI of the median from order statistics, exact "
                      "Binomial(n, 1/2) coverage (Conover 1999, sec. 3.2)",
         "device": None, "reference": None, "calibration": None, "ratio": None, "warnings": [],
-        "rounds": 0, "samples": None, "cpu_samples": None,
+        "rounds": 0, "samples": None, "cpu_samples": None, "cpu_clock": None, "work_time_basis": None,
     }
     if skip_reason:
         return res
     res["device_name"] = session.device
     res["cold"] = {"device": cold_s, "reference": reference_cold_s}
     steps = _steps(session, reference, cfg)
+    threads_clock = work_cpu_clock(session.device) is not None
+    res["cpu_clock"] = ("threads: calling thread + the device's stream workers" if threads_clock
+                        else "process (all threads)")
+    res["work_time_basis"] = work_time_basis(cfg) if threads_clock else None
     torch.neuron.reset_fallback_stats()
     warmups: dict[str, dict] = {}
     try:
@@ -231,7 +279,15 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
                 warmups["device"] = _warm(f"Phase 3 {session.device}", steps["device"], cfg, ui)
                 if "reference" in steps:
                     warmups["reference"] = _warm(f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui)
-                samples, wall = _measure_round(steps, cfg, ui, " and ".join(k for k in steps if "calibration" not in k))
+                if cfg.baseline or cfg.save_baseline:
+                    # One interleaved round, not kept, where a baseline is saved or compared with:
+                    # the first interleaved round of a process read the reference/calibration
+                    # work-time ratio 1-8 % higher than the rounds after it (5 of 6 checks that
+                    # measured 3 rounds on a loaded host; docs/check.md, "Limits, measured"), and a
+                    # baseline pools 3 rounds while a re-check often decides on its first.
+                    _measure_round(steps, cfg, ui, "interleaved warm-up", session.device)
+                samples, wall = _measure_round(steps, cfg, ui, " and ".join(k for k in steps if "calibration" not in k),
+                                               session.device)
     except Exception as e:
         res["status"] = "fail"
         res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
@@ -260,7 +316,7 @@ def another_round(res: dict, session, reference: Optional[tuple], cfg: CheckConf
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with (torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext()):
-            samples, wall = _measure_round(steps, cfg, ui, f"round {res['rounds'] + 1}")
+            samples, wall = _measure_round(steps, cfg, ui, f"round {res['rounds'] + 1}", session.device)
     for key, part in zip(("samples", "cpu_samples"), samples):
         for k, v in part.items():
             res[key][k] += v
