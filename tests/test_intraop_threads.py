@@ -51,3 +51,40 @@ def test_kernels_follow_the_launching_threads_intraop_count():
     assert one == 1, out
     # the count can see OpenMP's helper (not a vacuous 1): two threads worked with two
     assert two == 2 and two_again == 2, out
+
+
+GLOBAL_CODE = """
+import threading, torch, torchneuron
+
+def fresh_thread_count():
+    # a new thread starts from ATen's process-wide count
+    out = []
+    t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
+    t.start(); t.join()
+    return out[0]
+
+x = torch.randn(256, 1024, device="neuron")
+torch.neuron.synchronize()               # the worker's first kernel (its own set-up) is done
+torch.set_num_threads(1)
+ready, go = threading.Event(), threading.Event()
+
+def launcher():
+    torch.get_num_threads()              # this thread's count is now 1, ATen's global value then
+    ready.set(); go.wait()
+    for _ in range(5):
+        torch.tanh(x)                    # launched with 1 thread while the process-wide count is 2
+    torch.neuron.synchronize()
+
+t = threading.Thread(target=launcher); t.start(); ready.wait()
+torch.set_num_threads(2)
+torch.tanh(x); torch.neuron.synchronize()   # the worker now runs with 2
+go.set(); t.join()                          # ... then with the launcher's 1
+print(torch.get_num_threads(), fresh_thread_count())
+"""
+
+
+def test_kernels_leave_the_process_wide_count_alone():
+    # a stream worker that follows a launching thread's count must set it for itself only:
+    # the user's torch.get_num_threads(), and the count new threads start from, stay 2
+    main, fresh = map(int, run_python(GLOBAL_CODE).stdout.split()[-2:])
+    assert (main, fresh) == (2, 2)

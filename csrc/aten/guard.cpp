@@ -15,6 +15,7 @@
 
 #include "aten/compiled_launch.h"
 #include "aten/context.h"
+#include "aten/intraop_threads.h"
 
 namespace torchneuron {
 
@@ -139,10 +140,11 @@ void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn)
   // this, `torch.set_num_threads(1)` after the first device op left the
   // emulated core on 2 threads, whose parallel regions wait a scheduler slice
   // whenever the second thread is descheduled (torchneuron check measured a
-  // 2-thread worker: docs/check.md, "The latency statistic").
+  // 2-thread worker: docs/check.md, "The latency statistic"). Set on the
+  // worker thread only (intraop_threads.h): the user's process-wide count stays.
   const int threads = at::get_num_threads();
   auto kernel = [fn = std::move(fn), threads] {
-    if (at::get_num_threads() != threads) at::set_num_threads(threads);
+    use_intraop_threads(threads);
     try {
       fn();
     } catch (const c10::Error& e) {
