@@ -29,7 +29,7 @@ import torch
 import torchneuron
 sys.path.insert(0, sys.argv[1])
 import check_models
-from torchneuron.check import calibration, phase3
+from torchneuron.check import calibration, phase3, workclock
 
 n = int(sys.argv[2])
 model, inputs = check_models.blocks()
@@ -37,7 +37,8 @@ model.eval()
 dev_model = copy.deepcopy(model).to("neuron")
 x, xd = inputs["x"], inputs["x"].to("neuron")
 torch.set_num_threads(1)                   # as --timing-threads 1 (the device's kernels follow)
-clock = phase3.work_cpu_clock("neuron")
+clocks = workclock.clocks("neuron", ["device", "reference", "calibration", "calibration_matmul",
+                                     "device_calibration"])
 
 def forward(m, t, device):
     def step():
@@ -54,8 +55,9 @@ def forward(m, t, device):
 steps = {"device": forward(dev_model, xd, True), "reference": forward(model, x, False),
          "calibration": calibration.make_step("cpu"), "calibration_matmul": calibration.make_matmul_step("cpu"),
          "device_calibration": calibration.make_step("neuron")}
-phase3.measure_interleaved(steps, 20, None, cpu_clock=clock)           # warm-up, not kept
-wall, cpu = phase3.measure_interleaved(steps, n, None, cpu_clock=clock)
+with workclock.counting():
+    phase3.measure_interleaved(steps, 20, None, cpu_clock=clocks)           # warm-up, not kept
+    wall, cpu = phase3.measure_interleaved(steps, n, None, cpu_clock=clocks)
 print(json.dumps({"wall": wall, "cpu": cpu, "load": os.getloadavg()[0]}))
 """
 

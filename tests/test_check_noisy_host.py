@@ -57,7 +57,7 @@ def test_baseline_keeps_interleaved_samples(quiet_baseline):
         assert set(s) == {"device", "reference", "calibration", "calibration_matmul", "device_calibration"}
         assert all(len(v) == 240 for v in s.values())
         assert all(t > 0 for k in s for t in s[k]) if key == "samples" else all(t >= 0 for k in s for t in s[k])
-    assert m["work_time_basis"] and m["cpu_clock"].startswith("threads")
+    assert m["work_time_basis"] and m["cpu_clock"].startswith("device sides: the NeuronCore's busy time")
 
 
 @pytest.mark.noisy_host
@@ -73,11 +73,7 @@ def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_pa
     assert all(s["decision"] == "pass" for s in lat["statistics"].values() if s["decides"])
 
 
-# Not in `make test` (issue 10 open): on the development host on 2026-12-02 the planted
-# 30 % device slowdown read x1.21-x1.25 with intervals reaching below +10 % (inconclusive)
-# in 4 of 4 module runs alone on the machine; `make test-noisy-host` runs it.
 @pytest.mark.noisy_host
-@pytest.mark.noisy_host_open
 def test_device_alone_slowdown_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path, monkeypatch):
     monkeypatch.setenv("CHECK_FIXTURE_DEVICE_EXTRA", "0.3")
     code, out, r = _check(quiet_baseline, tmp_path)
@@ -166,10 +162,11 @@ def test_too_noisy_host_is_inconclusive_with_its_own_exit_code(quiet_baseline, t
 
 # ------------------------------------------------------------------ the work-time basis
 
-def _work_run(rng, device_cpu, reference_cpu, n=120, device_wait=0.0, preempt=0.0):
-    """Interleaved samples as phase 3 keeps them: per-iteration CPU seconds of the working
-    threads (noise from shared caches, in both directions, common to an iteration) and wall
-    seconds (the CPU time, plus waiting, plus preemption by other processes: only adds)."""
+def _work_run(rng, device_cpu, reference_cpu, n=120, device_wait=0.0, reference_wait=0.0, preempt=0.0):
+    """Interleaved samples as phase 3 keeps them: per-iteration CPU seconds of each side's
+    work (noise from shared caches, in both directions, common to an iteration; the device's
+    is its busy time) and wall seconds (the CPU time, plus waiting, plus preemption by other
+    processes: only adds)."""
     import numpy as np
 
     host = np.exp(rng.normal(0, 0.08, n))                       # the iteration's host state, shared
@@ -179,6 +176,7 @@ def _work_run(rng, device_cpu, reference_cpu, n=120, device_wait=0.0, preempt=0.
     wall = {k: list(np.array(c) + rng.exponential(preempt * sides[k], n) * (rng.random(n) < 0.5))
             for k, c in cpu.items()}
     wall["device"] = list(np.array(wall["device"]) + device_wait)
+    wall["reference"] = list(np.array(wall["reference"]) + reference_wait)
     return {"cpu": cpu, "wall": wall}
 
 
@@ -201,16 +199,22 @@ def test_work_time_interval_of_a_known_change():
         perfstats.work_ratio_ci(slow, base, ("device",), ("reference",), seed=0)      # seeded
 
 
-def test_work_time_sees_waiting_that_cpu_time_misses():
+def test_work_time_sees_host_waiting_not_device_hand_offs():
     import numpy as np
 
-    # a device step that starts waiting (a sleep, a blocking call) uses no more CPU: the least
+    # a host step that starts waiting (a sleep, a blocking call) uses no more CPU: the least
     # waiting of any iteration is added to each, so the wait is caught
     rng = np.random.default_rng(3)
     base = _work_run(rng, 1.0, 2.0, preempt=1.0)
-    sleepy = _work_run(rng, 1.0, 2.0, device_wait=0.5, preempt=1.0)
-    ci = perfstats.work_ratio_ci(sleepy, base, ("device",), ("reference",), seed=0)
+    sleepy = _work_run(rng, 1.0, 2.0, reference_wait=1.0, preempt=1.0)
+    ci = perfstats.work_ratio_ci(sleepy, base, ("reference",), ("calibration", "calibration_matmul"), seed=0)
     assert ci["low"] > 1.3 and perfstats.decide(ci, 0.10) == "regressed"
+    # the device's CPU samples are its busy time: its wall time beyond them (the host's dispatch,
+    # the queue's hand-offs) moves with the load, not the work, and is left out
+    handoffs = _work_run(rng, 1.0, 2.0, device_wait=0.5, preempt=1.0)
+    ci = perfstats.work_ratio_ci(handoffs, base, ("device",), ("reference",), seed=0)
+    assert perfstats.decide(ci, 0.10) == "pass" and 0.97 < ci["ratio"] < 1.03
+    assert "device" in perfstats.BUSY_TIME_SIDES and "reference" not in perfstats.BUSY_TIME_SIDES
     assert perfstats.work_times([1.0, 1.0], [1.5, 1.2]).tolist() == pytest.approx([1.2, 1.2])
     assert perfstats.work_times([1.0, 1.0], [0.9, 1.0]).tolist() == [1.0, 1.0]   # overlap: no negative wait
 

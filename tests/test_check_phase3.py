@@ -1,6 +1,7 @@
 """torchneuron check, phase 3: stable performance after warm-up (and its statistics)."""
 import itertools
 import math
+import time
 
 import numpy as np
 import pytest
@@ -154,21 +155,36 @@ def test_benchmark_one_side_alone():
     assert r["iterations"] == 5 and r["p50_s"] > 0 and r["warmup"]["iterations"] <= 3
 
 
-def test_work_cpu_clock_counts_the_devices_stream_workers():
-    # the device computes on its stream's worker thread: the work clock counts that thread's
-    # CPU time as well as the caller's (a host thread's own CPU time would see only dispatch)
+def test_device_clock_is_the_cores_kernel_cpu_time():
+    # the device computes on its stream's worker thread: the device sides' clock is that
+    # thread's CPU time inside kernels, counted only while phase 3 measures (workclock.counting)
     import torchneuron
+    from torchneuron.check import workclock
 
-    clock = phase3.work_cpu_clock("neuron")
+    clocks = workclock.clocks("neuron", ["device", "reference", "device_calibration"])
+    assert clocks["reference"] is time.thread_time and clocks["device"] is clocks["device_calibration"]
     x = torch.randn(256, 256, device="neuron")
-    torch.neuron.synchronize()
-    s0, c0 = torchneuron._C._device_stream_cpu_ns(0), clock()
-    for _ in range(20):
-        x = torch.tanh(x @ x)
-    torch.neuron.synchronize()
-    s1, c1 = torchneuron._C._device_stream_cpu_ns(0), clock()
-    assert s1 > s0
-    assert c1 - c0 >= (s1 - s0) * 1e-9
+
+    def work(t):
+        for _ in range(20):
+            t = torch.tanh(t @ t)
+        torch.neuron.synchronize()
+
+    with phase3.timing_threads(1):               # as phase 3 times: the kernels run on the worker alone
+        work(x)
+        k0 = clocks["device"]()
+        work(x)
+        assert clocks["device"]() == k0          # not counted outside phase 3's rounds
+        with workclock.counting():
+            k1 = clocks["device"]()
+            work(x)
+            device = clocks["device"]() - k1
+        assert not torchneuron._C._set_count_kernel_cpu(False)     # counting() restored the setting
+        # an independent reference: the same work on this thread, on its own CPU clock
+        c0 = time.thread_time()
+        work(x.cpu())
+        host = time.thread_time() - c0
+    assert 0.3 * host < device < 3 * host, (device, host)
 
 
 def test_work_time_basis_needs_one_thread_and_a_cpu_reference():

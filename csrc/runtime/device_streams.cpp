@@ -68,8 +68,7 @@ Counters DeviceStreams::counters() const {
   c.kernels_launched = counters_.launched.load(std::memory_order_relaxed);
   c.kernels_failed = counters_.failed.load(std::memory_order_relaxed);
   c.busy_ns = counters_.busy_ns.load(std::memory_order_relaxed);
-  for (const auto& slot : streams_)
-    if (const Stream* s = slot.load(std::memory_order_acquire)) c.stream_cpu_ns += s->cpu_ns();
+  c.kernel_cpu_ns = counters_.kernel_cpu_ns.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -23,7 +23,12 @@ struct DeviceCounters {
   std::atomic<int64_t> launched{0};
   std::atomic<int64_t> failed{0};
   std::atomic<int64_t> busy_ns{0};  // time kernels ran (steady clock)
+  std::atomic<int64_t> kernel_cpu_ns{0};  // CPU time inside kernels, while counted
 };
+
+// Process-wide switch of kernel CPU counting (Runtime::set_count_kernel_cpu);
+// returns the previous setting.
+bool set_count_kernel_cpu(bool on);
 
 class Stream {
  public:
@@ -52,11 +57,6 @@ class Stream {
   void wait(uint64_t point);
   // The first kernel error since the last call, if any; clears it.
   std::optional<std::string> take_error();
-
-  // CPU nanoseconds the worker thread has consumed since it started (its
-  // thread CPU clock): kernels, plus the little bookkeeping around them; a
-  // worker waiting for work sleeps and consumes none.
-  int64_t cpu_ns() const;
 
   int device() const { return device_; }
   StreamId id() const { return id_; }

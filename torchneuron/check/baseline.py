@@ -311,19 +311,21 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
             out["regressions"].append(f"latency: p50 {dev['p50_s'] * 1e3:.3f} ms is {out['change']:+.1%} vs the "
                                       f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{threshold:.0%})")
         return out
-    work = bool(p3.get("work_time_basis") and bmx.get("work_time_basis")
+    same_clock = p3.get("cpu_clock") == bmx.get("cpu_clock")
+    work = bool(p3.get("work_time_basis") and bmx.get("work_time_basis") and same_clock
                 and (p3.get("cpu_samples") or {}).get("calibration_matmul")
                 and (bmx.get("cpu_samples") or {}).get("calibration_matmul"))
     boot = f"95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)"
     if work:
         out["time_basis"] = "work time: " + p3["work_time_basis"]
-        out["method"] = ("normalized work time (per iteration: CPU seconds of the working threads + the least "
-                         "waiting of any iteration; median of the per-iteration ratios), current over baseline, "
-                         f"{boot}")
+        out["method"] = ("normalized work time (per iteration: the device's busy time; the host sides' thread CPU "
+                         "seconds + their least waiting of any iteration; median of the per-iteration ratios), "
+                         f"current over baseline, {boot}")
         cur = {"cpu": p3["cpu_samples"], "wall": p3["samples"]}
         base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"]}
     else:
         why = ("the baseline was saved without work-time samples (save it again)" if not bmx.get("work_time_basis")
+               else "the baseline's CPU samples are of another clock (save it again)" if not same_clock
                else "this run cannot measure work time (--timing-threads other than 1, a non-CPU reference, "
                     "or --mode compile)"
                if not p3.get("work_time_basis") else "a side lacks the matmul calibration's samples")

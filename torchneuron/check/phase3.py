@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import calibration, stats
+from . import calibration, stats, workclock
 from . import tensors as T
 from .config import CheckConfig
 
@@ -99,17 +99,17 @@ def benchmark(label: str, model, inputs, device: str, cfg: CheckConfig, batch: i
 
 def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optional[int],
                         seconds: Optional[float], progress=None, min_iterations: int = 3,
-                        cpu_clock: Optional[Callable[[], float]] = None
+                        cpu_clock: Optional[Callable[[], float] | dict[str, Callable[[], float]]] = None
                         ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Interleaved measurement: each iteration calls every step once, in an order rotated
     every iteration (no side always runs right after another), so all sides see the same
     momentary host. ``iterations`` iterations, or until ``seconds`` of wall time have passed
     (at least ``min_iterations``). Returns ``({name: [wall seconds]}, {name: [CPU seconds]})``:
     the step's wall time, and the CPU seconds ``cpu_clock`` (default: this process's CPU
-    time, all threads) advanced during the step, which time slices lost to other processes
-    do not inflate."""
-    clock = cpu_clock or time.process_time
+    time, all threads; a dict gives each step its own, ``workclock.clocks``) advanced during
+    the step, which time slices lost to other processes do not inflate."""
     names = list(steps)
+    clock = cpu_clock if isinstance(cpu_clock, dict) else {k: cpu_clock or time.process_time for k in names}
     times: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     start = time.perf_counter()
@@ -121,34 +121,13 @@ def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optio
             break
         for j in range(len(names)):
             k = names[(i + j) % len(names)]
-            c0 = clock()
+            c0 = clock[k]()
             times[k].append(steps[k]())
-            cpu[k].append(clock() - c0)
+            cpu[k].append(clock[k]() - c0)
         i += 1
         if progress is not None:
             progress.advance()
     return times, cpu
-
-
-def work_cpu_clock(device: str) -> Optional[Callable[[], float]]:
-    """CPU seconds of the threads that do a step's work: the calling thread
-    (``time.thread_time``: CLOCK_THREAD_CPUTIME_ID) plus, on the emulated device, the
-    core's stream worker threads (``torchneuron._C._device_stream_cpu_ns``: their thread
-    CPU clocks; a real NeuronCore's profiler reports its busy time the same way, by the
-    device's own clock). Threads that wait (sleeping on a condition variable, blocked in a
-    synchronize) consume none; time slices lost to other processes are not counted.
-    None when this build of the extension has no stream CPU counter."""
-    import torchneuron
-
-    read = getattr(torchneuron._C, "_device_stream_cpu_ns", None)
-    if read is None:
-        return None
-    index = torch.device(device).index or 0
-
-    def clock() -> float:
-        return (time.thread_time_ns() + read(index)) * 1e-9
-
-    return clock
 
 
 def work_time_basis(cfg: CheckConfig) -> Optional[str]:
@@ -161,8 +140,8 @@ def work_time_basis(cfg: CheckConfig) -> Optional[str]:
     and the caller consumed 34 ms of CPU, the process 122 ms)."""
     if cfg.timing_threads != 1 or cfg.reference != "cpu" or cfg.mode == "compile":
         return None
-    return ("CPU seconds of the working threads (the calling thread, the device's stream workers) "
-            "per step, plus the least waiting of any iteration")
+    return ("the device's busy time (its stream workers' CPU time inside kernels) and the host sides' "
+            "thread CPU seconds per step, plus the host sides' least waiting of any iteration")
 
 
 def _warm(label: str, step, cfg: CheckConfig, ui) -> dict:
@@ -197,9 +176,9 @@ def timing_threads(n: Optional[int]):
 def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str, device: str) -> tuple[tuple[dict, dict], float]:
     total = cfg.iterations if cfg.seconds is None else None
     desc = f"Phase 3 {label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
-    with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads):
+    with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads), workclock.counting():
         t0 = time.perf_counter()
-        times = measure_interleaved(steps, total, cfg.seconds, p, cpu_clock=work_cpu_clock(device))
+        times = measure_interleaved(steps, total, cfg.seconds, p, cpu_clock=workclock.clocks(device, steps))
         return times, time.perf_counter() - t0
 
 
@@ -244,7 +223,7 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     Each side warms up on its own; then device, reference and the host calibration
     workload (``calibration.py``) are measured interleaved, iteration by iteration.
     ``samples`` keeps the per-iteration wall seconds of each (index i = the same iteration),
-    ``cpu_samples`` the CPU seconds of the working threads during each (``work_cpu_clock``;
+    ``cpu_samples`` the CPU seconds of each step's work (``workclock``;
     ``cpu_clock`` says which clock), ``work_time_basis`` whether the latency statistic may
     decide on them (``work_time_basis``);
     ``another_round`` adds a round of the same size."""
@@ -266,9 +245,8 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     res["device_name"] = session.device
     res["cold"] = {"device": cold_s, "reference": reference_cold_s}
     steps = _steps(session, reference, cfg)
-    threads_clock = work_cpu_clock(session.device) is not None
-    res["cpu_clock"] = ("threads: calling thread + the device's stream workers" if threads_clock
-                        else "process (all threads)")
+    threads_clock = workclock.device_busy_clock(session.device) is not None
+    res["cpu_clock"] = workclock.DESCRIPTION if threads_clock else "process (all threads)"
     res["work_time_basis"] = work_time_basis(cfg) if threads_clock else None
     torch.neuron.reset_fallback_stats()
     warmups: dict[str, dict] = {}
