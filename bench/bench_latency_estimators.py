@@ -4,7 +4,7 @@ Runs the `blocks` check fixture in fresh processes with one CPU-burning process 
 (as bench_check_verdicts.py and tests/test_check_noisy_host.py do), each run interleaving
 device, reference and calibration steps as `torchneuron check` phase 3 does (80 iterations
 after 20 warm-up iterations, one intra-op thread), and records per step the wall seconds and
-the working threads' CPU seconds (calling thread + the device's stream workers). Then, per
+the work CPU seconds (``check/workclock.py``: the device's busy time, the host thread's). Then, per
 estimator, the log standard deviation of the run's figure between runs of the unchanged
 build, and the planted changes relative to the unchanged runs' mean: device alone +30 %
 (`d`) and the forward 3x on both sides (`m`). docs/check.md ("Limits, measured") quotes it.

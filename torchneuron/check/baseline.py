@@ -287,7 +287,7 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
 
     Time basis: the work time (``perfstats.work_times``: each iteration's CPU seconds of the
-    working threads plus the least waiting of any iteration; a run's figure is the median of
+    working threads (the device's: its busy time) plus the host sides' least waiting; a run's figure is the median of
     the per-iteration ratios) when this run and the baseline both measured it
     (``work_time_basis``: one intra-op thread, a CPU reference, eager mode); otherwise
     the minimum wall seconds of each side, as baselines saved before the work time existed

@@ -196,16 +196,15 @@ REGRESSION_MARGIN: dict[str, float] = {"model_or_inputs": math.exp(0.12)}
 def work_times(cpu: Sequence[float], wall: Sequence[float]) -> np.ndarray:
     """One side's work time in each iteration: ``cpu[i] + min_j(max(0, wall[j] - cpu[j]))``.
 
-    ``cpu`` is the CPU seconds of the threads doing the step's work (the calling thread;
-    for the emulated device also its stream worker threads), which time slices lost to
-    other processes do not inflate: an iteration preempted for 5 ms reads 5 ms more wall
-    time and the same CPU time (``CLOCK_THREAD_CPUTIME_ID``, and ``pthread_getcpuclockid``
-    for the workers; POSIX.1-2008). ``wall - cpu`` is the time the step waited (a sleep, a
-    blocking call, a hand-off to another thread, preemption); other processes only add to
-    it, so its **minimum** over the run's iterations (``ESTIMATOR``'s reasoning) is the
-    step's own waiting, added to every iteration: 0 for a step that computes throughout (on
-    the emulated device the host's dispatch and the stream worker overlap, so it is usually
-    0 there too), 30 ms for a model that starts sleeping 30 ms per forward.
+    ``cpu`` is the CPU seconds of a host step's thread (``CLOCK_THREAD_CPUTIME_ID``,
+    POSIX.1-2008), which time slices lost to other processes do not inflate: an iteration
+    preempted for 5 ms reads 5 ms more wall time and the same CPU time. ``wall - cpu`` is
+    the time the step waited (a sleep, a blocking call, preemption); other processes only
+    add to it, so its **minimum** over the run's iterations (``ESTIMATOR``'s reasoning) is
+    the step's own waiting, added to every iteration: 0 for a step that computes
+    throughout, 30 ms for a model that starts sleeping 30 ms per forward. Device steps
+    (``BUSY_TIME_SIDES``) are their busy time alone: ``_side`` passes their CPU samples as
+    their wall time, so nothing is added.
     """
     c = np.asarray(cpu, dtype=np.float64)
     w = np.asarray(wall, dtype=np.float64)
