@@ -57,6 +57,7 @@ def test_baseline_keeps_interleaved_samples(quiet_baseline):
         assert set(s) == {"device", "reference", "calibration", "calibration_matmul", "device_calibration"}
         assert all(len(v) == 240 for v in s.values())
         assert all(t > 0 for k in s for t in s[k]) if key == "samples" else all(t >= 0 for k in s for t in s[k])
+    assert len(m["launch_samples"]["device"]) == 240 and all(t > 0 for t in m["launch_samples"]["device"])
     assert m["work_time_basis"] and m["cpu_clock"].startswith("device sides: the NeuronCore's busy time")
 
 
@@ -215,6 +216,13 @@ def test_work_time_sees_host_waiting_not_device_hand_offs():
     ci = perfstats.work_ratio_ci(handoffs, base, ("device",), ("reference",), seed=0)
     assert perfstats.decide(ci, 0.10) == "pass" and 0.97 < ci["ratio"] < 1.03
     assert "device" in perfstats.BUSY_TIME_SIDES and "reference" not in perfstats.BUSY_TIME_SIDES
+    # ... but the host's own time in the device's forward call (its launch seconds) is: a
+    # forward that starts sleeping on the device path is caught by its least launch time
+    launch = {"device": list(0.2 + rng.exponential(0.5, 120))}
+    slept = {"device": list(np.array(launch["device"]) + 1.0)}
+    ci = perfstats.work_ratio_ci(base | {"launch": slept}, base | {"launch": launch}, ("device",), ("reference",),
+                                 seed=0)
+    assert ci["low"] > 1.3 and perfstats.decide(ci, 0.10) == "regressed"
     assert perfstats.work_times([1.0, 1.0], [1.5, 1.2]).tolist() == pytest.approx([1.2, 1.2])
     assert perfstats.work_times([1.0, 1.0], [0.9, 1.0]).tolist() == [1.0, 1.0]   # overlap: no negative wait
 

@@ -87,6 +87,7 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             # calibration): the samples the next run's latency interval is computed against
             "samples": p3.get("samples"),
             "cpu_samples": p3.get("cpu_samples"),
+            "launch_samples": p3.get("launch_samples"),
             "cpu_clock": p3.get("cpu_clock"),
             "work_time_basis": p3.get("work_time_basis"),
             "peak_allocated_bytes": p1["memory"]["peak_allocated_bytes"],
@@ -314,18 +315,20 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     same_clock = p3.get("cpu_clock") == bmx.get("cpu_clock")
     work = bool(p3.get("work_time_basis") and bmx.get("work_time_basis") and same_clock
                 and (p3.get("cpu_samples") or {}).get("calibration_matmul")
-                and (bmx.get("cpu_samples") or {}).get("calibration_matmul"))
+                and (bmx.get("cpu_samples") or {}).get("calibration_matmul")
+                and (p3.get("launch_samples") or {}).get("device") and (bmx.get("launch_samples") or {}).get("device"))
     boot = f"95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)"
     if work:
         out["time_basis"] = "work time: " + p3["work_time_basis"]
         out["method"] = ("normalized work time (per iteration: the device's busy time; the host sides' thread CPU "
                          "seconds + their least waiting of any iteration; median of the per-iteration ratios), "
                          f"current over baseline, {boot}")
-        cur = {"cpu": p3["cpu_samples"], "wall": p3["samples"]}
-        base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"]}
+        cur = {"cpu": p3["cpu_samples"], "wall": p3["samples"], "launch": p3["launch_samples"]}
+        base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"], "launch": bmx["launch_samples"]}
     else:
         why = ("the baseline was saved without work-time samples (save it again)" if not bmx.get("work_time_basis")
-               else "the baseline's CPU samples are of another clock (save it again)" if not same_clock
+               else "the baseline's CPU samples are of another clock, or it has no launch samples (save it again)"
+               if not same_clock or not (bmx.get("launch_samples") or {}).get("device")
                else "this run cannot measure work time (--timing-threads other than 1, a non-CPU reference, "
                     "or --mode compile)"
                if not p3.get("work_time_basis") else "a side lacks the matmul calibration's samples")

@@ -229,20 +229,29 @@ def work_ratio(num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.nda
     return float(np.median(tn[ok] / td[ok])) if ok.any() else float("nan")
 
 
-#: Sides whose CPU samples are the device's busy time (``workclock``): their work time is
-#: that time alone, without ``work_times``' waiting. Their wall time minus it is the host's
-#: dispatch and the queue's hand-offs, whose least value over a run moved with the load
-#: (0.17-0.57 ms beside 1.4-2.2 ms of kernels on the ``blocks`` fixture under burners).
+#: Sides whose CPU samples are the device's busy time (``workclock``). Their waiting is
+#: not wall minus busy time: that is mostly the queue's hand-offs, which under burners grew
+#: far faster than the work (the ``blocks`` forward run 3x on both sides: its least value
+#: went from about 0.2 ms to several ms: ``device_alone`` read 4 of 10 such re-checks as a
+#: device-alone regression, up to x2.3). It is the host's time in the forward call (``samples["launch"]``, the
+#: device step's Python, dispatch, fallbacks and waits of its own: a sleep is caught).
 BUSY_TIME_SIDES = ("device", "device_calibration")
 
 
 def _side(samples: dict, names: tuple[str, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """A side's (cpu, wall) arrays of ``n`` iterations; busy-time sides give their CPU
-    samples as wall too (no waiting)."""
+    """A side's (cpu, wall) arrays of ``n`` iterations, as ``work_times`` takes them: for a
+    busy-time side, wall is its busy time plus its launch seconds (none recorded: nothing),
+    so that its least launch time is what ``work_times`` adds."""
     cpu = sum(np.asarray(samples["cpu"][k][:n], dtype=np.float64) for k in names)
-    wall = sum(np.asarray(samples["cpu" if k in BUSY_TIME_SIDES else "wall"][k][:n], dtype=np.float64)
-               for k in names)
-    return cpu, wall
+
+    def wall_of(k):
+        if k not in BUSY_TIME_SIDES:
+            return np.asarray(samples["wall"][k][:n], dtype=np.float64)
+        launch = (samples.get("launch") or {}).get(k)
+        busy = np.asarray(samples["cpu"][k][:n], dtype=np.float64)
+        return busy + np.asarray(launch[:n], dtype=np.float64) if launch else busy
+
+    return cpu, sum(wall_of(k) for k in names)
 
 
 def _work_ratios(num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.ndarray],

@@ -66,8 +66,11 @@ def measure(step: Callable[[], float], iterations: Optional[int], seconds: Optio
     return times
 
 
-def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dtype) -> Callable[[], float]:
-    """One synchronized, timed forward pass (seconds)."""
+def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dtype,
+              launch: Optional[list] = None) -> Callable[[], float]:
+    """One synchronized, timed forward pass (seconds). With ``launch``, each call also appends
+    the seconds the host spent in the forward call itself, before the final synchronize: its
+    Python, dispatch, CPU fallbacks and any waiting of its own (a sleep, a sync inside)."""
     sync = T.synchronizer(device)
     dev_type = torch.device(device).type
 
@@ -75,6 +78,8 @@ def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dty
         sync()
         t0 = time.perf_counter()
         T.call(model, inputs, dev_type, dtype)
+        if launch is not None:
+            launch.append(time.perf_counter() - t0)
         sync()
         return time.perf_counter() - t0
 
@@ -173,17 +178,23 @@ def timing_threads(n: Optional[int]):
         torch.set_num_threads(before)
 
 
-def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str, device: str) -> tuple[tuple[dict, dict], float]:
+def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str, device: str) -> tuple[tuple[dict, ...], float]:
+    """One interleaved round: ((wall, cpu, launch) samples, seconds). ``launch`` holds the
+    device step's host seconds in its forward call (``make_step``), index i = iteration i."""
+    launch = steps["device"].launch
+    launch.clear()
     total = cfg.iterations if cfg.seconds is None else None
     desc = f"Phase 3 {label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
     with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads), workclock.counting():
         t0 = time.perf_counter()
-        times = measure_interleaved(steps, total, cfg.seconds, p, cpu_clock=workclock.clocks(device, steps))
-        return times, time.perf_counter() - t0
+        wall, cpu = measure_interleaved(steps, total, cfg.seconds, p, cpu_clock=workclock.clocks(device, steps))
+        return (wall, cpu, {"device": list(launch)}), time.perf_counter() - t0
 
 
 def _steps(session, reference, cfg: CheckConfig) -> dict[str, Callable[[], float]]:
-    steps = {"device": make_step(session.model, session.inputs, session.device, cfg.torch_dtype)}
+    launch: list[float] = []
+    steps = {"device": make_step(session.model, session.inputs, session.device, cfg.torch_dtype, launch)}
+    steps["device"].launch = launch
     if reference is not None and not cfg.skip_reference_perf:
         steps["reference"] = make_step(reference[0], reference[1], cfg.reference, cfg.torch_dtype)
     steps["calibration"] = calibration.make_step("cpu")
@@ -238,7 +249,8 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
         "ci_method": "distribution-free 95% CI of the median from order statistics, exact "
                      "Binomial(n, 1/2) coverage (Conover 1999, sec. 3.2)",
         "device": None, "reference": None, "calibration": None, "ratio": None, "warnings": [],
-        "rounds": 0, "samples": None, "cpu_samples": None, "cpu_clock": None, "work_time_basis": None,
+        "rounds": 0, "samples": None, "cpu_samples": None, "launch_samples": None, "cpu_clock": None,
+        "work_time_basis": None,
     }
     if skip_reason:
         return res
@@ -270,7 +282,7 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
         res["status"] = "fail"
         res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
         return res
-    (res["samples"], res["cpu_samples"]), res["measure_wall_s"], res["rounds"] = samples, wall, 1
+    (res["samples"], res["cpu_samples"], res["launch_samples"]), res["measure_wall_s"], res["rounds"] = samples, wall, 1
     res["_warmups"] = warmups
     _finish(res, batch, cfg)
     del res["_warmups"]
@@ -295,7 +307,7 @@ def another_round(res: dict, session, reference: Optional[tuple], cfg: CheckConf
         warnings.simplefilter("ignore")
         with (torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext()):
             samples, wall = _measure_round(steps, cfg, ui, f"round {res['rounds'] + 1}", session.device)
-    for key, part in zip(("samples", "cpu_samples"), samples):
+    for key, part in zip(("samples", "cpu_samples", "launch_samples"), samples):
         for k, v in part.items():
             res[key][k] += v
     res["measure_wall_s"] += wall
