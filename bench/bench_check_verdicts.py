@@ -7,7 +7,11 @@ running (as tests/test_check_noisy_host.py does), then re-checks it: the unchang
 check's exit code (0 pass, 1 regression, 3 inconclusive), rounds and intervals, then the
 counts per kind. A count, not a timing: nothing here asserts.
 
-    .venv/bin/python bench/bench_check_verdicts.py [--plan 0,0,d,0,0,d,0,0] [--threshold 0.10]
+By default every check runs in this process (as the tests do); ``--processes`` runs each
+one as its own ``python -m torchneuron check`` (as a CI job does: the baseline saved by one
+process, every re-check a fresh one).
+
+    .venv/bin/python bench/bench_check_verdicts.py [--plan 0,0,d,0,0,d,0,0] [--threshold 0.10] [--processes]
 """
 import argparse
 import json
@@ -23,7 +27,11 @@ RUN = ["--iterations", "80", "--max-warmup", "20", "--max-rounds", "3", "--max-m
 ENV = {"0": {}, "d": {"CHECK_FIXTURE_DEVICE_EXTRA": "0.3"}, "m": {"CHECK_FIXTURE_WORK": "3"}}
 
 
-def check(argv: list[str], env: dict) -> int:
+def check(argv: list[str], env: dict, processes: bool = False) -> int:
+    if processes:
+        e = {k: v for k, v in os.environ.items() if k not in ("CHECK_FIXTURE_DEVICE_EXTRA", "CHECK_FIXTURE_WORK")}
+        return subprocess.run([sys.executable, "-m", "torchneuron", *argv], env=e | env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     import contextlib
     import io
 
@@ -40,6 +48,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plan", default="0,0,d,0,0,d,0,0", help="comma-separated kinds: 0, d, m")
     ap.add_argument("--threshold", type=float, default=0.10, help="--max-latency-regression")
+    ap.add_argument("--processes", action="store_true", help="each check in its own process (as in CI)")
     a = ap.parse_args()
     plan = a.plan.split(",")
     if any(p not in ENV for p in plan):
@@ -49,14 +58,14 @@ def main() -> None:
     counts: Counter = Counter()
     try:
         d = os.path.join(tempfile.mkdtemp(), "baseline")
-        print("load average", os.getloadavg(), "; saving the baseline:", check(["check", MODEL, *RUN, "--save-baseline", d], {}))
+        print("load average", os.getloadavg(), "; saving the baseline:", check(["check", MODEL, *RUN, "--save-baseline", d], {}, a.processes))
         for i, kind in enumerate(plan):
             j = f"{d}-{i}.json"
             code = check(["check", MODEL, *RUN, "--baseline", d, "--json", j,
-                          "--max-latency-regression", str(a.threshold)], ENV[kind])
+                          "--max-latency-regression", str(a.threshold)], ENV[kind], a.processes)
             r = json.load(open(j))
             st = r["baseline"]["latency"]["statistics"]
-            print(kind, "exit", code, "rounds", r["phase3"]["rounds"], " ".join(
+            print(kind, "exit", code, "rounds", r["phase3"]["rounds"], "load %.1f" % os.getloadavg()[0], " ".join(
                 f"{n}={s['decision']}(x{s['ci']['ratio']:.2f} [{s['ci']['low']:.2f}, {s['ci']['high']:.2f}])"
                 for n, s in st.items() if s.get("ci")), flush=True)
             counts[(kind, {0: "pass", 1: "regression", 3: "inconclusive"}.get(code, f"exit {code}"))] += 1

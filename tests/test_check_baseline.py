@@ -102,10 +102,12 @@ def test_planted_slowdown_is_caught(sleepy_baseline, monkeypatch):
 
 def test_planted_low_p50_in_baseline_is_caught_at_default_threshold(mlp_baseline, tmp_path):
     b = _copy(mlp_baseline, tmp_path)
-    # the accepted run's device was 5x faster (per-iteration samples decide, the p50 is shown)
+    # the accepted run's device was 5x faster (per-iteration samples decide, the p50 is shown):
+    # its wall seconds and its working threads' CPU seconds per step
     def faster(m):
         m["metrics"]["p50_s"] /= 5
-        m["metrics"]["samples"]["device"] = [t / 5 for t in m["metrics"]["samples"]["device"]]
+        for key in ("samples", "cpu_samples"):
+            m["metrics"][key]["device"] = [t / 5 for t in m["metrics"][key]["device"]]
     _edit_json(b, "baseline.json", faster)
     code, out, err = cli("check", "mlp", *FAST, "--max-memory-regression", "0.5", "--baseline", b)
     assert code == 1, out + err

@@ -51,32 +51,30 @@ def _check(baseline, tmp_path, *extra):
 
 def test_baseline_keeps_interleaved_samples(quiet_baseline):
     m = json.load(open(os.path.join(quiet_baseline, "baseline.json")))["metrics"]
-    s = m["samples"]
-    assert len(s["device"]) == len(s["reference"]) == len(s["calibration"]) == len(s["device_calibration"]) >= 80
-    assert all(t > 0 for k in s for t in s[k])
+    # a baseline measures --max-rounds (3) rounds of 80 iterations: wall and work CPU seconds
+    for key in ("samples", "cpu_samples"):
+        s = m[key]
+        assert set(s) == {"device", "reference", "calibration", "calibration_matmul", "device_calibration"}
+        assert all(len(v) == 240 for v in s.values())
+        assert all(t > 0 for k in s for t in s[k]) if key == "samples" else all(t >= 0 for k in s for t in s[k])
+    assert len(m["launch_samples"]["device"]) == 240 and all(t > 0 for t in m["launch_samples"]["device"])
+    assert m["work_time_basis"] and m["cpu_clock"].startswith("device sides: the NeuronCore's busy time")
 
 
 @pytest.mark.noisy_host
 def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_path):
-    # the +20 % threshold docs/check.md advises for shared hosts: at +10 % one run in nine
-    # gave a false device-alone regression here (the emulator's own time drifts)
-    code, out, r = _check(quiet_baseline, tmp_path, "--max-latency-regression", "0.2")
-    # never a false regression; "inconclusive" (3) is the designed answer when even
-    # --max-rounds rounds leave an interval across the threshold
-    assert code in (0, 3), out
+    # at the default +10 %: measured with bench/bench_check_verdicts.py on the 2-core
+    # development host (docs/check.md, "Limits, measured"), unchanged re-checks pass
+    code, out, r = _check(quiet_baseline, tmp_path)
     lat = r["baseline"]["latency"]
-    assert not lat["regressions"]
-    if code == 3:
-        pytest.skip("the host was too noisy to decide: reported inconclusive, no false verdict")
+    assert not lat["regressions"], out
+    assert code == 0, out
+    assert lat["time_basis"].startswith("work time")
     assert set(lat["statistics"]) == {"device_alone", "model_or_inputs", "device_over_device_calibration"}
     assert all(s["decision"] == "pass" for s in lat["statistics"].values() if s["decides"])
 
 
-# Not in `make test` (issue 10 open): on the development host on 2026-12-02 the planted
-# 30 % device slowdown read x1.21-x1.25 with intervals reaching below +10 % (inconclusive)
-# in 4 of 4 module runs alone on the machine; `make test-noisy-host` runs it.
 @pytest.mark.noisy_host
-@pytest.mark.noisy_host_open
 def test_device_alone_slowdown_is_caught_on_a_loaded_host(quiet_baseline, burners, tmp_path, monkeypatch):
     monkeypatch.setenv("CHECK_FIXTURE_DEVICE_EXTRA", "0.3")
     code, out, r = _check(quiet_baseline, tmp_path)
@@ -155,8 +153,99 @@ def test_too_noisy_host_is_inconclusive_with_its_own_exit_code(quiet_baseline, t
                 "n_current": 40, "n_baseline": 40}
 
     monkeypatch.setattr(perfstats, "min_ratio_ci", straddling)
+    monkeypatch.setattr(perfstats, "work_ratio_ci", straddling)
     code, out, r = _check(quiet_baseline, tmp_path, "--max-rounds", "2")
     assert code == 3, out
     assert r["verdict"] == "inconclusive" and r["phase3"]["rounds"] == 2 and r["failures"] == []
     assert len(r["phase3"]["samples"]["device"]) == 160          # the second round was measured and pooled
     assert "too noisy" in r["inconclusive"] and "INCONCLUSIVE" in out and len(calls) >= 4
+
+
+# ------------------------------------------------------------------ the work-time basis
+
+def _work_run(rng, device_cpu, reference_cpu, n=120, device_wait=0.0, reference_wait=0.0, preempt=0.0):
+    """Interleaved samples as phase 3 keeps them: per-iteration CPU seconds of each side's
+    work (noise from shared caches, in both directions, common to an iteration; the device's
+    is its busy time) and wall seconds (the CPU time, plus waiting, plus preemption by other
+    processes: only adds)."""
+    import numpy as np
+
+    host = np.exp(rng.normal(0, 0.08, n))                       # the iteration's host state, shared
+    sides = {"device": device_cpu, "reference": reference_cpu, "calibration": 0.2, "calibration_matmul": 0.4,
+             "device_calibration": 0.3}
+    cpu = {k: list(v * host * np.exp(rng.normal(0, 0.02, n))) for k, v in sides.items()}
+    wall = {k: list(np.array(c) + rng.exponential(preempt * sides[k], n) * (rng.random(n) < 0.5))
+            for k, c in cpu.items()}
+    wall["device"] = list(np.array(wall["device"]) + device_wait)
+    wall["reference"] = list(np.array(wall["reference"]) + reference_wait)
+    return {"cpu": cpu, "wall": wall}
+
+
+def test_work_time_interval_of_a_known_change():
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    base = _work_run(rng, 1.0, 2.0)
+    same = _work_run(rng, 1.0, 2.0, preempt=5.0)          # a much busier host: wall times up to 6x
+    ci = perfstats.work_ratio_ci(same, base, ("device",), ("reference",), seed=0)
+    assert 0.97 < ci["ratio"] < 1.03 and perfstats.decide(ci, 0.10) == "pass"
+    slow = _work_run(rng, 1.3, 2.0, preempt=5.0)          # the device's work 30 % heavier
+    ci = perfstats.work_ratio_ci(slow, base, ("device",), ("reference",), seed=0)
+    assert ci["low"] > 1.2 and perfstats.decide(ci, 0.10) == "regressed"
+    heavier = _work_run(rng, 3.0, 6.0)                     # the model 3x heavier on both sides
+    mi = perfstats.compare_work("model_or_inputs", heavier, base, 0.10)
+    assert mi["decision"] == "regressed" and 2.7 < mi["ci"]["ratio"] < 3.3
+    assert perfstats.compare_work("device_alone", heavier, base, 0.10)["decision"] == "pass"
+    assert perfstats.work_ratio_ci(slow, base, ("device",), ("reference",), seed=0) == \
+        perfstats.work_ratio_ci(slow, base, ("device",), ("reference",), seed=0)      # seeded
+
+
+def test_work_time_sees_host_waiting_not_device_hand_offs():
+    import numpy as np
+
+    # a host step that starts waiting (a sleep, a blocking call) uses no more CPU: the least
+    # waiting of any iteration is added to each, so the wait is caught
+    rng = np.random.default_rng(3)
+    base = _work_run(rng, 1.0, 2.0, preempt=1.0)
+    sleepy = _work_run(rng, 1.0, 2.0, reference_wait=1.0, preempt=1.0)
+    ci = perfstats.work_ratio_ci(sleepy, base, ("reference",), ("calibration", "calibration_matmul"), seed=0)
+    assert ci["low"] > 1.3 and perfstats.decide(ci, 0.10) == "regressed"
+    # the device's CPU samples are its busy time: its wall time beyond them (the host's dispatch,
+    # the queue's hand-offs) moves with the load, not the work, and is left out
+    handoffs = _work_run(rng, 1.0, 2.0, device_wait=0.5, preempt=1.0)
+    ci = perfstats.work_ratio_ci(handoffs, base, ("device",), ("reference",), seed=0)
+    assert perfstats.decide(ci, 0.10) == "pass" and 0.97 < ci["ratio"] < 1.03
+    assert "device" in perfstats.BUSY_TIME_SIDES and "reference" not in perfstats.BUSY_TIME_SIDES
+    # ... but the host's own time in the device's forward call (its launch seconds) is: a
+    # forward that starts sleeping on the device path is caught by its least launch time
+    launch = {"device": list(0.2 + rng.exponential(0.5, 120))}
+    slept = {"device": list(np.array(launch["device"]) + 1.0)}
+    ci = perfstats.work_ratio_ci(base | {"launch": slept}, base | {"launch": launch}, ("device",), ("reference",),
+                                 seed=0)
+    assert ci["low"] > 1.3 and perfstats.decide(ci, 0.10) == "regressed"
+    assert perfstats.work_times([1.0, 1.0], [1.5, 1.2]).tolist() == pytest.approx([1.2, 1.2])
+    assert perfstats.work_times([1.0, 1.0], [0.9, 1.0]).tolist() == [1.0, 1.0]   # overlap: no negative wait
+
+
+def test_work_time_needs_enough_samples():
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    base = _work_run(rng, 1.0, 2.0)
+    few = _work_run(rng, 1.0, 2.0, n=3)
+    assert perfstats.work_ratio_ci(few, base, ("device",), ("reference",)) is None
+    assert perfstats.compare_work("device_alone", few, base, 0.10)["decision"] == "undecided"
+
+
+def test_model_or_inputs_regression_needs_the_between_run_margin():
+    # model_or_inputs carries a baseline's load-dependent offset (perfstats.REGRESSION_MARGIN):
+    # an interval just past +10 % is undecided there, not a regression; device_alone has no margin
+    ci = {"ratio": 1.19, "low": 1.15, "high": 1.22}
+    m = perfstats.REGRESSION_MARGIN["model_or_inputs"]
+    assert 1.12 < m < 1.14
+    assert perfstats.decide(ci, 0.10, m) == "undecided"
+    assert perfstats.decide(ci, 0.10) == "regressed"
+    assert perfstats.decide({"ratio": 2.4, "low": 2.2, "high": 2.6}, 0.10, m) == "regressed"
+    assert perfstats.decide({"ratio": 1.0, "low": 0.95, "high": 1.05}, 0.10, m) == "pass"
+    assert "device_alone" not in perfstats.REGRESSION_MARGIN
+

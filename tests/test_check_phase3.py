@@ -1,6 +1,7 @@
 """torchneuron check, phase 3: stable performance after warm-up (and its statistics)."""
 import itertools
 import math
+import time
 
 import numpy as np
 import pytest
@@ -152,3 +153,45 @@ def test_benchmark_one_side_alone():
     r = phase3.benchmark("cpu", torch.nn.Linear(4, 4), (torch.randn(2, 4),), "cpu",
                          CheckConfig(model="mlp", iterations=5, max_warmup=3), 2, NullUI())
     assert r["iterations"] == 5 and r["p50_s"] > 0 and r["warmup"]["iterations"] <= 3
+
+
+def test_device_clock_is_the_cores_kernel_cpu_time():
+    # the device computes on its stream's worker thread: the device sides' clock is that
+    # thread's CPU time inside kernels, counted only while phase 3 measures (workclock.counting)
+    import torchneuron
+    from torchneuron.check import workclock
+
+    clocks = workclock.clocks("neuron", ["device", "reference", "device_calibration"])
+    assert clocks["reference"] is time.thread_time and clocks["device"] is clocks["device_calibration"]
+    x = torch.randn(256, 256, device="neuron")
+
+    def work(t):
+        for _ in range(20):
+            t = torch.tanh(t @ t)
+        torch.neuron.synchronize()
+
+    with phase3.timing_threads(1):               # as phase 3 times: the kernels run on the worker alone
+        work(x)
+        k0 = clocks["device"]()
+        work(x)
+        assert clocks["device"]() == k0          # not counted outside phase 3's rounds
+        with workclock.counting():
+            k1 = clocks["device"]()
+            work(x)
+            device = clocks["device"]() - k1
+        assert not torchneuron._C._set_count_kernel_cpu(False)     # counting() restored the setting
+        # an independent reference: the same work on this thread, on its own CPU clock
+        c0 = time.thread_time()
+        work(x.cpu())
+        host = time.thread_time() - c0
+    assert 0.3 * host < device < 3 * host, (device, host)
+
+
+def test_work_time_basis_needs_one_thread_and_a_cpu_reference():
+    from torchneuron.check import CheckConfig
+
+    assert phase3.work_time_basis(CheckConfig(model="mlp"))
+    assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=0)) is None
+    assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=2)) is None
+    assert phase3.work_time_basis(CheckConfig(model="mlp", reference="cuda")) is None
+    assert phase3.work_time_basis(CheckConfig(model="mlp", mode="compile")) is None   # XLA's own threads

@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fail when p50 latency exceeds the baseline's by more than this (default 0.10)")
     g.add_argument("--max-rounds", type=_int, default=3, metavar="N",
                    help="measurement rounds before a latency comparison too noisy to decide is "
-                        "reported inconclusive (exit code 3; default 3)")
+                        "reported inconclusive (exit code 3), and the rounds a --save-baseline run "
+                        "measures (default 3)")
     g.add_argument("--max-memory-regression", type=float, metavar="FRACTION",
                    help="fail when peak device memory exceeds the baseline's by more than this (default 0.10)")
     g = c.add_argument_group("cost")

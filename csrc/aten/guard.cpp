@@ -1,6 +1,7 @@
 // Device guard (c10::impl::DeviceGuardImplInterface) for `neuron`: current
 // device and stream per thread, streams and events over the runtime.
 #include <sstream>
+#include <ATen/Parallel.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -14,6 +15,7 @@
 
 #include "aten/compiled_launch.h"
 #include "aten/context.h"
+#include "aten/intraop_threads.h"
 
 namespace torchneuron {
 
@@ -131,7 +133,18 @@ c10::Stream make_stream(c10::DeviceIndex device, rt::StreamId id) {
 void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn) {
   // The runtime reports a failed kernel by its what(); c10::Error's carries a
   // C++ backtrace, which is noise in an asynchronous error message.
-  auto kernel = [fn = std::move(fn)] {
+  // The kernel runs ATen's CPU kernels on the stream's worker thread with the
+  // launching thread's intra-op thread count (torch.set_num_threads), as of the
+  // launch: OpenMP's thread count (and MKL's local one) is a per-thread setting,
+  // and a worker thread otherwise keeps the count it first saw for good. Without
+  // this, `torch.set_num_threads(1)` after the first device op left the
+  // emulated core on 2 threads, whose parallel regions wait a scheduler slice
+  // whenever the second thread is descheduled (torchneuron check measured a
+  // 2-thread worker: docs/check.md, "The latency statistic"). Set on the
+  // worker thread only (intraop_threads.h): the user's process-wide count stays.
+  const int threads = at::get_num_threads();
+  auto kernel = [fn = std::move(fn), threads] {
+    use_intraop_threads(threads);
     try {
       fn();
     } catch (const c10::Error& e) {

@@ -127,6 +127,13 @@ void init_python_bindings(py::module& m) {
   register_kineto_plugin();
   m.def("_device_busy_ns", [](int d) { return device_runtime().counters(resolve_device(d)).busy_ns; },
         "Nanoseconds the core's streams have spent running kernels since start.");
+  m.def("_device_kernel_cpu_ns", [](int d) { return device_runtime().counters(resolve_device(d)).kernel_cpu_ns; },
+        "CPU nanoseconds the core's stream workers spent inside kernels while counting was on "
+        "(thread CPU clocks around each kernel): the emulated core's busy time, not inflated by "
+        "preemption or by the queue's hand-offs.");
+  m.def("_set_count_kernel_cpu", [](bool on) { return device_runtime().set_count_kernel_cpu(on); },
+        "Turns counting of _device_kernel_cpu_ns on or off (off by default: two thread CPU clock "
+        "reads per kernel); returns the previous setting.", py::arg("on"));
   m.def("_activity_tracing", [] { return rt::activity::enabled(); });
   m.def(
       "_record_memory_history",

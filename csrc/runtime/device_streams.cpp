@@ -68,6 +68,7 @@ Counters DeviceStreams::counters() const {
   c.kernels_launched = counters_.launched.load(std::memory_order_relaxed);
   c.kernels_failed = counters_.failed.load(std::memory_order_relaxed);
   c.busy_ns = counters_.busy_ns.load(std::memory_order_relaxed);
+  c.kernel_cpu_ns = counters_.kernel_cpu_ns.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -139,6 +139,7 @@ class Emulator final : public Runtime {
   }
 
   Counters counters(int device) const override { return dev(device).streams.counters(); }
+  bool set_count_kernel_cpu(bool on) override { return runtime::set_count_kernel_cpu(on); }
 
  private:
   struct Device {

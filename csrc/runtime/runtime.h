@@ -154,6 +154,12 @@ struct Counters {
   int64_t kernels_launched = 0;   // closures run on streams
   int64_t kernels_failed = 0;
   int64_t busy_ns = 0;            // nanoseconds the device's streams spent running kernels
+  // CPU nanoseconds the stream workers spent inside kernels while kernel CPU
+  // counting was on (their thread CPU clock around each kernel): the emulated
+  // core's busy time, which time slices lost to other processes do not
+  // inflate, without the queue's hand-offs (wake-ups, locks), whose cost
+  // depends on scheduling rather than on the work.
+  int64_t kernel_cpu_ns = 0;
 };
 
 class Runtime {
@@ -216,6 +222,10 @@ class Runtime {
   virtual void with_device_access(const std::function<void()>& fn) = 0;
 
   virtual Counters counters(int device) const = 0;
+  // Turns counting of Counters::kernel_cpu_ns on or off for every device
+  // (off at start: it reads a thread CPU clock twice per kernel, a system call
+  // of about 1 us on a VM); returns the previous setting.
+  virtual bool set_count_kernel_cpu(bool on) = 0;
 };
 
 // The process-wide runtime (the emulator), created on first use from

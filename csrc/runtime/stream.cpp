@@ -4,10 +4,22 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "device_memory.h"
 
 namespace torchneuron::runtime {
+namespace {
+std::atomic<bool> g_count_kernel_cpu{false};
+
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+}  // namespace
+
+bool set_count_kernel_cpu(bool on) { return g_count_kernel_cpu.exchange(on); }
 
 Stream::Stream(int device, StreamId id, bool protect, DeviceCounters& counters)
     : device_(device), id_(id), protect_(protect), counters_(counters), worker_([this] { work(); }) {}
@@ -117,6 +129,7 @@ void Stream::work() {
 // memory, and a synchronize must see that memory freed.
 std::string Stream::run(Task& t) {
   const bool kernel = t.kind == Kind::kKernel;
+  const bool count_cpu = kernel && g_count_kernel_cpu.load(std::memory_order_relaxed);
   if (kernel) counters_.launched.fetch_add(1, std::memory_order_relaxed);
   std::string what;
   bool failed = true;
@@ -124,14 +137,16 @@ std::string Stream::run(Task& t) {
   // under TORCHNEURON_PROTECT_MEMORY are not the kernel's), before its
   // closure is destroyed.
   std::chrono::steady_clock::time_point t0, t1;
-  int64_t start_ns = 0, end_ns = 0;
+  int64_t start_ns = 0, end_ns = 0, cpu0 = 0, cpu1 = 0;
   auto stamp_end = [&] {
     if (end_ns || t1 != std::chrono::steady_clock::time_point{}) return;
     t1 = std::chrono::steady_clock::now();
+    if (count_cpu) cpu1 = thread_cpu_ns();
     if (t.traced) end_ns = activity::now_ns();
   };
   try {
     AccessScope access(protect_ && kernel);
+    if (count_cpu) cpu0 = thread_cpu_ns();
     t0 = std::chrono::steady_clock::now();
     if (t.traced) start_ns = activity::now_ns();
     t.fn();
@@ -148,6 +163,7 @@ std::string Stream::run(Task& t) {
   if (kernel && t0 != std::chrono::steady_clock::time_point{})
     counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
                                 std::memory_order_relaxed);
+  if (count_cpu && cpu0) counters_.kernel_cpu_ns.fetch_add(cpu1 - cpu0, std::memory_order_relaxed);
   if (t.traced && !start_ns) start_ns = end_ns = activity::now_ns();  // AccessScope itself threw
   if (t.traced) {
     Activity a;

@@ -23,7 +23,12 @@ struct DeviceCounters {
   std::atomic<int64_t> launched{0};
   std::atomic<int64_t> failed{0};
   std::atomic<int64_t> busy_ns{0};  // time kernels ran (steady clock)
+  std::atomic<int64_t> kernel_cpu_ns{0};  // CPU time inside kernels, while counted
 };
+
+// Process-wide switch of kernel CPU counting (Runtime::set_count_kernel_cpu);
+// returns the previous setting.
+bool set_count_kernel_cpu(bool on);
 
 class Stream {
  public:

@@ -87,6 +87,9 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             # calibration): the samples the next run's latency interval is computed against
             "samples": p3.get("samples"),
             "cpu_samples": p3.get("cpu_samples"),
+            "launch_samples": p3.get("launch_samples"),
+            "cpu_clock": p3.get("cpu_clock"),
+            "work_time_basis": p3.get("work_time_basis"),
             "peak_allocated_bytes": p1["memory"]["peak_allocated_bytes"],
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
             "fallback_ops": sorted(p1["fallback"]["ops"]),
@@ -284,9 +287,12 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
     (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
 
-    Time basis: wall seconds per step. Per-step CPU seconds of the process are kept in the
-    result (``cpu_samples``) but do not decide: they miss every wait (a sleep, a blocking
-    call, a real device's own time)."""
+    Time basis: the work time (``perfstats.work_times``: each iteration's CPU seconds of the
+    working threads (the device's: its busy time) plus the host sides' least waiting; a run's figure is the median of
+    the per-iteration ratios) when this run and the baseline both measured it
+    (``work_time_basis``: one intra-op thread, a CPU reference, eager mode); otherwise
+    the minimum wall seconds of each side, as baselines saved before the work time existed
+    were compared (the calibration then is the small-op workload alone)."""
     from . import perfstats
 
     dev = p3.get("device")
@@ -296,10 +302,7 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     out: dict[str, Any] = {"baseline_p50_s": bmx["p50_s"], "current_p50_s": dev["p50_s"],
                            "change": dev["p50_s"] / bmx["p50_s"] - 1, "threshold": threshold,
                            "rounds": p3.get("rounds"), "statistics": {}, "regressions": []}
-    basis = "wall"   # CPU time would miss waits (a sleep, a blocking call, a real device's time)
-    out["time_basis"] = {"cpu": "process CPU seconds per step (emulated device)", "wall": "wall seconds per step"}[basis]
-    key = "cpu_samples" if basis == "cpu" else "samples"
-    cur, base = p3.get(key) or {}, bmx.get(key) or {}
+    cur, base = p3.get("samples") or {}, bmx.get("samples") or {}
     if not base.get("device") or not base.get("calibration"):
         limit = bmx["p50_s"] * (1 + threshold)
         out |= {"method": "raw p50 (the baseline has no per-iteration samples: save it again)",
@@ -309,9 +312,31 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
             out["regressions"].append(f"latency: p50 {dev['p50_s'] * 1e3:.3f} ms is {out['change']:+.1%} vs the "
                                       f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{threshold:.0%})")
         return out
-    out["method"] = ("normalized time (minimum of each side over the interleaved iterations), current over "
-                     f"baseline, 95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)")
-    names = (["device_alone", "model_or_inputs"] if cur.get("reference") and base.get("reference") else []) \
+    same_clock = p3.get("cpu_clock") == bmx.get("cpu_clock")
+    work = bool(p3.get("work_time_basis") and bmx.get("work_time_basis") and same_clock
+                and (p3.get("cpu_samples") or {}).get("calibration_matmul")
+                and (bmx.get("cpu_samples") or {}).get("calibration_matmul")
+                and (p3.get("launch_samples") or {}).get("device") and (bmx.get("launch_samples") or {}).get("device"))
+    boot = f"95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)"
+    if work:
+        out["time_basis"] = "work time: " + p3["work_time_basis"]
+        out["method"] = ("normalized work time (per iteration: the device's busy time; the host sides' thread CPU "
+                         "seconds + their least waiting of any iteration; median of the per-iteration ratios), "
+                         f"current over baseline, {boot}")
+        cur = {"cpu": p3["cpu_samples"], "wall": p3["samples"], "launch": p3["launch_samples"]}
+        base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"], "launch": bmx["launch_samples"]}
+    else:
+        why = ("the baseline was saved without work-time samples (save it again)" if not bmx.get("work_time_basis")
+               else "the baseline's CPU samples are of another clock, or it has no launch samples (save it again)"
+               if not same_clock or not (bmx.get("launch_samples") or {}).get("device")
+               else "this run cannot measure work time (--timing-threads other than 1, a non-CPU reference, "
+                    "or --mode compile)"
+               if not p3.get("work_time_basis") else "a side lacks the matmul calibration's samples")
+        out["time_basis"] = f"wall seconds per step ({why})"
+        out["method"] = ("normalized time (minimum of each side over the interleaved iterations), current over "
+                         f"baseline, {boot}")
+    has_ref = (cur["wall"] if work else cur).get("reference") and (base["wall"] if work else base).get("reference")
+    names = (["device_alone", "model_or_inputs"] if has_ref else []) \
         + ["device_over_device_calibration"]
     # without a timed reference, the device against its fixed workload is all there is
     deciding = {"device_alone", "model_or_inputs"} if "device_alone" in names else {"device_over_device_calibration"}
@@ -320,7 +345,7 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
               "model_or_inputs": "model or inputs (reference/host calibration)",
 }
     for name in names:
-        c = perfstats.compare(name, cur, base, threshold, seed)
+        c = (perfstats.compare_work if work else perfstats.compare)(name, cur, base, threshold, seed)
         if c is None:
             continue
         c["decides"] = name in deciding
@@ -329,7 +354,9 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
         if c["decides"] and c["decision"] == "regressed":
             out["regressions"].append(
                 f"latency, {labels[name]}: x{ci['ratio']:.2f} the baseline's (95% CI x{ci['low']:.2f}-"
-                f"x{ci['high']:.2f}, entirely above the threshold +{threshold:.0%}); raw p50 "
+                f"x{ci['high']:.2f}, entirely above the threshold +{threshold:.0%}"
+                + (f" and the between-run margin (x{c['regression_above']:.2f})"
+                   if c.get("regression_above", 1 + threshold) > 1 + threshold else "") + "); raw p50 "
                 f"{dev['p50_s'] * 1e3:.3f} ms vs {bmx['p50_s'] * 1e3:.3f} ms")
     decisions = [c["decision"] for c in out["statistics"].values() if c["decides"]] or ["undecided"]
     out["decision"] = ("regressed" if "regressed" in decisions else

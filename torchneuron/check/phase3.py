@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import calibration, stats
+from . import calibration, stats, workclock
 from . import tensors as T
 from .config import CheckConfig
 
@@ -66,8 +66,11 @@ def measure(step: Callable[[], float], iterations: Optional[int], seconds: Optio
     return times
 
 
-def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dtype) -> Callable[[], float]:
-    """One synchronized, timed forward pass (seconds)."""
+def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dtype,
+              launch: Optional[list] = None) -> Callable[[], float]:
+    """One synchronized, timed forward pass (seconds). With ``launch``, each call also appends
+    the seconds the host spent in the forward call itself, before the final synchronize: its
+    Python, dispatch, CPU fallbacks and any waiting of its own (a sleep, a sync inside)."""
     sync = T.synchronizer(device)
     dev_type = torch.device(device).type
 
@@ -75,6 +78,8 @@ def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dty
         sync()
         t0 = time.perf_counter()
         T.call(model, inputs, dev_type, dtype)
+        if launch is not None:
+            launch.append(time.perf_counter() - t0)
         sync()
         return time.perf_counter() - t0
 
@@ -98,15 +103,18 @@ def benchmark(label: str, model, inputs, device: str, cfg: CheckConfig, batch: i
 
 
 def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optional[int],
-                        seconds: Optional[float], progress=None, min_iterations: int = 3
+                        seconds: Optional[float], progress=None, min_iterations: int = 3,
+                        cpu_clock: Optional[Callable[[], float] | dict[str, Callable[[], float]]] = None
                         ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Interleaved measurement: each iteration calls every step once, in an order rotated
     every iteration (no side always runs right after another), so all sides see the same
     momentary host. ``iterations`` iterations, or until ``seconds`` of wall time have passed
     (at least ``min_iterations``). Returns ``({name: [wall seconds]}, {name: [CPU seconds]})``:
-    the step's wall time, and the CPU time of this process (all its threads) during the step,
-    which time slices lost to other processes do not inflate."""
+    the step's wall time, and the CPU seconds ``cpu_clock`` (default: this process's CPU
+    time, all threads; a dict gives each step its own, ``workclock.clocks``) advanced during
+    the step, which time slices lost to other processes do not inflate."""
     names = list(steps)
+    clock = cpu_clock if isinstance(cpu_clock, dict) else {k: cpu_clock or time.process_time for k in names}
     times: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     start = time.perf_counter()
@@ -118,13 +126,27 @@ def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optio
             break
         for j in range(len(names)):
             k = names[(i + j) % len(names)]
-            c0 = time.process_time()
+            c0 = clock[k]()
             times[k].append(steps[k]())
-            cpu[k].append(time.process_time() - c0)
+            cpu[k].append(clock[k]() - c0)
         i += 1
         if progress is not None:
             progress.advance()
     return times, cpu
+
+
+def work_time_basis(cfg: CheckConfig) -> Optional[str]:
+    """Why the latency statistic may use the work-time basis (perfstats.work_times) for
+    this run, or None when it may not: only with one intra-op thread (``--timing-threads
+    1``, the default; with more, OpenMP's other threads do part of the work and are not
+    counted), a CPU reference (a CUDA reference works on its GPU, which no CPU clock
+    sees) and eager phases 2-3 (under ``--mode compile`` the compiled graphs run in
+    XLA:CPU's own thread pool: over 100 forwards of the ``blocks`` fixture the stream worker
+    and the caller consumed 34 ms of CPU, the process 122 ms)."""
+    if cfg.timing_threads != 1 or cfg.reference != "cpu" or cfg.mode == "compile":
+        return None
+    return ("the device's busy time (its stream workers' CPU time inside kernels) and the host sides' "
+            "thread CPU seconds per step, plus the host sides' least waiting of any iteration")
 
 
 def _warm(label: str, step, cfg: CheckConfig, ui) -> dict:
@@ -156,20 +178,27 @@ def timing_threads(n: Optional[int]):
         torch.set_num_threads(before)
 
 
-def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str) -> tuple[tuple[dict, dict], float]:
+def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str, device: str) -> tuple[tuple[dict, ...], float]:
+    """One interleaved round: ((wall, cpu, launch) samples, seconds). ``launch`` holds the
+    device step's host seconds in its forward call (``make_step``), index i = iteration i."""
+    launch = steps["device"].launch
+    launch.clear()
     total = cfg.iterations if cfg.seconds is None else None
     desc = f"Phase 3 {label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
-    with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads):
+    with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads), workclock.counting():
         t0 = time.perf_counter()
-        times = measure_interleaved(steps, total, cfg.seconds, p)
-        return times, time.perf_counter() - t0
+        wall, cpu = measure_interleaved(steps, total, cfg.seconds, p, cpu_clock=workclock.clocks(device, steps))
+        return (wall, cpu, {"device": list(launch)}), time.perf_counter() - t0
 
 
 def _steps(session, reference, cfg: CheckConfig) -> dict[str, Callable[[], float]]:
-    steps = {"device": make_step(session.model, session.inputs, session.device, cfg.torch_dtype)}
+    launch: list[float] = []
+    steps = {"device": make_step(session.model, session.inputs, session.device, cfg.torch_dtype, launch)}
+    steps["device"].launch = launch
     if reference is not None and not cfg.skip_reference_perf:
         steps["reference"] = make_step(reference[0], reference[1], cfg.reference, cfg.torch_dtype)
     steps["calibration"] = calibration.make_step("cpu")
+    steps["calibration_matmul"] = calibration.make_matmul_step("cpu")
     steps["device_calibration"] = calibration.make_step(session.device)
     return steps
 
@@ -182,6 +211,9 @@ def _finish(res: dict, batch: int, cfg: CheckConfig) -> None:
     res["device"]["measure_wall_s"] = res["measure_wall_s"]
     res["calibration"] = stats.summarize(smp["calibration"], 1) | {"times_s": smp["calibration"]}
     res["device_calibration"] = stats.summarize(smp["device_calibration"], 1) | {"times_s": smp["device_calibration"]}
+    if "calibration_matmul" in smp:
+        res["calibration_matmul"] = (stats.summarize(smp["calibration_matmul"], 1)
+                                     | {"times_s": smp["calibration_matmul"]})
     if "reference" in smp:
         res["reference"] = _summary(smp["reference"], batch, cfg.reference, wu.get("reference"),
                                     res["cold"]["reference"])
@@ -202,7 +234,9 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     Each side warms up on its own; then device, reference and the host calibration
     workload (``calibration.py``) are measured interleaved, iteration by iteration.
     ``samples`` keeps the per-iteration wall seconds of each (index i = the same iteration),
-    ``cpu_samples`` this process's CPU seconds during each;
+    ``cpu_samples`` the CPU seconds of each step's work (``workclock``;
+    ``cpu_clock`` says which clock), ``work_time_basis`` whether the latency statistic may
+    decide on them (``work_time_basis``);
     ``another_round`` adds a round of the same size."""
     res: dict[str, Any] = {
         "status": "skipped", "reason": skip_reason, "samples_per_iteration": batch,
@@ -215,13 +249,17 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
         "ci_method": "distribution-free 95% CI of the median from order statistics, exact "
                      "Binomial(n, 1/2) coverage (Conover 1999, sec. 3.2)",
         "device": None, "reference": None, "calibration": None, "ratio": None, "warnings": [],
-        "rounds": 0, "samples": None, "cpu_samples": None,
+        "rounds": 0, "samples": None, "cpu_samples": None, "launch_samples": None, "cpu_clock": None,
+        "work_time_basis": None,
     }
     if skip_reason:
         return res
     res["device_name"] = session.device
     res["cold"] = {"device": cold_s, "reference": reference_cold_s}
     steps = _steps(session, reference, cfg)
+    threads_clock = workclock.device_busy_clock(session.device) is not None
+    res["cpu_clock"] = workclock.DESCRIPTION if threads_clock else "process (all threads)"
+    res["work_time_basis"] = work_time_basis(cfg) if threads_clock else None
     torch.neuron.reset_fallback_stats()
     warmups: dict[str, dict] = {}
     try:
@@ -231,12 +269,20 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
                 warmups["device"] = _warm(f"Phase 3 {session.device}", steps["device"], cfg, ui)
                 if "reference" in steps:
                     warmups["reference"] = _warm(f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui)
-                samples, wall = _measure_round(steps, cfg, ui, " and ".join(k for k in steps if "calibration" not in k))
+                if cfg.baseline or cfg.save_baseline:
+                    # One interleaved round, not kept, where a baseline is saved or compared with:
+                    # the first interleaved round of a process read the reference/calibration
+                    # work-time ratio 1-8 % higher than the rounds after it (5 of 6 checks that
+                    # measured 3 rounds on a loaded host; docs/check.md, "Limits, measured"), and a
+                    # baseline pools 3 rounds while a re-check often decides on its first.
+                    _measure_round(steps, cfg, ui, "interleaved warm-up", session.device)
+                samples, wall = _measure_round(steps, cfg, ui, " and ".join(k for k in steps if "calibration" not in k),
+                                               session.device)
     except Exception as e:
         res["status"] = "fail"
         res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
         return res
-    (res["samples"], res["cpu_samples"]), res["measure_wall_s"], res["rounds"] = samples, wall, 1
+    (res["samples"], res["cpu_samples"], res["launch_samples"]), res["measure_wall_s"], res["rounds"] = samples, wall, 1
     res["_warmups"] = warmups
     _finish(res, batch, cfg)
     del res["_warmups"]
@@ -260,8 +306,8 @@ def another_round(res: dict, session, reference: Optional[tuple], cfg: CheckConf
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with (torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext()):
-            samples, wall = _measure_round(steps, cfg, ui, f"round {res['rounds'] + 1}")
-    for key, part in zip(("samples", "cpu_samples"), samples):
+            samples, wall = _measure_round(steps, cfg, ui, f"round {res['rounds'] + 1}", session.device)
+    for key, part in zip(("samples", "cpu_samples", "launch_samples"), samples):
         for k, v in part.items():
             res[key][k] += v
     res["measure_wall_s"] += wall

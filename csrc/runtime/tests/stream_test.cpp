@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <ctime>
 #include <stdexcept>
 #include <thread>
 
@@ -254,6 +255,45 @@ TEST(Stream, DestructionRunsQueuedWork) {
       });
   }
   EXPECT_EQ(ran, 50);
+}
+
+// Kernel CPU time, while counted: a kernel that computes adds its CPU time; a
+// kernel that sleeps (as a preempted one waits) adds almost none; nothing is
+// counted while counting is off.
+TEST(Stream, KernelCpuTimeCountsComputeNotWaiting) {
+  auto rt = small_emulator();
+  auto thread_cpu_ns = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  };
+  auto spin = [&](std::atomic<int64_t>& spun) {
+    return [&] {
+      const int64_t start = thread_cpu_ns();
+      while (thread_cpu_ns() - start < 5000000) {
+      }
+      spun += thread_cpu_ns() - start;
+    };
+  };
+  std::atomic<int64_t> uncounted{0}, spun{0};
+  for (int i = 0; i < 3; ++i) rt->launch(0, 0, "spin", spin(uncounted));
+  rt->synchronize_device(0);
+  EXPECT_EQ(rt->counters(0).kernel_cpu_ns, 0);  // off by default
+  const bool before = rt->set_count_kernel_cpu(true);
+  EXPECT_FALSE(before);
+  for (int i = 0; i < 5; ++i) rt->launch(0, 0, "sleep", [] { std::this_thread::sleep_for(20ms); });
+  rt->synchronize_device(0);
+  const int64_t c1 = rt->counters(0).kernel_cpu_ns;
+  EXPECT_LT(c1, 20000000);  // 100 ms asleep: well under 20 ms of CPU
+  for (int i = 0; i < 5; ++i) rt->launch(0, 0, "spin", spin(spun));
+  rt->synchronize_device(0);
+  const int64_t c2 = rt->counters(0).kernel_cpu_ns;
+  EXPECT_GE(c2 - c1, spun.load());
+  EXPECT_LT(c2 - c1, spun.load() + 20000000);
+  EXPECT_TRUE(rt->set_count_kernel_cpu(false));
+  rt->launch(0, 0, "spin", spin(uncounted));
+  rt->synchronize_device(0);
+  EXPECT_EQ(rt->counters(0).kernel_cpu_ns, c2);
 }
 
 }  // namespace

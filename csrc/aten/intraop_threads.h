@@ -1,0 +1,12 @@
+// The intra-op thread count a device kernel runs with on its stream's worker.
+#pragma once
+
+namespace torchneuron {
+
+// Sets the calling thread's (a stream worker's) OpenMP and MKL thread counts
+// to `threads`, the count of the thread that launched the kernel. Per-thread
+// only: ATen's process-wide count (at::set_num_threads also writes the value
+// new threads start from and resizes the shared pthreadpool) is never changed.
+void use_intraop_threads(int threads);
+
+}  // namespace torchneuron
