@@ -309,3 +309,18 @@ def test_compiled_backward_narrowing_counted_as_eager():
     eager, comp = _train_stats(False), _train_stats(True)
     assert eager["aten::gelu_backward"] == 2 and eager["aten::native_layer_norm_backward"] == 2
     assert comp == eager
+
+
+def test_division_by_a_cpu_scalar_tensor_input_keeps_full_width():
+    # x % torch.tensor(2**33): eager sees the CPU scalar's value per call (0 at 32 bits:
+    # full width); the graph sees an input and had narrowed it to 0: [7, -9, ...] for
+    # [7, 8589934583, ...]. Compiled now keeps such a call at full width (exact: the CPU).
+    x = torch.tensor([7, -9, 2**40 + 3, 12345678901])
+    for d in (2**33, -2**32, 3):
+        torch._dynamo.reset()
+        f = torch.compile(lambda a, b: (a % b, a // b), backend="neuron")
+        got = f(x.to("neuron"), torch.tensor(d))
+        for g, r in zip(got, (x % torch.tensor(d), x // torch.tensor(d))):
+            assert torch.equal(g.cpu(), r), (d, g.cpu(), r)
+        if d != 3:   # eager narrows x % 3 (its dividends past int32 wrap), not these
+            assert torch.equal(got[0].cpu(), (x.to("neuron") % torch.tensor(d)).cpu()), d

@@ -88,3 +88,27 @@ def test_bitwise_of_truncated_integers_compile_and_match():
     """, timeout=240)
     assert out.stdout.split() == ["True", "-", "True", "-", "True", "True", "True", "True",
                                   "True", "True"], out.stdout
+
+
+def test_bitwise_of_truncations_to_other_types_and_chains_match_eager():
+    # The rewrite once undid truncations whose type was then promoted (int64 -> int8 under
+    # an int16 result; .bool() under int32): silent wrong values; and left the op on a
+    # truncated value after one level of a chain (int64 -> int32 -> int16): SIGSEGV
+    from conftest import run_python
+
+    out = run_python("""
+        import torch, torchneuron
+        torch._dynamo.config.cache_size_limit = 64
+        a = torch.tensor([2**40 + 5, -3, 2**31 + 7, 255, -2**35 - 1])
+        b = torch.tensor([2**33 + 3, 12, -1, 2**32 + 256, 7])
+        fns = [lambda x, y: x.to(torch.int8) | y.to(torch.uint8),
+               lambda x, y: x.bool() | y.int(), lambda x, y: x.to(torch.uint8) & y.int(),
+               lambda x, y: x.int().short() & y.int().short(),
+               lambda x, y: x.short().to(torch.int8) | y.short().to(torch.int8)]
+        for f in fns:
+            torch._dynamo.reset()
+            got = torch.compile(f, backend="neuron")(a.to("neuron"), b.to("neuron")).cpu()
+            eager = f(a.to("neuron"), b.to("neuron")).cpu()
+            print(got.dtype == eager.dtype and torch.equal(got, eager) and torch.equal(got, f(a, b)))
+    """, timeout=240)
+    assert out.stdout.split() == ["True"] * 5, out.stdout

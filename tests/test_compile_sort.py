@@ -86,3 +86,16 @@ def test_64bit_sort_matches_eager():
         x = x.to("neuron")
         for o, e in zip(torch.compile(f, backend="neuron")(x), f(x)):
             _same(o, e.cpu())
+
+
+@pytest.mark.parametrize("dtype,tiny", [(torch.float32, 1e-40), (torch.float64, 1e-310)])
+def test_sort_of_subnormals_matches_eager_and_cpu(dtype, tiny):
+    # the key mapped -0.0 to 0.0 with a float compare, true for subnormals under XLA's
+    # flush: they became ties and the output kept the input order (unsorted)
+    torch._dynamo.reset()
+    x = torch.tensor([tiny, 0.0, -tiny, tiny / 100, -0.0, 3.0, float("nan")], dtype=dtype)
+    f = lambda t: torch.sort(t)
+    got = torch.compile(f, backend="neuron")(x.to("neuron"))
+    want, eager = f(x), f(x.to("neuron"))
+    assert torch.equal(got[1].cpu(), want[1]) and torch.equal(got[1].cpu(), eager[1].cpu())
+    assert torch.allclose(got[0].cpu(), want[0], rtol=0, atol=0, equal_nan=True)

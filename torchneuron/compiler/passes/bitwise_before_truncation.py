@@ -41,6 +41,13 @@ def _node(g, target, args, kwargs):
 
 
 def bitwise_before_truncation(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
+    # a chain of truncations (int64 -> int32 -> int16) moves the op one level per round
+    for _ in range(8):
+        if not _one_round(gm):
+            break
+
+
+def _one_round(gm: torch.fx.GraphModule) -> bool:
     from ._fake_mode import graph_fake_mode
 
     g = gm.graph
@@ -49,14 +56,17 @@ def bitwise_before_truncation(gm: torch.fx.GraphModule, plan, example_inputs) ->
         v = _val(n)
         if (n.op == "call_function" and n.target in _OPS and isinstance(v, torch.Tensor)
                 and v.dtype != torch.bool and not v.dtype.is_floating_point):
-            srcs = [_truncated_from(a, v.dtype) for a in n.args[:2]]
+            # only a truncation to the result's own dtype is undone: one to a narrower
+            # type then promoted (int64 -> int8 under an int16 result) is a value
+            srcs = [_truncated_from(a, v.dtype) if isinstance(_val(a), torch.Tensor)
+                    and _val(a).dtype == v.dtype else None for a in n.args[:2]]
             if any(s is not None for s in srcs):
                 todo.append((n, srcs))
     if not todo:
-        return
+        return False
     mode = graph_fake_mode(g)
     if mode is None:
-        return
+        return False
     with mode:
         for n, srcs in todo:
             dt = _val(n).dtype
@@ -67,6 +77,8 @@ def bitwise_before_truncation(gm: torch.fx.GraphModule, plan, example_inputs) ->
                     if s is not None and _val(s).dtype == wide:
                         args.append(s)
                     elif isinstance(a, torch.fx.Node):
+                        if _val(a).dtype != dt:   # promoted first (bool, uint8, int8 -> dt)
+                            a = _node(g, aten._to_copy.default, (a,), {"dtype": dt})
                         args.append(_node(g, aten._to_copy.default, (a,), {"dtype": wide}))
                     else:
                         args.append(a)
@@ -75,3 +87,4 @@ def bitwise_before_truncation(gm: torch.fx.GraphModule, plan, example_inputs) ->
             n.replace_all_uses_with(r)
             g.erase_node(n)
     g.eliminate_dead_code()
+    return True

@@ -54,11 +54,13 @@ def _ordered_int32(g, x, xval):
         return _node(g, aten._to_copy.default, (x,), {"dtype": torch.int32})
     f = x if xval.dtype == torch.float32 else _node(g, aten._to_copy.default, (x,),
                                                    {"dtype": torch.float32})
-    zero = _scalar(g, 0.0, torch.float32, dev)
-    f = _node(g, aten.where.self, (_node(g, aten.eq.Scalar, (f, 0.0)), zero, f))
     nan = _scalar(g, float("nan"), torch.float32, dev)
     f = _node(g, aten.where.self, (_node(g, aten.ne.Tensor, (f, f)), nan, f))
     bits = _node(g, aten.view.dtype, (f, torch.int32))
+    # -0.0 as 0.0 on the bits: a float compare with 0 is true for subnormals too (XLA:CPU
+    # flushes them), which made them ties and left them in input order
+    bits = _node(g, aten.where.self, (_node(g, aten.eq.Scalar, (bits, -2 ** 31)),
+                                      _scalar(g, 0, torch.int32, dev), bits))
     neg = _node(g, aten.lt.Scalar, (bits, 0))
     flip = _node(g, aten.where.self, (neg, _scalar(g, 0x7FFFFFFF, torch.int32, dev),
                                       _scalar(g, 0, torch.int32, dev)))
@@ -70,11 +72,11 @@ def _ordered_int64(g, x, xval):
     if xval.dtype == torch.int64:
         return x
     dev = xval.device
-    zero = _scalar(g, 0.0, torch.float64, dev)
-    f = _node(g, aten.where.self, (_node(g, aten.eq.Scalar, (x, 0.0)), zero, x))
     nan = _scalar(g, float("nan"), torch.float64, dev)
-    f = _node(g, aten.where.self, (_node(g, aten.ne.Tensor, (f, f)), nan, f))
+    f = _node(g, aten.where.self, (_node(g, aten.ne.Tensor, (x, x)), nan, x))
     bits = _node(g, aten.view.dtype, (f, torch.int64))
+    bits = _node(g, aten.where.self, (_node(g, aten.eq.Scalar, (bits, -2 ** 63)),
+                                      _scalar(g, 0, torch.int64, dev), bits))   # -0.0
     neg = _node(g, aten.lt.Scalar, (bits, 0))
     flip = _node(g, aten.where.self, (neg, _scalar(g, 2 ** 63 - 1, torch.int64, dev),
                                       _scalar(g, 0, torch.int64, dev)))

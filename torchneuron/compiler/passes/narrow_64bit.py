@@ -138,7 +138,13 @@ _DIVISIONS = frozenset(("fmod", "remainder", "div", "floor_divide"))
 
 def _wraps_to_zero(a) -> bool:
     """An int divisor that is 0 at 32 bits but not at 64 (2**33): a Python int, or the
-    0-dim tensor a decomposition made of one (``scalar_tensor``/``full``)."""
+    0-dim tensor a decomposition made of one (``scalar_tensor``/``full``); or one that
+    may be: a 0-dim CPU int64 graph input (``x % torch.tensor(2**33)``), whose value eager
+    looks at per call and the graph cannot, so the call keeps full width (exact)."""
+    if isinstance(a, torch.fx.Node) and a.op == "placeholder":
+        v = _val(a)
+        return (isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0
+                and v.dtype == torch.int64)
     if isinstance(a, torch.fx.Node) and a.op == "call_function" and a.target in (
             aten.scalar_tensor.default, aten.full.default):
         a = a.args[0] if a.target is aten.scalar_tensor.default else a.args[1]
