@@ -12,3 +12,13 @@ def graph_fake_mode(g: torch.fx.Graph):
 
     return detect_fake_mode([n.meta["val"] for n in g.nodes
                              if isinstance(n.meta.get("val"), torch.Tensor)])
+
+
+def fake_node(g: torch.fx.Graph, target, args, kwargs=None) -> torch.fx.Node:
+    """A new ``call_function`` node of ``target`` at ``g``'s insertion point, its
+    ``meta["val"]`` computed by running ``target`` on its inputs' values (call it
+    inside ``graph_fake_mode(g)``). Raises what ``target`` raises on those values."""
+    n = g.call_function(target, args, kwargs or {})
+    a, kw = torch.fx.node.map_arg((args, kwargs or {}), lambda m: m.meta["val"])
+    n.meta["val"] = target(*a, **kw)
+    return n

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ._fake_mode import fake_node as _node
+
 aten = torch.ops.aten
 
 _OPS = (aten.bitwise_and.Tensor, aten.bitwise_or.Tensor)
@@ -33,11 +35,6 @@ def _truncated_from(a, dtype):
     return None
 
 
-def _node(g, target, args, kwargs):
-    n = g.call_function(target, args, kwargs)
-    a, kw = torch.fx.node.map_arg((args, kwargs), _val)
-    n.meta["val"] = target(*a, **kw)
-    return n
 
 
 def bitwise_before_truncation(gm: torch.fx.GraphModule, plan, example_inputs) -> None:

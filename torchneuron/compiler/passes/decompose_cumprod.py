@@ -15,16 +15,11 @@ from __future__ import annotations
 
 import torch
 
-from ._fake_mode import graph_fake_mode
+from ._fake_mode import fake_node as _node, graph_fake_mode
 
 aten = torch.ops.aten
 
 
-def _node(g, target, args, kwargs=None):
-    n = g.call_function(target, args, kwargs or {})
-    a, kw = torch.fx.node.map_arg((args, kwargs or {}), lambda m: m.meta["val"])
-    n.meta["val"] = target(*a, **kw)
-    return n
 
 
 def _scan(g, x, dim, dtype):

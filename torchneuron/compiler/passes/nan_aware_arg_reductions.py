@@ -14,7 +14,7 @@ import operator
 
 import torch
 
-from ._fake_mode import graph_fake_mode
+from ._fake_mode import fake_node as _node, graph_fake_mode
 
 aten = torch.ops.aten
 
@@ -22,11 +22,6 @@ _INDEX_ONLY = {aten.argmax.default, aten.argmin.default}
 _VALUE_INDEX = {aten.max.dim, aten.min.dim}
 
 
-def _node(g, target, args, kwargs=None):
-    n = g.call_function(target, args, kwargs or {})
-    n.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a
-                             for a in args], **(kwargs or {}))
-    return n
 
 
 def _nan_info(g, x, dim, keepdim):

@@ -28,7 +28,7 @@ import operator
 
 import torch
 
-from ._fake_mode import graph_fake_mode
+from ._fake_mode import fake_node as _node, graph_fake_mode
 
 aten = torch.ops.aten
 
@@ -36,11 +36,6 @@ _SORTS = {aten.sort.default, aten.sort.stable, aten.topk.default}
 _INTS = (torch.int8, torch.int16, torch.int32, torch.uint8, torch.bool)
 
 
-def _node(g, target, args, kwargs=None):
-    n = g.call_function(target, args, kwargs or {})
-    a, kw = torch.fx.node.map_arg((args, kwargs or {}), lambda m: m.meta["val"])
-    n.meta["val"] = target(*a, **kw)
-    return n
 
 
 def _scalar(g, value, dtype, device):
