@@ -2,16 +2,23 @@
 Gloo, measured in one run (issue 8).
 
 Two processes (this script launches them with torchrun's environment);
-float32 all_reduce (SUM) of 1, 16 and 64 MiB; sizes under 16 MiB run 16 MiB / size
-times more iterations (a 1 MiB one lasts about a millisecond: 20 of them are a noisy
-median on a shared host). Each iteration is timed from
-the call to its completion (neuron: torch.neuron.synchronize(); CPU: the
-blocking call returns), each after a barrier; neuron and CPU iterations come in
-pairs so both see the same machine load, and each side goes first in half of
-the pairs (on a loaded host an operation that follows a longer one runs
-slower, which favoured the side that always went first). Bus bandwidth as
-NCCL's tests define it: size x 2(n-1)/n / time. Printed: the median bus bandwidth of each, and the median of the
-per-pair ratios neuron / CPU (target >= 0.9: the device adds no copies).
+float32 all_reduce (SUM) of 1, 16 and 64 MiB, each timed two ways:
+
+- back to back, as NCCL's tests (nccl-tests) time bus bandwidth: one sample is
+  K = max(2, 16 / size in MiB) all_reduce calls issued one after another, then
+  completed (neuron: torch.neuron.synchronize(); CPU: each blocking call
+  returns), divided by K; what a training loop's collectives see, where the
+  next call's cross-rank check overlaps the current transfer;
+- one at a time: each call after a barrier and completed before the next, so
+  every call pays the whole latency (the cross-rank check's trip included);
+  sizes under 16 MiB take 16 MiB / size times more samples.
+
+Neuron and CPU samples come in pairs so both see the same machine load, and
+each side goes first in half of the pairs (on a loaded host an operation that
+follows a longer one runs slower, which favoured the side that always went
+first). Bus bandwidth as nccl-tests define it: size x 2(n-1)/n / time. Printed
+per way: the median bus bandwidth of each side and the median of the per-pair
+ratios neuron / CPU (target >= 0.9: the device adds no copies).
 
 Run: `.venv/bin/python bench/bench_allreduce.py [--iters N]` (or `make bench-dist`).
 """
@@ -50,10 +57,12 @@ def _worker(iters: int) -> None:
     dev = torch.device("neuron", torch.neuron.current_device())
     cpu = dist.new_group(backend="gloo")
     if rank == 0:
-        print(f"all_reduce float32 SUM, {WORLD} processes, {iters} iterations per size "
-              f"(x 16 MiB / size below 16 MiB), "
+        print(f"all_reduce float32 SUM, {WORLD} processes, {iters} samples per size and way "
+              f"(one at a time: x 16 MiB / size below 16 MiB), "
               f"load average {os.getloadavg()[0]:.2f}")
-        print(f"{'size':>8} {'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}")
+        print(f"{'':>8} {'back to back (nccl-tests)':^32} {'one at a time':^32}")
+        print(f"{'size':>8} {'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}  "
+              f"{'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}")
     for mib in SIZES_MIB:
         n = mib * 2**20 // 4
         xn = torch.ones(n, device=dev)
@@ -62,31 +71,37 @@ def _worker(iters: int) -> None:
             dist.all_reduce(xn)
             torch.neuron.synchronize()
             dist.all_reduce(xc, group=cpu)
-        tn, tc = [], []
 
-        def timed_neuron():
+        def timed_neuron(calls, out):
             dist.barrier(group=cpu)
             t0 = time.perf_counter()
-            dist.all_reduce(xn)
+            for _ in range(calls):
+                dist.all_reduce(xn)
             torch.neuron.synchronize()
-            tn.append(time.perf_counter() - t0)
+            out.append((time.perf_counter() - t0) / calls)
 
-        def timed_cpu():
+        def timed_cpu(calls, out):
             dist.barrier(group=cpu)
             t0 = time.perf_counter()
-            dist.all_reduce(xc, group=cpu)
-            tc.append(time.perf_counter() - t0)
+            for _ in range(calls):
+                dist.all_reduce(xc, group=cpu)
+            out.append((time.perf_counter() - t0) / calls)
 
-        for i in range(iters * max(1, 16 // mib)):
-            # Each side goes first in half the pairs: an operation runs slower
-            # after a longer one (the host gave the cores away meanwhile).
-            for timed in ((timed_neuron, timed_cpu) if i % 2 == 0 else (timed_cpu, timed_neuron)):
-                timed()
-        bus = mib * 2**20 * 2 * (WORLD - 1) / WORLD / 1e9
-        ratio = statistics.median(c / t for t, c in zip(tn, tc))
+        figures = []
+        for calls, samples in ((max(2, 16 // mib), iters), (1, iters * max(1, 16 // mib))):
+            tn, tc = [], []
+            for i in range(samples):
+                # Each side goes first in half the pairs: an operation runs slower
+                # after a longer one (the host gave the cores away meanwhile).
+                first, second = (timed_neuron, timed_cpu) if i % 2 == 0 else (timed_cpu, timed_neuron)
+                first(calls, tn if first is timed_neuron else tc)
+                second(calls, tn if second is timed_neuron else tc)
+            bus = mib * 2**20 * 2 * (WORLD - 1) / WORLD / 1e9
+            figures += [bus / statistics.median(tn), bus / statistics.median(tc),
+                        statistics.median(c / t for t, c in zip(tn, tc))]
         if rank == 0:
-            print(f"{mib:>5} MiB {bus / statistics.median(tn):>12.2f} "
-                  f"{bus / statistics.median(tc):>10.2f} {ratio:>7.2f}", flush=True)
+            print(f"{mib:>5} MiB {figures[0]:>12.2f} {figures[1]:>10.2f} {figures[2]:>7.2f}  "
+                  f"{figures[3]:>12.2f} {figures[4]:>10.2f} {figures[5]:>7.2f}", flush=True)
     dist.destroy_process_group()
 
 

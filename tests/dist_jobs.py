@@ -331,6 +331,28 @@ def check_streams(dev: torch.device, cpu) -> None:
     for i, v in enumerate(xs):
         same(v, sum(data(62 + i, 100, rank=r) for r in range(WS)), f"back-to-back all_reduce {i}",
              atol=1e-5)
+    # A series on one tensor with nothing queued between: each all_reduce is
+    # ready when the previous one is done (not when its kernel wakes); one
+    # that started early would read a partly reduced buffer. Then the same
+    # with another group's collective or slow kernels between, which the next
+    # all_reduce must wait for too.
+    other = dist.new_group(backend="neuron")
+    slow = torch.randn(384, 384, device=dev) / 20
+    for between in (None, "group", "kernel"):
+        xn, xc = data(70, 2**18).to(dev), data(70, 2**18)
+        for i in range(6):
+            op = dist.ReduceOp.SUM if i % 3 else dist.ReduceOp.MAX
+            dist.all_reduce(xn, op=op)
+            dist.all_reduce(xc, op=op, group=cpu)
+            if between == "group":
+                dist.all_reduce(xn, group=other)
+                dist.all_reduce(xc, group=cpu)
+            elif between == "kernel":
+                for _ in range(4):
+                    slow = torch.tanh(slow @ slow)
+                xn.mul_(0.5)
+                xc.mul_(0.5)
+        same(xn, xc, f"back-to-back all_reduce series on one tensor ({between or 'nothing'} between)")
     # CPU tensors on a neuron group, issued while a neuron collective still
     # waits for kernels on rank 0 only: Gloo must see them in program order on
     # every rank (else each pairs with the other's: a silent wrong result).
