@@ -249,3 +249,19 @@ def test_model_or_inputs_regression_needs_the_between_run_margin():
     assert perfstats.decide({"ratio": 1.0, "low": 0.95, "high": 1.05}, 0.10, m) == "pass"
     assert "device_alone" not in perfstats.REGRESSION_MARGIN
 
+
+def test_device_over_device_calibration_needs_its_margin():
+    # the statistic --skip-reference-perf decides on read an unchanged build x1.28 (x1.13-x1.74)
+    # on a loaded host: with its margin that is undecided (exit 3), not a regression
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    base = _work_run(rng, 1.0, 2.0)
+    noisy = _work_run(rng, 1.3, 2.0)         # the device side reads 30 % above the baseline
+    d = perfstats.compare_work("device_over_device_calibration", noisy, base, 0.10)
+    assert 1.25 < d["ci"]["ratio"] < 1.35 and d["ci"]["low"] > 1.1
+    assert d["decision"] == "undecided" and d["regression_above"] == pytest.approx(1.1 * np.exp(0.39))
+    assert perfstats.decide(d["ci"], 0.10) == "regressed"     # what it decided without the margin
+    big = _work_run(rng, 2.5, 2.0)
+    assert perfstats.compare_work("device_over_device_calibration", big, base, 0.10)["decision"] == "regressed"
+

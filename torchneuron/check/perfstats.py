@@ -190,7 +190,16 @@ WORK_STATISTICS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 #: standard deviations, exp(0.12) = x1.127: at +10 % a model-or-inputs regression needs
 #: its interval above x1.24; one between x1.10 and there reads inconclusive, never a false
 #: regression. ``device_alone``'s baseline offsets were x0.98-x1.03: no margin.
-REGRESSION_MARGIN: dict[str, float] = {"model_or_inputs": math.exp(0.12)}
+#: ``device_over_device_calibration`` (deciding only under ``--skip-reference-perf``): its
+#: device calibration is a chain of short kernels whose busy time moves with the caches.
+#: Unchanged re-checks read x0.70-x1.23 (10 runs, load 1.0-6.5) and, on 2026-12-02 at load
+#: 5.2-6.0 (bench_check_verdicts.py, 7 re-checks), x0.71-x1.28, once with the whole
+#: interval above +10 % (x1.13-x1.74): a false regression without a margin. Log standard
+#: deviation between those 7 runs 0.19; two of them, exp(0.39) = x1.48: at +10 % a
+#: regression on it needs its interval above x1.62, so a device slowdown of 30 % reads
+#: inconclusive there (exit code 3), never a false regression.
+REGRESSION_MARGIN: dict[str, float] = {"model_or_inputs": math.exp(0.12),
+                                       "device_over_device_calibration": math.exp(0.39)}
 
 
 def work_times(cpu: Sequence[float], wall: Sequence[float]) -> np.ndarray:
