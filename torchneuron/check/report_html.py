@@ -342,8 +342,9 @@ def _baseline(b: Optional[dict]) -> str:
     out += _table(["check", "baseline", "current", "change", "threshold", "result"], rows)
     if mem:
         out += (f'<p class="caption">Peak memory: a regression needs both +{mem["threshold"]:.0%} and at least '
-                f'{_e(F.nbytes(mem["min_increase_bytes"]))} more (<code>peak_memory_min_bytes</code>): the peak of a '
-                "small model moves by a few allocator blocks between identical runs (frees follow the device "
+                f'{_e(F.nbytes(mem["min_increase_bytes"]))} more (<code>peak_memory_min_bytes</code>): a small '
+                "model's peak is a few allocator blocks, and a baseline saved before the program-order peak holds "
+                "the run-ahead one, which moves by several blocks between identical runs (frees follow the device "
                 "queue).</p>")
     ch = b.get("changes", {})
     if ch.get("new_fallback_ops"):

@@ -317,8 +317,9 @@ def baseline_table(b: Optional[dict]) -> list:
         out.append(Text(f"reason: {b['reason']}", style="yellow"))
     if mem:
         out.append(Text(f"peak memory: a regression needs both +{mem['threshold']:.0%} and at least "
-                        f"{F.nbytes(mem['min_increase_bytes'])} more (peak_memory_min_bytes): the peak of a small model "
-                        "moves by a few allocator blocks between identical runs (frees follow the device queue)",
+                        f"{F.nbytes(mem['min_increase_bytes'])} more (peak_memory_min_bytes): a small model's peak is a few "
+                        "allocator blocks, and a baseline saved before the program-order peak holds the run-ahead "
+                        "one, which moves by several blocks between identical runs (frees follow the device queue)",
                         style="dim"))
     ch = b.get("changes", {})
     if ch.get("new_fallback_ops"):
