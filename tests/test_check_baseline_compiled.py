@@ -13,7 +13,7 @@ from check_support import FAST, cli, fixture
 from torchneuron.check import baseline as baseline_mod
 
 # Loose thresholds (as test_check_baseline.py's round trip): an unchanged re-check of a
-# sub-millisecond model on a shared host; the planted slowdown (30 ms sleep) is far beyond.
+# sub-millisecond model on a shared host; the planted slowdown (100 ms sleep) is far beyond.
 LOOSE = ["--max-latency-regression", "3", "--max-memory-regression", "0.5"]
 MODEL = fixture("compiled_only")
 
@@ -59,12 +59,15 @@ def test_unchanged_recheck_compares_the_compiled_model(compiled_baseline, tmp_pa
 
 
 def test_compiled_only_slowdown_is_caught(compiled_baseline, tmp_path, monkeypatch):
-    monkeypatch.setenv("CHECK_FIXTURE_COMPILED_SLEEP_MS", "30")   # the compiled model sleeps 30 ms a call
-    code, out, r = _check(compiled_baseline, tmp_path)
+    # The compiled model sleeps 100 ms a call. Not less: under TORCHNEURON_PROTECT_MEMORY=1,
+    # after other tests had grown the device's reserved memory, a forward of this model took
+    # about 30 ms on either path, and a 30 ms sleep read x3.5, inside the +300 % of LOOSE.
+    monkeypatch.setenv("CHECK_FIXTURE_COMPILED_SLEEP_MS", "100")
+    code, out, r = _check(compiled_baseline, tmp_path, "--max-latency-regression", "1")
     assert code == 1, out
     assert "regression: latency (compiled), compiled alone" in out
     st = r["baseline"]["compiled"]["latency"]["statistics"]["compiled_alone"]
-    assert st["decision"] == "regressed" and st["ci"]["low"] > 4
+    assert st["decision"] == "regressed" and st["ci"]["low"] > 2
     assert r["baseline"]["latency"]["decision"] != "regressed"   # eager is unchanged
 
 
