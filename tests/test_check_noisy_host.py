@@ -17,8 +17,11 @@ from check_support import cli, fixture
 
 from torchneuron.check import perfstats
 
-# small model, few iterations; --max-memory-regression is loose: memory is not the subject
-RUN = ["--iterations", "80", "--max-warmup", "20", "--max-rounds", "3", "--max-memory-regression", "0.5"]
+# small model, few iterations; --max-memory-regression is loose: memory is not the subject.
+# --mode eager: the subject is the eager work-time statistic; the compiled model is compared
+# on wall time (docs/check.md), which on a loaded host at +10 % is mostly inconclusive.
+RUN = ["--iterations", "80", "--max-warmup", "20", "--max-rounds", "3", "--max-memory-regression", "0.5",
+       "--mode", "eager"]
 BURN_SECONDS = 300          # each burner ends itself after this, even if the test process dies
 
 

@@ -159,3 +159,27 @@ def test_fallback_mode_restored_after_check():
     getattr(torch, op)(torch.rand(3, device="neuron") + 0.5)   # still allowed afterwards
 
 
+
+
+# ------------------------------------------------------------------ peak memory in program order
+
+def test_peak_memory_is_the_program_order_peak():
+    # runs_ahead: 20 steps of h = h * 0.5 + 0.25 on a 1 MiB input, no weights. Counted by hand,
+    # at most four 1 MiB tensors are alive in program order (input, running value, product,
+    # sum). Queued kernels keep their tensors until they run, so the host running ahead of the
+    # device held about 40 MiB in the development runs: the compared figure must not be that.
+    m = result(fixture("runs_ahead"), mode="eager", **FAST_KW)["phase1"]["memory"]
+    assert m["peak_allocated_basis"] == "in order" and m["peak_allocated_bytes"] == 4 * 2**20
+    assert m["peak_allocated_in_order_bytes"] == m["peak_allocated_bytes"] <= m["peak_allocated_run_ahead_bytes"]
+
+
+def test_peak_memory_is_the_same_with_and_without_save_baseline(tmp_path):
+    import json
+
+    from torchneuron.check import CheckConfig, run
+
+    kw = dict(model="mlp", mode="eager", iterations=5, max_warmup=3, progress=False)
+    plain = run(CheckConfig(**kw))["phase1"]["memory"]["peak_allocated_bytes"]
+    saved = run(CheckConfig(**kw, save_baseline=str(tmp_path / "b")))["phase1"]["memory"]["peak_allocated_bytes"]
+    stored = json.load(open(tmp_path / "b" / "baseline.json"))["metrics"]["peak_allocated_bytes"]
+    assert plain == saved == stored

@@ -88,3 +88,27 @@ def test_kernels_leave_the_process_wide_count_alone():
     # the user's torch.get_num_threads(), and the count new threads start from, stay 2
     main, fresh = map(int, run_python(GLOBAL_CODE).stdout.split()[-2:])
     assert (main, fresh) == (2, 2)
+
+
+OTHER_THREAD_CODE = """
+import threading, torch, torchneuron
+dev = "DEVICE"
+y = torch.ones(4, device=dev)            # the main thread's only op: no CPU parallel region
+def other():
+    torch.set_num_threads(1)             # ATen's process-wide count, from another thread
+    x = torch.randn(256, 1024, device=dev)
+    torch.tanh(x)
+    if dev == "neuron":
+        torch.neuron.synchronize()
+t = threading.Thread(target=other); t.start(); t.join()
+print(torch.get_num_threads())
+"""
+
+
+def test_a_launch_leaves_the_launching_threads_count_to_aten():
+    # ATen fixes a thread's count lazily (its first parallel region or get_num_threads()) from
+    # the process-wide value of that moment. On the CPU the main thread above reads the other
+    # thread's 1; a device launch must not fix the main thread's count earlier (it read 2).
+    cpu, neuron = (int(run_python(OTHER_THREAD_CODE.replace("DEVICE", dev)).stdout.split()[-1])
+                   for dev in ("cpu", "neuron"))
+    assert neuron == cpu == 1

@@ -142,7 +142,10 @@ void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn)
   // whenever the second thread is descheduled (torchneuron check measured a
   // 2-thread worker: docs/check.md, "The latency statistic"). Set on the
   // worker thread only (intraop_threads.h): the user's process-wide count stays.
-  const int threads = at::get_num_threads();
+  // Read without ATen's per-thread lazy init: a launch must not fix the
+  // launching thread's count (torch.get_num_threads() would then differ from a
+  // CPU program's after another thread's torch.set_num_threads).
+  const int threads = launching_thread_intraop_threads();
   auto kernel = [fn = std::move(fn), threads] {
     use_intraop_threads(threads);
     try {

@@ -9,6 +9,7 @@
 // a pointer. Weak, so that a torch built without either still loads.
 extern "C" {
 void omp_set_num_threads(int) __attribute__((weak));
+int omp_get_max_threads() __attribute__((weak));
 int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
 }
 
@@ -26,6 +27,18 @@ void use_intraop_threads(int threads) {
   if (omp_set_num_threads) omp_set_num_threads(threads);
   if (MKL_Set_Num_Threads_Local) MKL_Set_Num_Threads_Local(threads);
   current = threads;
+}
+
+int launching_thread_intraop_threads() {
+  // With OpenMP, at::get_num_threads() is this thread's nthreads-var ICV after
+  // ATen's lazy init (ParallelOpenMP), which this reads without the init. A
+  // thread that ATen has not initialized reads OpenMP's initial value: what a
+  // CPU op of it would use too, unless another thread has changed ATen's
+  // process-wide count meanwhile; then the kernel runs with the initial count
+  // where a CPU op would take the process-wide one (its reductions may round
+  // differently; that count is not readable without initializing this thread).
+  if (omp_get_max_threads) return omp_get_max_threads();
+  return at::get_num_threads();
 }
 
 }  // namespace torchneuron

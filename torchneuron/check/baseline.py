@@ -3,8 +3,9 @@
 A baseline folder holds four files:
 
 - ``baseline.json``: the model's identity (name, architecture fingerprint, inputs,
-  outputs), the settings (dtype, seed, reference, tol) and the metrics (latency
-  percentiles, throughput, peak memory, per-output accuracy);
+  outputs), the settings (dtype, seed, reference, tol, mode) and the metrics (latency
+  percentiles, throughput, peak memory, per-output accuracy; whether the model compiled,
+  and the compiled model's figures when phase 3 timed it);
 - ``thresholds.json``: the regression thresholds (fractions; 0.10 = +10 %);
 - ``manifest.json``: the version manifest of the run;
 - ``outputs.safetensors``: the outputs of that run: ``reference/<name>`` (the reference
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -28,6 +30,8 @@ from .config import DEFAULT_THRESHOLDS
 from .errors import CheckUsageError
 
 FORMAT = "torchneuron.check.baseline/1"
+#: What a baseline keeps of phase 1's compile check (``compiled.check_compile``).
+COMPILE_KEYS = ("checked", "ok", "compiled_graphs", "graph_breaks", "recompiles", "compile_s", "warm_compile_s")
 FILES = ("baseline.json", "thresholds.json", "manifest.json", "outputs.safetensors")
 KINDS = ("reference", "fp64", "device")
 
@@ -68,15 +72,23 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
     os.makedirs(folder, exist_ok=True)
     p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
     dev, ref = (p3.get("device") or {}), (p3.get("reference") or {})
+    comp = p1.get("compile") or {}
+    c3 = p3.get("compiled") if (p3.get("compiled") or {}).get("p50_s") else None
     meta = {
         "format": FORMAT,
         "created_utc": result["manifest"]["created_utc"],
         "model": {k: result["model"][k] for k in ("name", "spec", "source", "fingerprint", "parameters",
                                                    "batch_size", "inputs")},
         "outputs": p1["outputs"],
-        "settings": {k: result["config"][k] for k in ("dtype", "seed", "device", "reference")}
+        "settings": {k: result["config"][k] for k in ("dtype", "seed", "device", "reference", "mode")}
         | {"tol": p2["tol"]},
         "metrics": {
+            # what the device figures below are: the eager model's, or (--mode compile) the compiled one's
+            "measured": _measured_now(p1),
+            "compile": {k: comp.get(k) for k in COMPILE_KEYS} if comp.get("checked") else {"checked": False},
+            # --mode both: the compiled model's figures; its per-iteration seconds are samples["compiled"]
+            "compiled": ({k: c3.get(k) for k in ("p50_s", "p90_s", "p99_s", "median_ci95_s",
+                                                  "throughput_samples_per_s")} if c3 else None),
             "cold_latency_s": p1.get("cold_latency_s"),
             "p50_s": dev.get("p50_s"), "p90_s": dev.get("p90_s"), "p99_s": dev.get("p99_s"),
             "median_ci95_s": dev.get("median_ci95_s"),
@@ -91,6 +103,7 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "cpu_clock": p3.get("cpu_clock"),
             "work_time_basis": p3.get("work_time_basis"),
             "peak_allocated_bytes": p1["memory"]["peak_allocated_bytes"],
+            "peak_allocated_basis": p1["memory"].get("peak_allocated_basis"),
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
             "fallback_ops": sorted(p1["fallback"]["ops"]),
             "narrowing": p1["narrowing"],
@@ -224,7 +237,10 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
 
     - accuracy: the run's device outputs against the baseline's reference and fp64 outputs
       with the same benchmark rule as phase 2 (allclose, else RMSE vs fp64);
-    - latency: ``latency`` (the interval of a normalized change entirely above the threshold);
+    - latency: ``latency`` (the interval of a normalized change entirely above the threshold),
+      of the eager model (``latency``) and of the compiled one (``compiled.latency``), each when
+      both runs timed it; a side's figures missing on either run are "not compared", with why;
+    - compile: the baseline compiled the model and this run's compile failed (``compile_success``);
     - memory: peak allocated device memory above baseline * (1 + threshold) and above
       baseline + ``peak_memory_min_bytes`` (allocator-block noise of tiny models).
 
@@ -248,10 +264,21 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
             res["regressions"].append(f"accuracy: output {name!r} does not match the baseline's reference "
                                       f"outputs ({c['decided_by']}: RMSE vs fp64 {c.get('rmse_device_fp64', 0):.3g} > "
                                       f"bound {c.get('rmse_bound') or 0:.3g}; max abs {c.get('max_abs', 0):.3g})")
-    res["latency"] = latency(bmx, result["phase3"] or {}, th["latency_p50"], result["config"].get("seed", 0),
-                             bool(result["manifest"]["device_stack"].get("emulated")))
-    for r in res["latency"].get("regressions", []):
-        res["regressions"].append(r)
+    p3, seed = result["phase3"] or {}, result["config"].get("seed", 0)
+    b_measured, c_measured = measured(base), _measured_now(result["phase1"])
+    if b_measured == "eager" and c_measured == "eager":
+        res["latency"] = latency(bmx, p3, th["latency_p50"], seed)
+    else:
+        res["latency"] = _not_compared(
+            "the baseline timed the compiled model only (--mode compile): its figures are compared with "
+            "this run's compiled ones" if b_measured == "compiled" else
+            "this run timed the compiled model only (--mode compile): it is compared with the baseline's "
+            "compiled figures")
+    res["regressions"] += res["latency"].get("regressions", [])
+    res["compiled"] = compiled(base, result, th["latency_p50"], seed,
+                               skip=("model_or_inputs",) if "model_or_inputs" in (res["latency"].get("statistics") or {})
+                               else ())
+    res["regressions"] += res["compiled"]["regressions"]
     cur_mem = result["phase1"]["memory"]["peak_allocated_bytes"]
     if bmx.get("peak_allocated_bytes"):
         base_mem = bmx["peak_allocated_bytes"]
@@ -260,7 +287,10 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
         res["memory"] = {"baseline_peak_allocated_bytes": base_mem,
                          "current_peak_allocated_bytes": cur_mem, "change": change,
                          "threshold": th["peak_memory"], "min_increase_bytes": th["peak_memory_min_bytes"],
-                         "limit_bytes": limit, "regressed": cur_mem > limit}
+                         "limit_bytes": limit, "regressed": cur_mem > limit,
+                         # older baselines hold the run-ahead peak (phase1 / memory.py), never below in-order
+                         "basis": {"baseline": bmx.get("peak_allocated_basis") or "run ahead",
+                                   "current": result["phase1"]["memory"].get("peak_allocated_basis")}}
         if res["memory"]["regressed"]:
             res["regressions"].append(f"memory: peak allocated {cur_mem / 2**20:.2f} MiB is {change:+.1%} vs "
                                       f"the baseline's {bmx['peak_allocated_bytes'] / 2**20:.2f} MiB "
@@ -277,7 +307,96 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
     return res
 
 
-def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool = False) -> dict:
+def _not_compared(why: str) -> dict:
+    return {"regressed": False, "decision": "pass", "regressions": [], "note": f"not compared: {why}"}
+
+
+def _measured_now(p1: dict) -> str:
+    """What phase 3 timed as the device in this run: ``compiled`` under ``--mode compile``."""
+    return "compiled" if (p1.get("compile") or {}).get("phases_2_3") == "compiled" else "eager"
+
+
+def measured(base: Baseline) -> str:
+    """What the baseline's device figures are: ``eager`` or ``compiled``. Baselines saved before
+    this was recorded: ``compiled`` when their command line had ``--mode compile``."""
+    m = base.meta["metrics"].get("measured")
+    if m in ("eager", "compiled"):
+        return m
+    cmd = base.manifest.get("command") or ""
+    return "compiled" if re.search(r"--mode[= ]compile\b", cmd) else "eager"
+
+
+#: Why compiled figures are always compared on the wall-time basis.
+COMPILED_BASIS = ("compiled graphs run in XLA:CPU's own threads, which no clock here counts: the compiled "
+                  "model is compared on wall seconds")
+
+
+def compile_success(base: Baseline, p1: dict) -> dict:
+    """Whether the model still compiles: a regression when the baseline compiled it with
+    ``torch.compile(backend="neuron")`` and this run's compile failed. Graph and graph-break
+    counts are listed beside, without failing."""
+    bc, cc = base.meta["metrics"].get("compile"), p1.get("compile") or {}
+    if bc is None:
+        return _not_compared("the baseline does not record whether the model compiled (saved by an earlier "
+                             "version: save it again)")
+    if not bc.get("checked"):
+        return _not_compared("the baseline did not compile the model (--mode eager, or no compile path)")
+    if not cc.get("checked"):
+        return _not_compared("this run did not compile the model (" + (cc.get("note") or "--mode eager") + ")")
+    out: dict[str, Any] = {"baseline_ok": bool(bc.get("ok")), "current_ok": bool(cc.get("ok")), "regressions": []}
+    for k in ("compiled_graphs", "graph_breaks", "recompiles"):
+        out[k] = {"baseline": bc.get(k), "current": cc.get(k)}
+    out["regressed"] = bool(bc.get("ok")) and not cc.get("ok")
+    out["decision"] = "regressed" if out["regressed"] else "pass"
+    if out["regressed"]:
+        e = cc.get("error") or {}
+        out["regressions"].append(
+            f"compile: the model compiled in the baseline ({bc.get('compiled_graphs')} graph(s)); now "
+            f"torch.compile(backend='neuron') fails at {e.get('compile_stage') or e.get('stage')}: {e.get('type')}"
+            + (f" in {e['op']}" if e.get("op") else "") + f": {e.get('short_message') or ''}")
+    return out
+
+
+def compiled(base: Baseline, result: dict, threshold: float, seed: int = 0, skip: tuple = ()) -> dict:
+    """The compiled model against the baseline's: compile success (``compile_success``) and its
+    latency by ``latency``'s statistics and verdict rules, on the wall-time basis
+    (``COMPILED_BASIS``). The compiled figures are phase 3's device figures under
+    ``--mode compile`` and its ``compiled`` figures under ``--mode both``, on either side.
+    ``skip``: statistics not repeated here (``model_or_inputs``, when eager's decided it)."""
+    res: dict[str, Any] = {"compile": compile_success(base, result["phase1"]), "regressions": []}
+    res["regressions"] += res["compile"].get("regressions", [])
+    bmx, p3 = base.meta["metrics"], result["phase3"] or {}
+    b = bmx if measured(base) == "compiled" else _compiled_view(bmx, bmx.get("compiled"), "p50_s")
+    c = (p3 if _measured_now(result["phase1"]) == "compiled"
+         else _compiled_view(p3, p3.get("compiled"), "device"))
+    if c is None:
+        why = ("this run did not time the compiled model (--mode eager)" if result["config"].get("mode") == "eager"
+               else "this run has no compiled figures (" + ((p3.get("compiled") or {}).get("reason")
+                                                            or "phase 3 did not time the compiled model") + ")")
+        res["latency"] = _not_compared(why)
+    elif b is None:
+        res["latency"] = _not_compared("the baseline has no compiled figures (saved with --mode eager, or by an "
+                                       "earlier version: save it again with --mode both or --mode compile)")
+    else:
+        res["latency"] = latency(b, c, threshold, seed, side="compiled", skip=skip, wall_reason=COMPILED_BASIS)
+    res["regressions"] += res["latency"].get("regressions", [])
+    return res
+
+
+def _compiled_view(src: dict, fig: Optional[dict], key: str) -> Optional[dict]:
+    """A baseline's metrics (``key`` "p50_s") or a run's phase 3 (``key`` "device") with the
+    compiled model's figures and samples in the device's place, as ``latency`` reads them."""
+    smp = src.get("samples") or {}
+    if not fig or not fig.get("p50_s") or not smp.get("compiled"):
+        return None
+    view = {"samples": smp | {"device": smp["compiled"]}, "rounds": src.get("rounds"),
+            "cpu_clock": src.get("cpu_clock"), "work_time_basis": None}
+    return view | ({"device": fig} if key == "device" else
+                   {"p50_s": fig["p50_s"], "throughput_samples_per_s": fig.get("throughput_samples_per_s")})
+
+
+def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "device", skip: tuple = (),
+            wall_reason: Optional[str] = None) -> dict:
     """The latency comparison of a run's phase 3 with a baseline's metrics (``perfstats``).
 
     With per-iteration samples on both sides: ``device_alone`` and ``model_or_inputs``
@@ -292,15 +411,22 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
     the per-iteration ratios) when this run and the baseline both measured it
     (``work_time_basis``: one intra-op thread, a CPU reference, eager mode); otherwise
     the minimum wall seconds of each side, as baselines saved before the work time existed
-    were compared (the calibration then is the small-op workload alone)."""
+    were compared (the calibration then is the small-op workload alone).
+
+    ``side`` names the timed model in labels and messages (``compiled``: ``bmx`` and ``p3`` are
+    ``_compiled_view``s); ``skip`` names statistics left out; ``wall_reason`` says why the
+    wall-time basis decides when the caller knows it (the compiled model's)."""
     from . import perfstats
 
     dev = p3.get("device")
     if not dev or not bmx.get("p50_s"):
         return {"regressed": False, "decision": "pass", "regressions": [],
                 "note": "not compared: phase 3 did not run here or in the baseline"}
-    out: dict[str, Any] = {"baseline_p50_s": bmx["p50_s"], "current_p50_s": dev["p50_s"],
+    what = "latency" if side == "device" else f"latency ({side})"
+    out: dict[str, Any] = {"side": side, "baseline_p50_s": bmx["p50_s"], "current_p50_s": dev["p50_s"],
                            "change": dev["p50_s"] / bmx["p50_s"] - 1, "threshold": threshold,
+                           "baseline_throughput_samples_per_s": bmx.get("throughput_samples_per_s"),
+                           "current_throughput_samples_per_s": dev.get("throughput_samples_per_s"),
                            "rounds": p3.get("rounds"), "statistics": {}, "regressions": []}
     cur, base = p3.get("samples") or {}, bmx.get("samples") or {}
     if not base.get("device") or not base.get("calibration"):
@@ -309,7 +435,7 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
                 "limit_s": limit, "regressed": dev["p50_s"] > limit,
                 "decision": "regressed" if dev["p50_s"] > limit else "pass"}
         if out["regressed"]:
-            out["regressions"].append(f"latency: p50 {dev['p50_s'] * 1e3:.3f} ms is {out['change']:+.1%} vs the "
+            out["regressions"].append(f"{what}: p50 {dev['p50_s'] * 1e3:.3f} ms is {out['change']:+.1%} vs the "
                                       f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{threshold:.0%})")
         return out
     same_clock = p3.get("cpu_clock") == bmx.get("cpu_clock")
@@ -326,7 +452,8 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
         cur = {"cpu": p3["cpu_samples"], "wall": p3["samples"], "launch": p3["launch_samples"]}
         base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"], "launch": bmx["launch_samples"]}
     else:
-        why = ("the baseline was saved without work-time samples (save it again)" if not bmx.get("work_time_basis")
+        why = (wall_reason if wall_reason else
+               "the baseline was saved without work-time samples (save it again)" if not bmx.get("work_time_basis")
                else "the baseline's CPU samples are of another clock, or it has no launch samples (save it again)"
                if not same_clock or not (bmx.get("launch_samples") or {}).get("device")
                else "this run cannot measure work time (--timing-threads other than 1, a non-CPU reference, "
@@ -336,24 +463,26 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, emulated: bool
         out["method"] = ("normalized time (minimum of each side over the interleaved iterations), current over "
                          f"baseline, {boot}")
     has_ref = (cur["wall"] if work else cur).get("reference") and (base["wall"] if work else base).get("reference")
-    names = (["device_alone", "model_or_inputs"] if has_ref else []) \
-        + ["device_over_device_calibration"]
+    names = [n for n in (["device_alone", "model_or_inputs"] if has_ref else []) + ["device_over_device_calibration"]
+             if n not in skip]
     # without a timed reference, the device against its fixed workload is all there is
     deciding = {"device_alone", "model_or_inputs"} if "device_alone" in names else {"device_over_device_calibration"}
-    labels = {"device_alone": "device alone (device/reference)",
-              "device_over_device_calibration": "device/device calibration",
-              "model_or_inputs": "model or inputs (reference/host calibration)",
-}
+    labels = {"device_alone": f"{side} alone ({side}/reference)",
+              "device_over_device_calibration": f"{side}/device calibration",
+              "model_or_inputs": "model or inputs (reference/host calibration)"}
     for name in names:
         c = (perfstats.compare_work if work else perfstats.compare)(name, cur, base, threshold, seed)
         if c is None:
             continue
         c["decides"] = name in deciding
-        out["statistics"][name] = c
+        key = name
+        if side != "device" and name != "model_or_inputs":   # compiled_alone: min compiled / min reference
+            key, c["statistic"] = name.replace("device", side, 1), c["statistic"].replace("device", side, 1)
+        out["statistics"][key] = c
         ci = c["ci"]
         if c["decides"] and c["decision"] == "regressed":
             out["regressions"].append(
-                f"latency, {labels[name]}: x{ci['ratio']:.2f} the baseline's (95% CI x{ci['low']:.2f}-"
+                f"{what}, {labels[name]}: x{ci['ratio']:.2f} the baseline's (95% CI x{ci['low']:.2f}-"
                 f"x{ci['high']:.2f}, entirely above the threshold +{threshold:.0%}"
                 + (f" and the between-run margin (x{c['regression_above']:.2f})"
                    if c.get("regression_above", 1 + threshold) > 1 + threshold else "") + "); raw p50 "

@@ -59,3 +59,13 @@ def ratio(x: Optional[float]) -> str:
     if x is None:
         return "–"
     return f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×"
+
+
+def peak_memory(m: dict) -> str:
+    """Phase 1's ``memory`` in one line: the compared peak (in program order where measured),
+    the run-ahead peak, reserved, weights and capacity."""
+    ahead = m.get("peak_allocated_run_ahead_bytes")
+    basis = (f" in program order ({nbytes(ahead)} with the host running ahead)"
+             if m.get("peak_allocated_basis") == "in order" else "")
+    return (f"allocated {nbytes(m['peak_allocated_bytes'])}{basis}, reserved {nbytes(m['peak_reserved_bytes'])}, "
+            f"weights {nbytes(m.get('weights_bytes'))}, capacity {nbytes(m['capacity_bytes'])}")

@@ -72,9 +72,14 @@ def build(result: dict) -> ET.Element:
             for name, a in b.get("accuracy", {}).items():
                 _case(suite, cls, f"baseline.accuracy[{name}]",
                       failure=None if a.get("passed") else f"{name} does not match the baseline ({a.get('decided_by')})")
-            for key in ("latency", "memory"):
-                x = b.get(key) or {}
-                msg = next((r for r in b.get("regressions", []) if r.startswith(key)), None)
+            comp = b.get("compiled") or {}
+            parts = (("latency", b.get("latency"), ("latency:", "latency,")),
+                     ("compiled.compile", comp.get("compile"), ("compile:",)),
+                     ("compiled.latency", comp.get("latency"), ("latency (compiled)",)),
+                     ("memory", b.get("memory"), ("memory",)))
+            for key, x, prefixes in parts:
+                x = x or {}
+                msg = next((r for r in b.get("regressions", []) if r.startswith(prefixes)), None)
                 if x.get("regressed") is None or "note" in x:
                     _case(suite, cls, f"baseline.{key}", skipped=x.get("note", "not compared"))
                 elif x.get("decision") == "undecided":

@@ -197,6 +197,8 @@ def _steps(session, reference, cfg: CheckConfig) -> dict[str, Callable[[], float
     steps["device"].launch = launch
     if reference is not None and not cfg.skip_reference_perf:
         steps["reference"] = make_step(reference[0], reference[1], cfg.reference, cfg.torch_dtype)
+    if session.compiled_model is not None:   # --mode both: the compiled model in the same iterations
+        steps["compiled"] = make_step(session.compiled_model, session.inputs, session.device, cfg.torch_dtype)
     steps["calibration"] = calibration.make_step("cpu")
     steps["calibration_matmul"] = calibration.make_matmul_step("cpu")
     steps["device_calibration"] = calibration.make_step(session.device)
@@ -214,6 +216,11 @@ def _finish(res: dict, batch: int, cfg: CheckConfig) -> None:
     if "calibration_matmul" in smp:
         res["calibration_matmul"] = (stats.summarize(smp["calibration_matmul"], 1)
                                      | {"times_s": smp["calibration_matmul"]})
+    if "compiled" in smp:
+        res["compiled"] = _summary(smp["compiled"], batch, res["device_name"], wu.get("compiled"),
+                                   res["cold"].get("compiled"))
+        res["compiled"]["measure_wall_s"] = res["measure_wall_s"]
+        res["compiled"]["ratio_to_eager_p50"] = res["compiled"]["p50_s"] / res["device"]["p50_s"]
     if "reference" in smp:
         res["reference"] = _summary(smp["reference"], batch, cfg.reference, wu.get("reference"),
                                     res["cold"]["reference"])
@@ -227,9 +234,16 @@ def _finish(res: dict, batch: int, cfg: CheckConfig) -> None:
 
 
 def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_s: Optional[float],
-        ui, skip_reason: Optional[str] = None, reference_cold_s: Optional[float] = None) -> dict:
+        ui, skip_reason: Optional[str] = None, reference_cold_s: Optional[float] = None,
+        compiled_cold_s: Optional[float] = None) -> dict:
     """Run phase 3 on the device session and, unless skipped, the reference model.
-    ``cold_s`` and ``reference_cold_s`` are the first iterations' seconds (phases 1, 2).
+    ``cold_s`` and ``reference_cold_s`` are the first iterations' seconds (phases 1, 2),
+    ``compiled_cold_s`` the compiled model's cold first call (phase 1).
+
+    With ``session.compiled_model`` (``--mode both``) the compiled model warms up on its own
+    and is then measured in the same interleaved iterations (``samples["compiled"]``,
+    summary in ``compiled``), so a baseline can compare it by the same statistic; when it
+    raises while warming up, ``compiled`` records the failure and eager is timed alone.
 
     Each side warms up on its own; then device, reference and the host calibration
     workload (``calibration.py``) are measured interleaved, iteration by iteration.
@@ -255,7 +269,7 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     if skip_reason:
         return res
     res["device_name"] = session.device
-    res["cold"] = {"device": cold_s, "reference": reference_cold_s}
+    res["cold"] = {"device": cold_s, "reference": reference_cold_s, "compiled": compiled_cold_s}
     steps = _steps(session, reference, cfg)
     threads_clock = workclock.device_busy_clock(session.device) is not None
     res["cpu_clock"] = workclock.DESCRIPTION if threads_clock else "process (all threads)"
@@ -269,6 +283,14 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
                 warmups["device"] = _warm(f"Phase 3 {session.device}", steps["device"], cfg, ui)
                 if "reference" in steps:
                     warmups["reference"] = _warm(f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui)
+                if "compiled" in steps:
+                    try:
+                        warmups["compiled"] = _warm("Phase 3 compiled", steps["compiled"], cfg, ui)
+                    except Exception as e:   # eager is still timed; the failure is reported
+                        res["compiled"] = {"status": "fail", "reason": "the compiled model raised during "
+                                                                       f"timing: {type(e).__name__}: {e}"}
+                        session.compiled_model = None
+                        del steps["compiled"]
                 if cfg.baseline or cfg.save_baseline:
                     # One interleaved round, not kept, where a baseline is saved or compared with:
                     # the first interleaved round of a process read the reference/calibration
@@ -294,6 +316,8 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     for side, w in warmups.items():
         if not w["stable"]:
             res["warnings"].append(_unstable(side, w))
+    if "compiled" in res.get("samples", {}):
+        res["timing"] = res["timing"].replace("device, reference", "device, compiled model, reference")
     res["status"] = "pass"
     res["reason"] = None
     return res
@@ -313,8 +337,7 @@ def another_round(res: dict, session, reference: Optional[tuple], cfg: CheckConf
     res["measure_wall_s"] += wall
     res["rounds"] += 1
     fb_keep = {k: res["device"].get(k) for k in ("fallback_seconds", "fallback_share")}
-    res["_warmups"] = {"device": res["device"]["warmup"],
-                       "reference": (res.get("reference") or {}).get("warmup")}
+    res["_warmups"] = {k: (res.get(k) or {}).get("warmup") for k in ("device", "reference", "compiled")}
     _finish(res, batch, cfg)
     del res["_warmups"]
     res["device"].update(fb_keep)

@@ -188,9 +188,7 @@ def _phase1(p1: dict) -> str:
             ("CPU fallback ops", "none" if not fb["ops"] else
              _e(f"{len(fb['ops'])} op(s), {F.ms(fb['total_seconds'])} = {F.pct(fb['share'])} of device run time")),
             ("64-bit narrowing", _e(", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items()) or "none")),
-            ("peak device memory", _e(f"allocated {F.nbytes(m['peak_allocated_bytes'])}, reserved "
-                                      f"{F.nbytes(m['peak_reserved_bytes'])}, weights {F.nbytes(m.get('weights_bytes'))}"
-                                      f", capacity {F.nbytes(m['capacity_bytes'])}")),
+            ("peak device memory", _e(F.peak_memory(m))),
             ("determinism (2 runs)", "–" if not det else ("bitwise identical" if det["identical"] else
                                                             '<span class="fail">outputs differ</span>')),
             ("outputs", _e(", ".join(f"{o['name']} {o['shape']} {o['dtype']}" for o in p1.get("outputs", []))))]
@@ -322,26 +320,32 @@ def _baseline(b: Optional[dict]) -> str:
         rows.append([_e(f"accuracy {name}"), "reference + fp64 outputs", _e(f"max abs {F.num(a.get('max_abs'))}"),
                      "identical" if a.get("identical_to_baseline_device") else "", _e(a.get("decided_by")),
                      _status("pass" if a.get("passed") else "fail")])
-    lat = b.get("latency") or {}
-    if "baseline_p50_s" in lat:
-        st_all = lat.get("statistics") or {}
-        rows.append(["p50 latency (raw, host-dependent)", _e(F.ms(lat["baseline_p50_s"])), _e(F.ms(lat["current_p50_s"])),
-                     _e(F.signed_pct(lat["change"])), "" if st_all else _e(f"+{lat['threshold']:.0%}"),
-                     "" if st_all else _status("fail" if lat["regressed"] else "pass")])
-        for name, st in st_all.items():
-            ci = st["ci"]
-            change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
-            res = ("info only" if not st.get("decides") else _status("fail") if st["decision"] == "regressed"
-                   else _status("pass") if st["decision"] == "pass" else '<span class="warn">undecided</span>')
-            rows.append([_e(f"latency {name.replace('_', ' ')} ({st['statistic']})"), _e(F.num(st["baseline_value"])),
-                         _e(F.num(st["current_value"])), _e(change), _e(f"+{st['threshold']:.0%}"), res])
+    comp = b.get("compiled") or {}
+    rows += _latency_rows(b.get("latency") or {}, "")
+    cc = comp.get("compile") or {}
+    if "note" in cc:
+        rows.append(["compiles (torch.compile)", "", "", "", "", f'<span class="warn">{_e(cc["note"])}</span>'])
+    elif cc:
+        rows.append(["compiles (torch.compile)", _e(f"yes, {cc['compiled_graphs']['baseline']} graph(s)"),
+                     _e(f"yes, {cc['compiled_graphs']['current']} graph(s)" if cc["current_ok"] else "NO: compile failed"),
+                     _e(f"{cc['graph_breaks']['baseline']} → {cc['graph_breaks']['current']} graph break(s)"),
+                     "must compile", _status("fail" if cc["regressed"] else "pass")])
+    if comp:
+        rows += _latency_rows(comp.get("latency") or {}, " (compiled)")
     mem = b.get("memory") or {}
     if mem:
         rows.append(["peak memory (allocated)", _e(F.nbytes(mem["baseline_peak_allocated_bytes"])),
                      _e(F.nbytes(mem["current_peak_allocated_bytes"])), _e(F.signed_pct(mem["change"])),
-                     _e(f"+{mem['threshold']:.0%}"), _status("fail" if mem["regressed"] else "pass")])
+                     _e(f"+{mem['threshold']:.0%} and +{F.nbytes(mem['min_increase_bytes'])}"),
+                     _status("fail" if mem["regressed"] else "pass")])
     out = f"<p>Baseline <code>{_e(b['path'])}</code>, saved {_e(b.get('created_utc'))}.</p>"
     out += _table(["check", "baseline", "current", "change", "threshold", "result"], rows)
+    if mem:
+        out += (f'<p class="caption">Peak memory: a regression needs both +{mem["threshold"]:.0%} and at least '
+                f'{_e(F.nbytes(mem["min_increase_bytes"]))} more (<code>peak_memory_min_bytes</code>): a small '
+                "model's peak is a few allocator blocks, and a baseline saved before the program-order peak holds "
+                "the run-ahead one, which moves by several blocks between identical runs (frees follow the device "
+                "queue).</p>")
     ch = b.get("changes", {})
     if ch.get("new_fallback_ops"):
         out += f'<div class="note">New CPU fallback ops since the baseline: {_e(", ".join(ch["new_fallback_ops"]))}</div>'
@@ -350,6 +354,29 @@ def _baseline(b: Optional[dict]) -> str:
             ["manifest entry", "baseline", "current"],
             [[_e(m["key"]), _e(m["baseline"]), _e(m["current"])] for m in ch["manifest"]])
     return out
+
+
+def _latency_rows(lat: dict, label: str) -> list:
+    """The rows of one latency comparison (eager: ``label`` "", compiled: " (compiled)")."""
+    if "baseline_p50_s" not in lat:
+        return [[_e(f"p50 latency{label}"), "", "", "", "", f'<span class="warn">{_e(lat.get("note", "not compared"))}</span>']]
+    st_all = lat.get("statistics") or {}
+    rows = [[_e(f"p50 latency{label} (raw, host-dependent)"), _e(F.ms(lat["baseline_p50_s"])),
+             _e(F.ms(lat["current_p50_s"])), _e(F.signed_pct(lat["change"])),
+             "" if st_all else _e(f"+{lat['threshold']:.0%}"),
+             "" if st_all else _status("fail" if lat["regressed"] else "pass")]]
+    if lat.get("baseline_throughput_samples_per_s") and lat.get("current_throughput_samples_per_s"):
+        bt, ct = lat["baseline_throughput_samples_per_s"], lat["current_throughput_samples_per_s"]
+        rows.append([_e(f"throughput{label} (samples/s, raw)"), _e(F.num(bt)), _e(F.num(ct)),
+                     _e(F.signed_pct(ct / bt - 1)), "", ""])
+    for name, st in st_all.items():
+        ci = st["ci"]
+        change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+        res = ("info only" if not st.get("decides") else _status("fail") if st["decision"] == "regressed"
+               else _status("pass") if st["decision"] == "pass" else '<span class="warn">undecided</span>')
+        rows.append([_e(f"latency{label} {name.replace('_', ' ')} ({st['statistic']})"), _e(F.num(st["baseline_value"])),
+                     _e(F.num(st["current_value"])), _e(change), _e(f"+{st['threshold']:.0%}"), res])
+    return rows
 
 
 def _training(tr: Optional[dict], label: str = "", anchor: str = "training") -> str:

@@ -94,9 +94,7 @@ def phase1_tables(p1: dict) -> list:
               f"{len(fb['ops'])} op(s), {F.ms(fb['total_seconds'])} = {F.pct(fb['share'])} of device run time")
     t.add_row("64-bit narrowing", ", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items()) or "none")
     m = p1["memory"]
-    t.add_row("peak device memory", f"allocated {F.nbytes(m['peak_allocated_bytes'])}, reserved "
-              f"{F.nbytes(m['peak_reserved_bytes'])} (weights {F.nbytes(m.get('weights_bytes'))}, "
-              f"capacity {F.nbytes(m['capacity_bytes'])})")
+    t.add_row("peak device memory", F.peak_memory(m))
     det = p1.get("determinism")
     if det:
         t.add_row("determinism (2 runs)", Text("bitwise identical", style="green") if det["identical"] else
@@ -207,11 +205,11 @@ def phase3_tables(p3: dict, reference: str) -> list:
         t.add_column("compiled / eager", justify="right")
         _row = t.add_row
 
-        def add_row(label, *cells, key=None):
-            cx = (F.ms(c.get(key)) if key else "", F.ratio(c[key] / d[key]) if key and d.get(key) else "")
+        def add_row(label, *cells, key=None, cx=None):
+            cx = cx or (F.ms(c.get(key)) if key else "", F.ratio(c[key] / d[key]) if key and d.get(key) else "")
             _row(label, *cells, *cx)
     else:
-        def add_row(label, *cells, key=None):
+        def add_row(label, *cells, key=None, cx=None):
             t.add_row(label, *cells)
 
     def wu(x):
@@ -227,8 +225,9 @@ def phase3_tables(p3: dict, reference: str) -> list:
 
     g = (lambda k: r.get(k) if r else None)
     add_row("cold (first iteration)", F.ms(d.get("cold_s")), F.ms(g("cold_s")), "", key="cold_s")
-    add_row("warm-up", wu(d), wu(r), "")
-    add_row("measured iterations", str(d["iterations"]), str(g("iterations") or "–"), "")
+    add_row("warm-up", wu(d), wu(r), "", cx=(wu(c), ""))
+    add_row("measured iterations", str(d["iterations"]), str(g("iterations") or "–"), "",
+            cx=(str(c["iterations"]) if c else "", ""))
     for k, label in (("p50_s", "p50 latency"), ("p90_s", "p90 latency"), ("p99_s", "p99 latency")):
         rat = F.ratio(d[k] / r[k]) if r and r.get(k) else ""
         add_row(label, F.ms(d[k]), F.ms(g(k)), rat, key=k)
@@ -295,27 +294,33 @@ def baseline_table(b: Optional[dict]) -> list:
         t.add_row(f"accuracy {name}", "reference + fp64 outputs", f"max abs {F.num(a.get('max_abs'))}",
                   "identical" if a.get("identical_to_baseline_device") else "", a.get("decided_by", ""),
                   status_text("pass" if a.get("passed") else "fail"))
-    lat = b.get("latency") or {}
-    if "baseline_p50_s" in lat:
-        t.add_row("p50 latency (raw, host-dependent)", F.ms(lat["baseline_p50_s"]), F.ms(lat["current_p50_s"]),
-                  F.signed_pct(lat["change"]), "" if lat.get("statistics") else f"+{lat['threshold']:.0%}",
-                  "" if lat.get("statistics") else status_text("fail" if lat["regressed"] else "pass"))
-        for name, st in (lat.get("statistics") or {}).items():
-            ci = st["ci"]
-            change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
-            res = ({"regressed": status_text("fail"), "pass": status_text("pass"),
-                    "undecided": Text("undecided", style="yellow")}[st["decision"]] if st.get("decides")
-                   else Text("info only", style="dim"))
-            t.add_row(f"latency {name.replace('_', ' ')} ({st['statistic']})", F.num(st["baseline_value"]),
-                      F.num(st["current_value"]), change, f"+{st['threshold']:.0%}", res)
-    else:
-        t.add_row("p50 latency", "", "", "", "", Text(lat.get("note", "not compared"), style="yellow"))
+    comp = b.get("compiled") or {}
+    _latency_rows(t, b.get("latency") or {}, "")
+    cc = comp.get("compile") or {}
+    if "note" in cc:
+        t.add_row("compiles (torch.compile)", "", "", "", "", Text(cc["note"], style="yellow"))
+    elif cc:
+        t.add_row("compiles (torch.compile)", f"yes, {cc['compiled_graphs']['baseline']} graph(s)",
+                  (f"yes, {cc['compiled_graphs']['current']} graph(s)" if cc["current_ok"] else "NO: compile failed"),
+                  f"{cc['graph_breaks']['baseline']} → {cc['graph_breaks']['current']} graph break(s)", "must compile",
+                  status_text("fail" if cc["regressed"] else "pass"))
+    if comp:
+        _latency_rows(t, comp.get("latency") or {}, " (compiled)")
     mem = b.get("memory") or {}
     if mem:
         t.add_row("peak memory (allocated)", F.nbytes(mem["baseline_peak_allocated_bytes"]),
                   F.nbytes(mem["current_peak_allocated_bytes"]), F.signed_pct(mem["change"]),
-                  f"+{mem['threshold']:.0%}", status_text("fail" if mem["regressed"] else "pass"))
+                  f"+{mem['threshold']:.0%} and +{F.nbytes(mem['min_increase_bytes'])}",
+                  status_text("fail" if mem["regressed"] else "pass"))
     out: list = [t]
+    if b.get("reason"):
+        out.append(Text(f"reason: {b['reason']}", style="yellow"))
+    if mem:
+        out.append(Text(f"peak memory: a regression needs both +{mem['threshold']:.0%} and at least "
+                        f"{F.nbytes(mem['min_increase_bytes'])} more (peak_memory_min_bytes): a small model's peak is a few "
+                        "allocator blocks, and a baseline saved before the program-order peak holds the run-ahead "
+                        "one, which moves by several blocks between identical runs (frees follow the device queue)",
+                        style="dim"))
     ch = b.get("changes", {})
     if ch.get("new_fallback_ops"):
         out.append(Text(f"new CPU fallback ops since the baseline: {', '.join(ch['new_fallback_ops'])}", style="yellow"))
@@ -323,6 +328,28 @@ def baseline_table(b: Optional[dict]) -> list:
         out.append(Text("changed since the baseline: " + "; ".join(
             f"{m['key']}: {m['baseline']} → {m['current']}" for m in ch["manifest"][:12]), style="dim"))
     return out
+
+
+def _latency_rows(t: Table, lat: dict, label: str) -> None:
+    """The rows of one latency comparison (eager: ``label`` "", compiled: " (compiled)")."""
+    if "baseline_p50_s" not in lat:
+        t.add_row(f"p50 latency{label}", "", "", "", "", Text(lat.get("note", "not compared"), style="yellow"))
+        return
+    st_all = lat.get("statistics") or {}
+    t.add_row(f"p50 latency{label} (raw, host-dependent)", F.ms(lat["baseline_p50_s"]), F.ms(lat["current_p50_s"]),
+              F.signed_pct(lat["change"]), "" if st_all else f"+{lat['threshold']:.0%}",
+              "" if st_all else status_text("fail" if lat["regressed"] else "pass"))
+    if lat.get("baseline_throughput_samples_per_s") and lat.get("current_throughput_samples_per_s"):
+        bt, ct = lat["baseline_throughput_samples_per_s"], lat["current_throughput_samples_per_s"]
+        t.add_row(f"throughput{label} (samples/s, raw)", F.num(bt), F.num(ct), F.signed_pct(ct / bt - 1), "", "")
+    for name, st in st_all.items():
+        ci = st["ci"]
+        change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+        res = ({"regressed": status_text("fail"), "pass": status_text("pass"),
+                "undecided": Text("undecided", style="yellow")}[st["decision"]] if st.get("decides")
+               else Text("info only", style="dim"))
+        t.add_row(f"latency{label} {name.replace('_', ' ')} ({st['statistic']})", F.num(st["baseline_value"]),
+                  F.num(st["current_value"]), change, f"+{st['threshold']:.0%}", res)
 
 
 def training_tables(tr: Optional[dict], label: str = "") -> list:

@@ -177,9 +177,12 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if cfg.mode == "both" and p2["status"] != "skipped" and session.compiled_outputs is not None:
         p2["compiled"] = phase2.compiled_section(session.compiled_outputs, session.outputs, extra, cfg)
 
-    # Phase 3
+    # Phase 3 (--mode both: the compiled model in the same interleaved iterations as eager)
+    comp = p1.get("compile") or {}
+    if cfg.mode == "both" and skip is None and comp.get("ok"):
+        session.compiled_model = torch.compile(session.model, backend="neuron")   # in-memory executables
     p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size, p1.get("cold_latency_s"), ui, skip,
-                    extra.get("reference_cold_s"))
+                    extra.get("reference_cold_s"), comp.get("compile_s"))
     result["phase3"] = p3
     if cfg.save_baseline and p3["status"] == "pass":
         # A baseline is measured --max-rounds rounds (pooled): every later check is compared
@@ -187,17 +190,6 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         while p3["rounds"] < cfg.max_rounds:
             ui.step(f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)")
             phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
-    comp = p1.get("compile") or {}
-    if cfg.mode == "both" and p3["status"] == "pass" and comp.get("ok"):
-        # the compiled model timed on its own (phase3.benchmark), same statistics as eager's
-        try:
-            compiled_model = torch.compile(session.model, backend="neuron")   # in-memory executables
-            p3["compiled"] = phase3.benchmark("Phase 3 compiled", compiled_model, session.inputs, session.device,
-                                              cfg, loaded.batch_size, ui, comp.get("compile_s"))
-            p3["compiled"]["ratio_to_eager_p50"] = p3["compiled"]["p50_s"] / p3["device"]["p50_s"]
-        except Exception as e:
-            p3["compiled"] = {"status": "fail", "reason": f"the compiled model raised during timing: "
-                                                          f"{type(e).__name__}: {e}"}
     if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/profile.py)
         from . import profile as profile_mod
         result["profile"] = profile_mod.run(session, cfg, ui) if skip is None else {"status": "skipped",
@@ -224,14 +216,17 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if base is not None:
         if p1["status"] == "pass":
             result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
-            while (result["baseline"]["latency"].get("decision") == "undecided" and p3["status"] == "pass"
-                   and p3["rounds"] < cfg.max_rounds):
+            while (_undecided(result["baseline"]) and p3["status"] == "pass" and p3["rounds"] < cfg.max_rounds):
                 ui.step(f"Latency against the baseline undecided after {p3['rounds']} round(s): measuring again")
                 phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
                 result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
         else:
-            result["baseline"] = {"path": base.path, "status": "skipped", "regressions": [],
-                                  "reason": "phase 1 failed"}
+            # nothing to compare but whether the model still compiles (a compile failure fails phase 1)
+            comp_cmp = baseline_mod.compile_success(base, p1)
+            result["baseline"] = {"path": base.path, "created_utc": base.meta.get("created_utc"),
+                                  "status": "fail" if comp_cmp.get("regressed") else "skipped",
+                                  "regressions": comp_cmp["regressions"], "compiled": {"compile": comp_cmp},
+                                  "reason": "phase 1 failed: only whether the model compiles was compared"}
     else:
         result["baseline"] = None
 
@@ -262,12 +257,12 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if result["cost"].get("over_budget"):
         fails.append(f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
                      f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)")
-    lat = (result["baseline"] or {}).get("latency") or {}
-    inconclusive = not fails and lat.get("decision") == "undecided"
+    undecided = _undecided(result["baseline"] or {})
+    inconclusive = not fails and bool(undecided)
     if inconclusive:
-        result["inconclusive"] = (f"inconclusive: the host was too noisy to decide latency against the baseline "
-                                  f"after {p3['rounds']} round(s) (--max-rounds): an interval of the change "
-                                  f"straddles the threshold +{lat['threshold']:.0%}")
+        result["inconclusive"] = (f"inconclusive: the host was too noisy to decide latency ({', '.join(undecided)}) "
+                                  f"against the baseline after {p3['rounds']} round(s) (--max-rounds): an interval "
+                                  f"of the change straddles the threshold +{result['thresholds']['latency_p50']:.0%}")
     result["verdict"] = "fail" if fails else "inconclusive" if inconclusive else "pass"
     result["exit_code"] = EXIT_FAIL if fails else EXIT_INCONCLUSIVE if inconclusive else EXIT_PASS
     result["elapsed_s"] = time.perf_counter() - t_start
@@ -283,6 +278,12 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         else:
             result["warnings"].append(f"baseline not saved to {cfg.save_baseline!r}: the check failed")
     return result
+
+
+def _undecided(b: dict) -> list[str]:
+    """Which latency comparisons with the baseline are undecided: ``eager``, ``compiled``."""
+    lats = (("eager", b.get("latency") or {}), ("compiled", (b.get("compiled") or {}).get("latency") or {}))
+    return [name for name, lat in lats if lat.get("decision") == "undecided"]
 
 
 def write_outputs(result: dict, cfg: CheckConfig) -> list[str]:

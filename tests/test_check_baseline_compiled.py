@@ -1,0 +1,130 @@
+"""torchneuron check, baselines of the compiled model (--mode both / compile): the compiled
+figures saved, re-checked by the same statistic and verdict rules as eager, a planted
+slowdown of the compiled model alone caught, a model that stopped compiling a named
+regression, and a baseline without compiled figures saying "not compared"."""
+import json
+import os
+import shutil
+
+import pytest
+
+from check_support import FAST, cli, fixture
+
+from torchneuron.check import baseline as baseline_mod
+
+# Loose thresholds (as test_check_baseline.py's round trip): an unchanged re-check of a
+# sub-millisecond model on a shared host; the planted slowdown (100 ms sleep) is far beyond.
+LOOSE = ["--max-latency-regression", "3", "--max-memory-regression", "0.5"]
+MODEL = fixture("compiled_only")
+
+
+@pytest.fixture(scope="module")
+def compiled_baseline(tmp_path_factory):
+    d = tmp_path_factory.mktemp("base") / "compiled_only"
+    code, out, err = cli("check", MODEL, *FAST, "--save-baseline", d)   # --mode both (the default)
+    assert code == 0, out + err
+    return str(d)
+
+
+def _check(baseline, tmp_path, *extra):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", MODEL, *FAST, *LOOSE, "--baseline", baseline, "--json", j, *extra)
+    return code, out + err, json.loads(j.read_text())
+
+
+def test_baseline_keeps_the_compiled_figures(compiled_baseline):
+    m = json.load(open(os.path.join(compiled_baseline, "baseline.json")))
+    assert m["settings"]["mode"] == "both" and m["metrics"]["measured"] == "eager"
+    c = m["metrics"]["compiled"]
+    assert c["p50_s"] > 0 and c["throughput_samples_per_s"] > 0
+    # the compiled model was timed in the same interleaved iterations as eager and the reference
+    smp = m["metrics"]["samples"]
+    assert len(smp["compiled"]) == len(smp["device"]) == len(smp["reference"]) == len(smp["calibration"])
+    assert m["metrics"]["compile"]["ok"] is True and m["metrics"]["compile"]["compiled_graphs"] >= 1
+
+
+def test_unchanged_recheck_compares_the_compiled_model(compiled_baseline, tmp_path):
+    code, out, r = _check(compiled_baseline, tmp_path)
+    assert code == 0, out
+    c = r["baseline"]["compiled"]
+    assert c["compile"]["decision"] == "pass" and c["compile"]["current_ok"]
+    lat = c["latency"]
+    assert lat["side"] == "compiled" and lat["decision"] == "pass"
+    st = lat["statistics"]["compiled_alone"]
+    assert st["decides"] and st["statistic"] == "min compiled / min reference"
+    assert "model_or_inputs" not in lat["statistics"]   # eager's comparison decided it
+    assert lat["time_basis"].startswith("wall seconds")
+    assert r["baseline"]["latency"]["statistics"]["device_alone"]["decision"] == "pass"
+    assert "p50 latency (compiled)" in out and "compiles (torch.compile)" in out
+
+
+def test_compiled_only_slowdown_is_caught(compiled_baseline, tmp_path, monkeypatch):
+    # The compiled model sleeps 100 ms a call. Not less: under TORCHNEURON_PROTECT_MEMORY=1,
+    # after other tests had grown the device's reserved memory, a forward of this model took
+    # about 30 ms on either path, and a 30 ms sleep read x3.5, inside the +300 % of LOOSE.
+    monkeypatch.setenv("CHECK_FIXTURE_COMPILED_SLEEP_MS", "100")
+    code, out, r = _check(compiled_baseline, tmp_path, "--max-latency-regression", "1")
+    assert code == 1, out
+    assert "regression: latency (compiled), compiled alone" in out
+    st = r["baseline"]["compiled"]["latency"]["statistics"]["compiled_alone"]
+    assert st["decision"] == "regressed" and st["ci"]["low"] > 2
+    assert r["baseline"]["latency"]["decision"] != "regressed"   # eager is unchanged
+
+
+def test_a_model_that_stopped_compiling_is_a_named_regression(compiled_baseline, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHECK_FIXTURE_UNLOWERABLE", "1")   # erfinv(0) added: eager outputs unchanged
+    code, out, r = _check(compiled_baseline, tmp_path)
+    assert code == 1, out
+    cc = r["baseline"]["compiled"]["compile"]
+    assert cc["regressed"] and cc["baseline_ok"] and not cc["current_ok"]
+    assert any(x.startswith("regression: compile: the model compiled in the baseline") and "erfinv" in x
+               for x in r["failures"]), r["failures"]
+
+
+def test_baseline_without_compiled_figures_says_not_compared(compiled_baseline, tmp_path):
+    b = str(tmp_path / "old")
+    shutil.copytree(compiled_baseline, b)
+    path = os.path.join(b, "baseline.json")
+    m = json.load(open(path))
+    for key in ("compiled", "compile", "measured"):   # as an earlier version saved it
+        del m["metrics"][key]
+    del m["metrics"]["samples"]["compiled"]
+    json.dump(m, open(path, "w"))
+    code, out, r = _check(b, tmp_path)
+    assert code == 0, out
+    c = r["baseline"]["compiled"]
+    assert c["latency"]["note"].startswith("not compared: the baseline has no compiled figures")
+    assert c["compile"]["note"].startswith("not compared")
+    assert r["baseline"]["latency"]["statistics"]["device_alone"]["decision"] == "pass"   # eager still compared
+    assert "the baseline has no compiled figures" in " ".join(out.split())
+
+
+def _run(measured_side, scale, n=30):
+    """A synthetic phase 3 (``--mode both``: samples of every side) whose compiled model takes
+    ``scale`` times the base time; deterministic, slightly varying iterations."""
+    base = [1e-3 * (1 + 0.01 * (i % 5)) for i in range(n)]
+    smp = {"device": base, "reference": [t * 2 for t in base], "calibration": [t / 2 for t in base],
+           "device_calibration": base, "compiled": [t * scale for t in base]}
+    return {"samples": smp, "rounds": 1, "cpu_clock": "x", "work_time_basis": None,
+            "device": {"p50_s": base[n // 2], "throughput_samples_per_s": 1 / base[n // 2]},
+            "compiled": {"p50_s": base[n // 2] * scale, "throughput_samples_per_s": 1 / base[n // 2] / scale}}
+
+
+def test_a_compile_mode_baseline_is_compared_as_the_compiled_model():
+    # An earlier version's --mode compile baseline (no "measured"): its device figures are the
+    # compiled model's, known from its command line. Re-checked under --mode both, its figures are
+    # compared with this run's compiled ones, never with eager's.
+    old = _run("compiled", 0.5)
+    metrics = {"p50_s": old["compiled"]["p50_s"], "samples": old["samples"] | {"device": old["samples"]["compiled"]},
+               "cpu_clock": "x", "throughput_samples_per_s": old["compiled"]["throughput_samples_per_s"]}
+    base = baseline_mod.Baseline(path="b", meta={"metrics": metrics}, thresholds={},
+                                 manifest={"command": "torchneuron check mlp --mode compile"}, outputs={})
+    assert baseline_mod.measured(base) == "compiled"
+    p1 = {"compile": {"checked": True, "ok": True}}
+    result = {"phase1": p1, "phase3": _run("eager", 1.0), "config": {"mode": "both"}}
+    c = baseline_mod.compiled(base, result, 0.10)
+    st = c["latency"]["statistics"]["compiled_alone"]   # the compiled model is 2x the baseline's
+    assert c["latency"]["decision"] == "regressed" and 1.9 < st["ci"]["low"] <= st["ci"]["high"] < 2.1
+    assert c["compile"]["note"].startswith("not compared: the baseline does not record")
+    same = baseline_mod.compiled(base, result | {"phase3": _run("eager", 0.5)}, 0.10)
+    assert same["latency"]["decision"] == "pass"

@@ -1,0 +1,62 @@
+"""Phase 1's peak device memory in program order: a figure that does not depend on timing.
+
+The device is asynchronous and a queued kernel holds its tensors until it has run, so a
+tensor the host has dropped stays allocated until the device reaches it. How many such
+tensors are alive at the peak depends on how far the host ran ahead of the device, which
+the host's load decides: ``mlp``'s peak over phase 1's runs read 417,280, 446,976 and
+484,352 bytes in eight identical checks (with and without ``--save-baseline``; the option
+changes nothing before phase 3). ``in_order_peak`` runs one more forward pass with the
+device synchronized after every operator, so every tensor is freed when the program drops
+it: the peak of the program's own live tensors, the same in every run (414,208 bytes for
+``mlp``, five of five passes in three processes). Baselines compare that figure. It counts
+the bytes the model and its inputs took when placed (phase 1's ``weights_bytes``) plus the
+pass's rise above what was allocated when it started, so device tensors that are not the
+model's (another check's garbage not yet collected in the same process: 3,072 bytes more
+in the third of three library runs of ``mlp``) do not count.
+"""
+from __future__ import annotations
+
+import gc
+from typing import Any, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import tensors as T
+
+
+class _SyncEachOp(TorchDispatchMode):
+    """Waits for the device after every ATen operator: the host never runs ahead."""
+
+    def __init__(self, sync):
+        super().__init__()
+        self._sync = sync
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self._sync()
+        return out
+
+
+def in_order_peak(session, dtype: torch.dtype, resident_bytes: int) -> dict[str, Any]:
+    """One forward pass of ``session.model`` in program order (the device synchronized after
+    each operator). Returns ``{"peak_allocated_bytes": int}``: ``resident_bytes`` (the model's
+    and inputs' bytes on the device) plus the pass's peak rise above what was allocated when
+    it started, in bytes; or ``{"peak_allocated_bytes": None, "note": why}`` when the pass
+    raised. The device's peak statistics are reset by it: read any other peak first."""
+    dev = torch.device(session.device)
+    gc.collect()   # earlier device garbage of this process freed now, not during the pass
+    session.sync()
+    torch.neuron.reset_peak_memory_stats(dev)
+    start = torch.neuron.memory_allocated(dev)
+    out: Optional[Any] = None
+    try:
+        with _SyncEachOp(session.sync):
+            out = T.call(session.model, session.inputs, dev.type, dtype)
+        session.sync()
+    except Exception as e:
+        return {"peak_allocated_bytes": None,
+                "note": f"the in-order pass raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    finally:
+        del out
+    return {"peak_allocated_bytes": int(resident_bytes + torch.neuron.max_memory_allocated(dev) - start)}
