@@ -144,6 +144,24 @@ def check_collectives(dev: torch.device, cpu) -> None:
         same(a, theirs[start:start + RANK + j + 1], f"all_to_all unequal from rank {j}")
     ok("all_to_all, all_to_all_single (unequal splits)")
 
+    # In place: the output list is the input list, or the parts are chunks of
+    # one tensor, or all_to_all_single's output is its input. A receive must not
+    # overwrite a part before it is sent (CPU Gloo stages the list form's inputs;
+    # its in-place all_to_all_single gives wrong parts, so the reference is built
+    # from every rank's input).
+    for it in range(4):
+        want = torch.cat([data(80 + it, WS, 3, rank=j)[RANK] for j in range(WS)])
+        parts = [data(80 + it, WS, 3)[j].to(dev) for j in range(WS)]
+        dist.all_to_all(parts, parts)
+        same(torch.cat(parts), want, f"all_to_all(l, l) {it}")
+        whole = data(80 + it, WS, 3).reshape(-1).to(dev)
+        dist.all_to_all(list(whole.chunk(WS)), list(whole.chunk(WS)))
+        same(whole, want, f"all_to_all on chunks of one tensor, in place {it}")
+        single = data(80 + it, WS, 3).to(dev)
+        dist.all_to_all_single(single, single)
+        same(single.reshape(-1), want, f"all_to_all_single(x, x) {it}")
+    ok("all_to_all in place")
+
     x = data(11, 5)
     nl = [torch.empty(5, device=dev) for _ in range(WS)] if RANK == 0 else None
     cl = [torch.empty(5) for _ in range(WS)] if RANK == 0 else None
@@ -432,6 +450,45 @@ def check_errors(dev: torch.device, cpu) -> None:
     except RuntimeError as e:
         assert "differ" in str(e), e
     same(bad, torch.ones(5 + RANK), "input intact after a mismatch behind kernels")
+    # all_to_all whose counts disagree between two ranks (rank 0 sends 3 to
+    # rank 1, which expects 2): Gloo would abort the receiving process; checked
+    # pairwise before any data moves, an error on both.
+    if WS >= 2:
+        ins = [2] * WS
+        if RANK == 0:
+            ins[1] = 3
+        outs = [2] * WS
+        for form in ("single", "list"):
+            o = torch.full((2 * WS,), -1.0, device=dev)
+            src = torch.arange(float(sum(ins)), device=dev)
+            if form == "single":
+                dist.all_to_all_single(o, src, outs, ins)
+            else:
+                dist.all_to_all(list(o.split(outs)), list(src.split(ins)))
+            try:
+                torch.neuron.synchronize()  # every rank gets every rank's counts: all raise
+                raise AssertionError(f"all_to_all ({form}) split mismatch did not raise")
+            except RuntimeError as e:
+                assert "split sizes differ (rank 0 sends 3 elements to rank 1, which expects 2)" in str(e), e
+            same(o, torch.full((2 * WS,), -1.0), f"output untouched after an all_to_all ({form}) mismatch")
+        try:
+            dist.all_to_all_single(torch.empty(4, device=dev), torch.ones(4, device=dev), [1] * WS, [4] + [0] * (WS - 1))
+            raise AssertionError("split sizes not summing to dim 0 did not raise")
+        except RuntimeError as e:
+            assert "split sizes sum to" in str(e), e
+        ok("all_to_all split mismatch across ranks is an error")
+    t = torch.ones(4, device=dev)
+    if RANK == 0:
+        dist.all_reduce(t)
+    else:
+        dist.broadcast(t, 0)
+    try:
+        torch.neuron.synchronize()
+        raise AssertionError("different collectives on the ranks did not raise")
+    except RuntimeError as e:
+        assert "the ranks called different collectives" in str(e) and "ALLREDUCE of Float[4]" in str(e) \
+            and "BROADCAST of Float[4]" in str(e), e
+    ok("different collectives on the ranks are named")
     same(same_shape, torch.full((5,), float(WS ** 3)), "repeated collectives before a mismatch")
     # Tags at and above 2**28 carry the backend's own messages (a neuron
     # send/recv's data, the checks): refused on neuron and CPU tensors alike.

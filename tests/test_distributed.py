@@ -124,3 +124,32 @@ def test_readme_torchrun_example(tmp_path):
     assert "rank 0: neuron:0 of 1 visible core(s)" in proc.stdout, proc.stdout
     assert "rank 1: neuron:0 of 1 visible core(s)" in proc.stdout, proc.stdout
     assert "final loss" in proc.stdout
+
+
+def test_device_used_before_the_group_warns(monkeypatch):
+    """Under torchrun, a rank that touched the device before init_process_group keeps
+    every core visible and would share the current core with the other ranks: a warning
+    says so and how to fix it (no warning once set_device(local_rank) was called)."""
+    import warnings
+
+    import torch
+
+    import torchneuron.distributed as tnd
+
+    torch.ones(1, device="neuron")  # the runtime has started
+    monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    before = torch.neuron.current_device()
+    try:
+        torch.neuron.set_device(0)
+        with pytest.warns(UserWarning, match=r"LOCAL_RANK=1; this rank uses neuron:0"):
+            tnd._visible_core_for_local_rank()
+        if torch.neuron.device_count() > 1:
+            torch.neuron.set_device(1)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                tnd._visible_core_for_local_rank()
+    finally:
+        torch.neuron.set_device(before)
+    assert "NEURON_RT_VISIBLE_CORES" not in os.environ

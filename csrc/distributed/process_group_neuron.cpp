@@ -64,6 +64,15 @@ std::vector<CommOp::Wait> waits_of(c10::intrusive_ptr<c10d::Work> w) {
   return {x};
 }
 
+// Whether two contiguous tensors share any byte (their aliases are separate
+// storages over the same device memory, which ATen's overlap check misses).
+bool bytes_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.numel() || !b.numel()) return false;
+  auto lo = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); };
+  auto hi = [&](const at::Tensor& t) { return lo(t) + t.numel() * t.element_size(); };
+  return lo(a) < hi(b) && lo(b) < hi(a);
+}
+
 std::string describe(const at::Tensor& t) {
   std::ostringstream s;
   s << t.scalar_type() << t.sizes();
@@ -286,14 +295,14 @@ bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>&
 }
 
 ProcessGroupNeuron::Inbox ProcessGroupNeuron::post_fingerprint_recv(int peer) {
-  std::vector<at::Tensor> into{at::empty({kMetaLen}, at::kLong)};
+  std::vector<at::Tensor> into{at::empty({kMetaLen + 2 * size_}, at::kLong)};
   auto work = gloo_->recv(into, peer, kFingerprintTag);
   return {into[0], std::move(work)};
 }
 
 CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpType type,
                                                     const std::vector<at::Tensor>& tensors,
-                                                    bool dtype_only) {
+                                                    bool dtype_only, const PeerCounts* peers) {
   const int size = size_, rank = rank_;
   if (size == 1) return [] {};
   struct Exchange {
@@ -303,8 +312,16 @@ CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpT
     std::exception_ptr error;  // posting failed (a broken pair): the poster raises it
   };
   auto x = std::make_shared<Exchange>();
-  x->mine = at::empty({kMetaLen}, at::kLong);
-  meta_of(type, tensors, dtype_only, x->mine.data_ptr<int64_t>());
+  // [fingerprint (kMetaLen) | elements sent to each rank | expected from each]:
+  // every rank gets every rank's counts, so each one finds any pair that
+  // disagrees, not only the two ranks of that pair.
+  x->mine = at::full({kMetaLen + 2 * size}, -1, at::kLong);
+  int64_t* m = x->mine.data_ptr<int64_t>();
+  meta_of(type, tensors, dtype_only, m);
+  if (peers) {
+    std::copy(peers->send.begin(), peers->send.end(), m + kMetaLen);
+    std::copy(peers->recv.begin(), peers->recv.end(), m + kMetaLen + size);
+  }
   x->recvs.resize(size);
   // Posted now, from this thread (Gloo's send/recv need no work queue), so the
   // exchange overlaps the kernels queued before the collective. Each peer's
@@ -333,40 +350,66 @@ CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpT
     for (auto& in : x->recvs)
       if (in.work) in.work->wait();
     for (auto& w : x->sends) w->wait();
-    const int64_t* mine = x->mine.data_ptr<int64_t>();
+    std::vector<const int64_t*> fp(size);
+    fp[rank] = x->mine.data_ptr<int64_t>();
+    const int64_t* mine = fp[rank];
     for (int r = 0; r < size; ++r) {
       if (r == rank) continue;
       // (no receive: an earlier exchange with that rank failed; the group is broken)
       if (!x->recvs[r].work)
         throw std::runtime_error(op + ": no fingerprint from rank " + std::to_string(r) +
                                  " (an earlier exchange with it failed)");
-      const int64_t* theirs = x->recvs[r].buf.data_ptr<int64_t>();
+      const int64_t* theirs = fp[r] = x->recvs[r].buf.data_ptr<int64_t>();
       if (std::equal(mine, mine + kMetaLen, theirs)) continue;
       std::ostringstream s;
-      s << op << ": the ranks' tensors differ (rank " << rank << ": " << describe_meta(mine)
-        << "; rank " << r << ": " << describe_meta(theirs) << ")";
-      if (theirs[0] != mine[0]) s << "; the ranks called different collectives";
+      if (theirs[0] != mine[0]) {
+        s << op << ": the ranks called different collectives (rank " << rank << ": "
+          << c10d::opTypeToString(c10d::OpType(mine[0])) << " of " << describe_meta(mine) << "; rank " << r
+          << ": " << c10d::opTypeToString(c10d::OpType(theirs[0])) << " of " << describe_meta(theirs) << ")";
+      } else {
+        s << op << ": the ranks' tensors differ (rank " << rank << ": " << describe_meta(mine)
+          << "; rank " << r << ": " << describe_meta(theirs) << ")";
+      }
       throw std::runtime_error(s.str());
     }
+    // Counts per pair (all_to_all): what a sends to b is what b expects from a.
+    for (int a = 0; a < size; ++a)
+      for (int b = 0; b < size; ++b) {
+        const int64_t sent = fp[a][kMetaLen + b], expected = fp[b][kMetaLen + size + a];
+        if (a == b || sent == expected) continue;
+        std::ostringstream s;
+        s << op << ": the ranks' split sizes differ (rank " << a << " sends " << sent
+          << " elements to rank " << b << ", which expects " << expected << ")";
+        throw std::runtime_error(s.str());
+      }
   };
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     const char* name, c10d::OpType type, const std::vector<at::Tensor>& tensors,
     std::vector<at::Tensor> outputs, Ordering ordering, const std::vector<at::Tensor>* check,
-    bool dtype_only, CommOp::Post post, CommOp::Wait then_check, CommOp::Post then_post) {
+    bool dtype_only, CommOp::Post post, CommOp::Wait then_check, CommOp::Post then_post,
+    const PeerCounts* peers) {
   std::vector<CommOp::Post> checks, posts, then;
   // Posts the cross-rank exchange: only once this call can no longer fail
   // before queueing (an orphan message would pair with the next collective).
   auto post_check = [&] {
     if (!check) return;
-    auto verify = verify_across_ranks(name, type, *check, dtype_only);
+    auto verify = verify_across_ranks(name, type, *check, dtype_only, peers);
     checks.push_back([verify] {
       verify();
       return std::vector<CommOp::Wait>{};
     });
   };
-  posts.push_back(std::move(post));
+  // Gloo's checks raise c10::Error, whose what() carries a C++ backtrace:
+  // noise in the message the stream raises later.
+  posts.push_back([post = std::move(post)]() {
+    try {
+      return post();
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  });
   if (pending_) {
     post_check();  // inside a coalescing block: one CommOp at the block's end
     auto& p = *pending_;
@@ -678,14 +721,43 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
   std::vector<at::Tensor> ts{output, input};
   if (on_cpu("alltoall_base", ts))
     return gloo_in_order().alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+  // Checked at the call, as Gloo does on CPU tensors; the counts per peer are
+  // then checked across ranks before any data moves.
+  auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& split, const char* what) {
+    const int64_t rows = t.dim() ? t.size(0) : 1;
+    if (split.empty()) {
+      TORCH_CHECK(rows % size_ == 0, "ProcessGroupNeuron::all_to_all_single: the ", what,
+                  "'s dim 0 (", rows, ") does not divide equally across the group's ", size_, " ranks");
+    } else {
+      TORCH_CHECK(int64_t(split.size()) == size_, "ProcessGroupNeuron::all_to_all_single: ", what,
+                  " split sizes has ", split.size(), " entries for a group of ", size_);
+      int64_t sum = 0;
+      for (auto s : split) {
+        TORCH_CHECK(s >= 0, "ProcessGroupNeuron::all_to_all_single: negative ", what, " split size ", s);
+        sum += s;
+      }
+      TORCH_CHECK(sum == rows, "ProcessGroupNeuron::all_to_all_single: ", what, " split sizes sum to ",
+                  sum, ", the ", what, "'s dim 0 is ", rows);
+    }
+    const int64_t row = rows ? t.numel() / rows : 0;
+    std::vector<int64_t> c(size_);
+    for (int r = 0; r < size_; ++r) c[r] = (split.empty() ? rows / size_ : split[r]) * row;
+    return c;
+  };
+  PeerCounts peers{counts(input, input_split_sizes, "input"), counts(output, output_split_sizes, "output")};
+  TORCH_CHECK(peers.send[rank_] == peers.recv[rank_], "ProcessGroupNeuron::all_to_all_single: rank ",
+              rank_, " sends itself ", peers.send[rank_], " elements but expects ", peers.recv[rank_]);
   at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
   auto g = gloo_;
   auto os = output_split_sizes, is = input_split_sizes;
   std::vector<at::Tensor> in{input};
   return issue("alltoall_base", c10d::OpType::ALLTOALL_BASE, ts, {output}, Ordering::kStream, &in,
                true, [g, ao, ai, os, is, opts]() mutable {
+                 // In place (the output is the input): staged first, as the list
+                 // form's aliased inputs are (CPU Gloo gives wrong parts there).
+                 if (bytes_overlap(ai, ao)) ai = ai.clone();
                  return waits_of(g->alltoall_base(ao, ai, os, is, opts));
-               });
+               }, nullptr, nullptr, &peers);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tensor>& outputs,
@@ -699,6 +771,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
     TORCH_CHECK(outputs[j].scalar_type() == inputs[j].scalar_type(),
                 "ProcessGroupNeuron::all_to_all: output ", j, " is ", outputs[j].scalar_type(),
                 ", input ", j, " is ", inputs[j].scalar_type());
+  TORCH_CHECK(outputs[rank_].numel() == inputs[rank_].numel(), "ProcessGroupNeuron::all_to_all: output ",
+              rank_, " has ", outputs[rank_].numel(), " elements, input ", rank_, " has ",
+              inputs[rank_].numel());
+  PeerCounts peers;
+  for (int j = 0; j < size_; ++j) {
+    peers.send.push_back(inputs[j].numel());
+    peers.recv.push_back(outputs[j].numel());
+  }
   // Gloo's list all_to_all wants equal sizes; pairs of send/recv take any
   // (each rank's own part is copied on the device memory directly).
   auto ao = aliases(outputs);
@@ -707,6 +787,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
   const int rank = rank_, size = size_;
   return issue("alltoall", c10d::OpType::ALLTOALL, cat(outputs, inputs), outputs,
                Ordering::kStream, &inputs, true, [g, ao, ai, rank, size]() mutable {
+                 // An input sharing memory with an output is copied first, as CPU
+                 // Gloo stages its inputs: a receive could overwrite it before it
+                 // is sent (all_to_all(l, l) gave a rank its own part back).
+                 for (auto& in : ai)
+                   for (const auto& out : ao)
+                     if (bytes_overlap(in, out)) {
+                       in = in.clone();
+                       break;
+                     }
                  std::vector<CommOp::Wait> waits;
                  for (int k = 1; k < size; ++k) {
                    const int to = (rank + k) % size, from = (rank - k + size) % size;
@@ -716,12 +805,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
                    waits.insert(waits.end(), ws.begin(), ws.end());
                    waits.insert(waits.end(), wr.begin(), wr.end());
                  }
-                 TORCH_CHECK(ao[rank].numel() == ai[rank].numel(), "all_to_all: output ", rank,
-                             " has ", ao[rank].numel(), " elements, input ", rank, " has ",
-                             ai[rank].numel());
                  ao[rank].copy_(ai[rank]);
                  return waits;
-               });
+               }, nullptr, nullptr, &peers);
 }
 
 // ---- point to point and barrier ---------------------------------------------

@@ -83,6 +83,12 @@ class ProcessGroupNeuron : public c10d::Backend {
 
  private:
   struct Pending;  // an open coalescing block
+  // Elements this rank sends to and receives from each rank (all_to_all):
+  // checked pairwise across ranks, since Gloo aborts the process when a
+  // message's size differs from the receive posted for it.
+  struct PeerCounts {
+    std::vector<int64_t> send, recv;
+  };
   // The common path of every neuron operation; `check` lists tensors whose
   // dtype and shape must agree across ranks (nullopt: no cross-rank check).
   c10::intrusive_ptr<c10d::Work> issue(const char* name, c10d::OpType type,
@@ -90,7 +96,8 @@ class ProcessGroupNeuron : public c10d::Backend {
                                        std::vector<at::Tensor> outputs, Ordering ordering,
                                        const std::vector<at::Tensor>* check, bool dtype_only,
                                        CommOp::Post post, CommOp::Wait then_check = nullptr,
-                                       CommOp::Post then_post = nullptr);
+                                       CommOp::Post then_post = nullptr,
+                                       const PeerCounts* peers = nullptr);
   // send/recv: the pair exchanges (dtype, elements) on a tag of its own, then
   // each side checks them before the data moves (a mismatch fails both).
   c10::intrusive_ptr<c10d::Work> point_to_point(const char* name, std::vector<at::Tensor>& tensors,
@@ -107,7 +114,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   // other rank at the call; the returned check (run by the poster) waits for
   // theirs and throws if any differs.
   CommOp::Wait verify_across_ranks(const char* name, c10d::OpType type,
-                                   const std::vector<at::Tensor>& tensors, bool dtype_only);
+                                   const std::vector<at::Tensor>& tensors, bool dtype_only,
+                                   const PeerCounts* peers = nullptr);
   struct Inbox {  // a posted receive of a peer's fingerprint, into `buf`
     at::Tensor buf;
     c10::intrusive_ptr<c10d::Work> work;

@@ -29,7 +29,18 @@ def _visible_core_for_local_rank() -> None:
     if local_rank is None or os.environ.get("NEURON_RT_VISIBLE_CORES"):
         return
     if _C._distributed._runtime_started():
-        return  # too late to narrow the view; set_device(local_rank) selects the core
+        # Too late to narrow the view: set_device(local_rank) selects the core.
+        # Without it every local rank would share the current core, silently.
+        if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1 and torch.neuron.current_device() != int(local_rank):
+            import warnings
+
+            warnings.warn(
+                f"torchneuron: the neuron device was used before the process group was created, so "
+                f"NEURON_RT_VISIBLE_CORES could not be set to LOCAL_RANK={local_rank}; this rank uses "
+                f"neuron:{torch.neuron.current_device()} of {torch.neuron.device_count()} visible cores. Call "
+                f"torch.neuron.set_device(int(os.environ['LOCAL_RANK'])) first, or create the group before "
+                f"using the device.", UserWarning, stacklevel=3)
+        return
     os.environ["NEURON_RT_VISIBLE_CORES"] = local_rank
 
 
