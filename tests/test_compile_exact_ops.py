@@ -107,3 +107,18 @@ def test_bool_clamp_matches_cpu():
 def test_float64_max_dim_with_nan_matches_cpu():
     x = torch.tensor([[1., _NAN, 3.], [4., -2., 0.5]], dtype=torch.float64)
     _run(lambda a: (a.max(1), a.min(0), a.max(1).values + 1, a.min(1, keepdim=True).indices), x)
+
+
+def test_number_operands_angle_and_integer_forms_match_cpu():
+    """xlogy/copysign with a Python number, angle, reciprocal/isinf of integers and bool,
+    abs of uint8: these failed to compile (decompositions_elementwise.py)."""
+    f = torch.tensor([-2.5, -0., 0., 0.5, _NAN, _INF, -_INF, 3.])
+    i = torch.tensor([-7, 0, 5, 1, -1, 100, 3, 2], dtype=torch.int32)
+    u = torch.tensor([0, 1, 7, 200, 255, 128, 3, 2], dtype=torch.uint8)
+    b = u > 5
+    _run(lambda f, i, u, b: (
+        torch.xlogy(f, 2.0), torch.xlogy(3.0, f), torch.xlogy(i, 0.5), torch.copysign(f, -1.0),
+        torch.copysign(f, 2), torch.angle(f), torch.angle(i), torch.angle(i.long()),
+        torch.reciprocal(i), torch.reciprocal(u), torch.reciprocal(b), torch.isinf(i),
+        torch.isinf(u), torch.isinf(b), torch.abs(u), u.abs() + 1),
+        f, i, u, b, rtol=1e-6, atol=0)

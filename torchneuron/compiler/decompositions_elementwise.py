@@ -13,6 +13,12 @@ table (decompositions.py).
   ATen converts each bool bound to bool, then takes max/min: computed in int32 and
   compared with 0; a bound of another dtype (a Python int) promotes, as ATen's result
   type (``clamp(x, 0, 1)`` of bool is int64).
+- ``xlogy``/``copysign`` with a Python-number operand: with its tensor form and a 0-dim
+  tensor (the core decomposition's ``prims.scalar_tensor`` has no lowering).
+- ``angle`` of real numbers (no lowering): ``pi`` below 0, else 0, NaN kept (ATen's).
+- ``reciprocal`` of integers/bool (its float result) and ``isinf`` of integers/bool
+  through float32; ``abs`` of uint8 (StableHLO's ``abs`` takes no unsigned type) is the
+  value itself.
 """
 from __future__ import annotations
 
@@ -83,7 +89,46 @@ def clamp_max_bool(x, max):
     return clamp_bool(x, max=max)
 
 
-TABLE = {aten.hypot.default: hypot, aten.pow.Tensor_Scalar: pow_tensor_scalar,
+def _number_operand(tensor_op, number_first=False):
+    def decomposition(a, b):
+        t, n = (b, a) if number_first else (a, b)
+        if not isinstance(t, torch.Tensor):
+            return NotImplemented
+        nt = aten.scalar_tensor(n, dtype=torch.result_type(t, n), device=t.device)
+        return tensor_op(nt, t) if number_first else tensor_op(t, nt)
+    return decomposition
+
+
+def angle(x):
+    if x.dtype.is_complex:
+        return NotImplemented
+    dt = x.dtype if x.dtype.is_floating_point else torch.get_default_dtype()
+    xf = aten._to_copy.default(x, dtype=dt) if x.dtype != dt else x
+    zero = aten.zeros_like.default(xf)
+    r = aten.where.self(aten.lt.Scalar(xf, 0), aten.full_like.default(xf, torch.pi), zero)
+    return aten.where.self(aten.isnan.default(xf), xf, r)
+
+
+def _through_float(op):
+    def decomposition(x):
+        if x.dtype.is_floating_point or x.dtype.is_complex:
+            return NotImplemented
+        return op(aten._to_copy.default(x, dtype=torch.get_default_dtype()))
+    return decomposition
+
+
+def abs_unsigned(x):
+    if x.dtype not in (torch.uint8, torch.uint16, torch.uint32, torch.uint64):
+        return NotImplemented
+    return aten.clone.default(x)
+
+
+TABLE = {aten.xlogy.Scalar_Other: _number_operand(aten.xlogy.Tensor),
+         aten.xlogy.Scalar_Self: _number_operand(aten.xlogy.Tensor, number_first=True),
+         aten.copysign.Scalar: _number_operand(aten.copysign.Tensor),
+         aten.angle.default: angle, aten.reciprocal.default: _through_float(aten.reciprocal.default),
+         aten.isinf.default: _through_float(aten.isinf.default), aten.abs.default: abs_unsigned,
+aten.hypot.default: hypot, aten.pow.Tensor_Scalar: pow_tensor_scalar,
          aten.clamp.default: clamp_bool, aten.clamp.Tensor: clamp_bool,
          aten.clamp_min.default: clamp_min_bool, aten.clamp_min.Tensor: clamp_min_bool,
          aten.clamp_max.default: clamp_max_bool, aten.clamp_max.Tensor: clamp_max_bool}
