@@ -122,3 +122,35 @@ def test_number_operands_angle_and_integer_forms_match_cpu():
         torch.reciprocal(i), torch.reciprocal(u), torch.reciprocal(b), torch.isinf(i),
         torch.isinf(u), torch.isinf(b), torch.abs(u), u.abs() + 1),
         f, i, u, b, rtol=1e-6, atol=0)
+
+
+def test_empty_results_compile_and_match_cpu(run_py):
+    """sort/gather of an empty tensor aborted the process in torch-mlir (SIGABRT), stack,
+    scatter and tensor indexing failed to compile: empty results are constants now
+    (passes/empty_results.py). In a child process, so an abort fails only this test."""
+    run_py("""
+        import torch, torchneuron
+
+        def f(a, b):
+            i = torch.zeros(0, 2, dtype=torch.int64, device=a.device)
+            return (a.sort(1), a.gather(1, i), torch.stack([a, b]), a.scatter(1, i, b[:, :2]),
+                    a[:, torch.tensor([-1, 0], device=a.device)], a.argsort(0), a.sum(0),
+                    torch.cat([a, b], 0), a.long().sort(1).values, a.bool().cummax(1))
+
+        a, b = torch.randn(0, 5), torch.randn(0, 5)
+        out = torch.compile(f, backend="neuron", fullgraph=True)(a.to("neuron"), b.to("neuron"))
+        flat = lambda t: [t] if isinstance(t, torch.Tensor) else [y for x in t for y in flat(x)]
+        for o, r in zip(flat(out), flat(f(a, b)), strict=True):
+            assert o.dtype == r.dtype and o.shape == r.shape and torch.equal(o.cpu(), r), (o, r)
+        print("ok")
+    """, timeout=240)
+
+
+def test_lerp_of_a_non_contiguous_input_matches_cpu():
+    """The core lerp decomposition ends in prims.copy_strided for a non-contiguous input,
+    which did not lower (decompositions_elementwise.py: a copy)."""
+    x = (torch.arange(15.).reshape(5, 3) / 7).t()
+    y = torch.linspace(-3, 3, 15).reshape(3, 5)
+    assert not x.to("neuron").is_contiguous()
+    _run(lambda a, b: (torch.lerp(a, b, 0.3), torch.lerp(a, b, b.sigmoid())), x, y,
+         rtol=1e-6, atol=1e-6)

@@ -19,6 +19,9 @@ table (decompositions.py).
 - ``reciprocal`` of integers/bool (its float result) and ``isinf`` of integers/bool
   through float32; ``abs`` of uint8 (StableHLO's ``abs`` takes no unsigned type) is the
   value itself.
+- ``prims.copy_strided`` (the core ``lerp`` decomposition's last step for a
+  non-contiguous input: ``torch.lerp(x.t(), y, 0.3)`` failed to compile) is a copy:
+  StableHLO tensors have no strides.
 """
 from __future__ import annotations
 
@@ -123,7 +126,12 @@ def abs_unsigned(x):
     return aten.clone.default(x)
 
 
-TABLE = {aten.xlogy.Scalar_Other: _number_operand(aten.xlogy.Tensor),
+def copy_strided(x, stride):
+    return aten.clone.default(x)
+
+
+TABLE = {torch.ops.prims.copy_strided.default: copy_strided,
+         aten.xlogy.Scalar_Other: _number_operand(aten.xlogy.Tensor),
          aten.xlogy.Scalar_Self: _number_operand(aten.xlogy.Tensor, number_first=True),
          aten.copysign.Scalar: _number_operand(aten.copysign.Tensor),
          aten.angle.default: angle, aten.reciprocal.default: _through_float(aten.reciprocal.default),
