@@ -154,3 +154,9 @@ def test_lerp_of_a_non_contiguous_input_matches_cpu():
     assert not x.to("neuron").is_contiguous()
     _run(lambda a, b: (torch.lerp(a, b, 0.3), torch.lerp(a, b, b.sigmoid())), x, y,
          rtol=1e-6, atol=1e-6)
+
+
+def test_trunc_keeps_the_sign_of_zero_as_cpu():
+    x = torch.tensor([-0., 0., -0.3, 0.3, -2.5, 2.5, _NAN, -_INF, 1e10])
+    _run(lambda a: (a.trunc(), a.frac(), a.double().trunc(), a.bfloat16().trunc(),
+                    torch.div(a, 2.0, rounding_mode="trunc")), x)

@@ -19,6 +19,9 @@ table (decompositions.py).
 - ``reciprocal`` of integers/bool (its float result) and ``isinf`` of integers/bool
   through float32; ``abs`` of uint8 (StableHLO's ``abs`` takes no unsigned type) is the
   value itself.
+- ``trunc`` of floats as ``ceil`` below 0, else ``floor``: torch-mlir lowered it as
+  ``sign(x) * floor(|x|)``, whose ``sign(-0.0)`` is 0, so ``trunc(-0.0)`` was 0.0
+  (ATen and IEEE: -0.0) and ``frac(-0.0)`` -0.0.
 - ``prims.copy_strided`` (the core ``lerp`` decomposition's last step for a
   non-contiguous input: ``torch.lerp(x.t(), y, 0.3)`` failed to compile) is a copy:
   StableHLO tensors have no strides.
@@ -126,11 +129,17 @@ def abs_unsigned(x):
     return aten.clone.default(x)
 
 
+def trunc(x):
+    if not x.dtype.is_floating_point:
+        return NotImplemented
+    return aten.where.self(aten.lt.Scalar(x, 0), aten.ceil.default(x), aten.floor.default(x))
+
+
 def copy_strided(x, stride):
     return aten.clone.default(x)
 
 
-TABLE = {torch.ops.prims.copy_strided.default: copy_strided,
+TABLE = {torch.ops.prims.copy_strided.default: copy_strided, aten.trunc.default: trunc,
          aten.xlogy.Scalar_Other: _number_operand(aten.xlogy.Tensor),
          aten.xlogy.Scalar_Self: _number_operand(aten.xlogy.Tensor, number_first=True),
          aten.copysign.Scalar: _number_operand(aten.copysign.Tensor),
