@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 
-.PHONY: setup build test test-runtime ensure-gtest test-python test-noisy-host test-protected demo bench bench-dist bench-compile clean conformance
+.PHONY: setup build test test-runtime ensure-gtest test-python test-noisy-host test-compile-sweep test-protected demo bench bench-dist bench-compile clean conformance
 
 setup: $(VENV)/.deps-stamp
 
@@ -33,16 +33,20 @@ ensure-gtest:
 	.ci/ensure-gtest
 
 test-python: build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not compile_sweep"
 
 # The noisy-host verdicts alone (they are in test-python too): for repeated runs.
 test-noisy-host: build
 	$(PY) -m pytest -q -m noisy_host tests/test_check_noisy_host.py
 
+# The whole compile-path op sweep, compiled vs CPU (make test runs its subset): minutes.
+test-compile-sweep: build
+	$(PY) -m pytest -q -m compile_sweep tests/test_compile_sweep.py
+
 # The suite once more with device memory unreadable outside kernels and copies (not the
 # noisy-host latency verdicts: protection changes the device's timing, not its results).
 test-protected: build
-	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q -m "not noisy_host"
+	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q -m "not noisy_host and not compile_sweep"
 
 test: test-runtime test-python test-protected
 

@@ -11,6 +11,8 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from . import decompositions_elementwise, decompositions_scans
+
 aten = torch.ops.aten
 
 # Ours, beyond core ATen and torch-mlir's list (reasons in comments).
@@ -425,6 +427,15 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.div.Tensor_mode: div_floor, aten.div.Scalar_mode: div_floor}
 
 
+def _before(f, other):
+    """``f``, and where it returns NotImplemented, ``other`` (the table's entry it
+    takes precedence over: clamp_min of bool is ours, of other dtypes core ATen's)."""
+    def decomposition(*args, **kwargs):
+        r = f(*args, **kwargs)
+        return other(*args, **kwargs) if r is NotImplemented else r
+    return decomposition
+
+
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     """{OpOverload: decomposition}: core ATen + torch-mlir's FX table + ours."""
@@ -434,5 +445,7 @@ def decomposition_table() -> dict:
     table.update(tm_table())
     table.update(get_decompositions(_EXTRA))
     table.update(_OURS)
+    for op, f in {**decompositions_scans.TABLE, **decompositions_elementwise.TABLE}.items():
+        table[op] = _before(f, table[op]) if op in table else f
     table.update(_foreach_table())
     return table

@@ -21,7 +21,9 @@ from .channels_last_max_pool import channels_last_max_pool
 from .float_scalar_operands import float_scalar_operands
 from .bitwise_before_truncation import bitwise_before_truncation
 from .compare_in_result_type import compare_in_result_type
+from .empty_results import empty_results
 
+# empty_results after the mutations are outputs and before the passes that add nodes;
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
 # cumprod is decomposed after it (narrowed as one op: its int64 accumulation kept);
 # random ops are generated after it (the generator's int64 words are not values);
@@ -31,6 +33,7 @@ from .compare_in_result_type import compare_in_result_type
 # float_scalar_operands, compare_in_result_type and bitwise_before_truncation last: the
 # passes before them add int operands, compares and truncations (narrow_64bit) too.
 PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none_outputs,
+            empty_results,
             narrow_64bit, decompose_cumprod, nan_aware_arg_reductions, nan_aware_sort, random_ops_to_inputs,
             drop_device_arguments,
             clamp_slice_bounds, wrap_negative_indices, self_equality,

@@ -6,6 +6,10 @@ the same category: uint8 ``x < torch.tensor(-5, dtype=torch.int32)`` compares wi
 -5 as uint8 (251). The lowered compare promoted both to a wider type instead (all
 False there; 300 compared as 300, not 44), silently. Both operands are converted to
 the result type explicitly.
+
+A compare of a tensor with a Python scalar (``.Scalar``) whose result type is not the
+tensor's converts the tensor: bool ``x < 2`` compares as int64 (all True); lowered, the
+2 was converted to bool and it compared ``x < True``.
 """
 from __future__ import annotations
 
@@ -23,11 +27,23 @@ def _val(a):
     return a.meta.get("val") if isinstance(a, torch.fx.Node) else None
 
 
+_SCALAR_OPS = (aten.lt.Scalar, aten.le.Scalar, aten.gt.Scalar, aten.ge.Scalar,
+               aten.eq.Scalar, aten.ne.Scalar)
+
+
+def _mixed(n) -> bool:
+    if n.op != "call_function" or len(n.args) < 2 or not isinstance(_val(n.args[0]), torch.Tensor):
+        return False
+    a, b = _val(n.args[0]), _val(n.args[1])
+    if n.target in _OPS:
+        return isinstance(b, torch.Tensor) and a.dtype != b.dtype
+    return (n.target in _SCALAR_OPS and isinstance(n.args[1], (bool, int, float))
+            and torch.result_type(a, n.args[1]) != a.dtype)
+
+
 def compare_in_result_type(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     g = gm.graph
-    todo = [n for n in g.nodes if n.op == "call_function" and n.target in _OPS
-            and all(isinstance(_val(a), torch.Tensor) for a in n.args[:2])
-            and _val(n.args[0]).dtype != _val(n.args[1]).dtype]
+    todo = [n for n in g.nodes if _mixed(n)]
     if not todo:
         return
     mode = graph_fake_mode(g)
@@ -35,9 +51,10 @@ def compare_in_result_type(gm: torch.fx.GraphModule, plan, example_inputs) -> No
         return
     with mode:
         for n in todo:
-            dt = torch.result_type(_val(n.args[0]), _val(n.args[1]))
+            b = _val(n.args[1]) if n.target in _OPS else n.args[1]
+            dt = torch.result_type(_val(n.args[0]), b)
             args = list(n.args)
-            for i in (0, 1):
+            for i in (0, 1) if n.target in _OPS else (0,):
                 v = _val(args[i])
                 if v.dtype != dt:
                     with g.inserting_before(n):

@@ -67,7 +67,13 @@ def _rewrite(g: torch.fx.Graph) -> None:
                    if u.op == "call_function" and u.target is operator.getitem}
         if len(getters) != len(n.users):
             continue  # a use we do not know: leave the node as torch-mlir lowers it
-        last = max(getters.values(), key=lambda u: list(g.nodes).index(u), default=n)
+        # the getters moved right after n, so that the fixes come before every use of
+        # them (narrow_64bit put a float64 max's widening between the getters: the
+        # widening of value then read a fix defined after it, and the graph failed)
+        last = n
+        for k in sorted(getters):
+            last.append(getters[k])
+            last = getters[k]
         with g.inserting_before(last.next):
             first, has = _nan_info(g, x, dim, keepdim)
             fixes = {}
