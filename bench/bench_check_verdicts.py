@@ -64,10 +64,14 @@ def main() -> None:
             code = check(["check", MODEL, *RUN, "--baseline", d, "--json", j,
                           "--max-latency-regression", str(a.threshold)], ENV[kind], a.processes)
             r = json.load(open(j))
-            st = r["baseline"]["latency"]["statistics"]
+            st = dict(r["baseline"]["latency"]["statistics"])
+            # the compiled model's comparison (--mode both), on the wall-time basis
+            st |= ((r["baseline"].get("compiled") or {}).get("latency") or {}).get("statistics") or {}
             print(kind, "exit", code, "rounds", r["phase3"]["rounds"], "load %.1f" % os.getloadavg()[0], " ".join(
                 f"{n}={s['decision']}(x{s['ci']['ratio']:.2f} [{s['ci']['low']:.2f}, {s['ci']['high']:.2f}])"
                 for n, s in st.items() if s.get("ci")), flush=True)
+            if code == 1:  # what regressed (latency or not)
+                print("   regressions:", "; ".join(r["baseline"].get("regressions") or []), flush=True)
             counts[(kind, {0: "pass", 1: "regression", 3: "inconclusive"}.get(code, f"exit {code}"))] += 1
     finally:
         for p in procs:
