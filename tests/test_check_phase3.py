@@ -195,3 +195,48 @@ def test_work_time_basis_needs_one_thread_and_a_cpu_reference():
     assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=2)) is None
     assert phase3.work_time_basis(CheckConfig(model="mlp", reference="cuda")) is None
     assert phase3.work_time_basis(CheckConfig(model="mlp", mode="compile")) is None   # XLA's own threads
+
+
+def test_timed_iterations_run_without_the_cyclic_gc(monkeypatch):
+    # a collection lands in whichever step crosses the threshold (it read the compiled side
+    # x1.12-x1.25 in later checks of one process): off while timing, as timeit does, and
+    # restored after (also when the caller had it off)
+    import gc
+
+    from torchneuron.check.config import CheckConfig
+
+    seen = []
+
+    def step():
+        seen.append(gc.isenabled())
+        return 0.0
+
+    step.launch = []
+
+    class UI:
+        def progress(self, desc, total):
+            class P:
+                def __enter__(self):
+                    return self
+
+                def __exit__(self, *a):
+                    return False
+
+                def advance(self):
+                    pass
+            return P()
+
+    cfg = CheckConfig(model="mlp", iterations=5)
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            seen.clear()
+            phase3._measure_round({"device": step, "reference": step}, cfg, UI(), "round 1", "cpu")
+            assert seen and not any(seen)
+            assert gc.isenabled() == enabled
+            seen.clear()
+            with phase3.no_gc():
+                step()
+            assert seen == [False] and gc.isenabled() == enabled
+        finally:
+            gc.enable()
