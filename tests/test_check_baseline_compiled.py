@@ -51,11 +51,23 @@ def test_unchanged_recheck_compares_the_compiled_model(compiled_baseline, tmp_pa
     lat = c["latency"]
     assert lat["side"] == "compiled" and lat["decision"] == "pass"
     st = lat["statistics"]["compiled_alone"]
-    assert st["decides"] and st["statistic"] == "min compiled / min reference"
+    assert st["decides"] and st["statistic"] == "median paired work time compiled / reference"
     assert "model_or_inputs" not in lat["statistics"]   # eager's comparison decided it
-    assert lat["time_basis"].startswith("wall seconds")
+    # on the process's CPU time (XLA:CPU's pool does the compiled graphs' work)
+    assert lat["time_basis"].startswith("work time: the compiled model's process CPU seconds")
     assert r["baseline"]["latency"]["statistics"]["device_alone"]["decision"] == "pass"
     assert "p50 latency (compiled)" in out and "compiles (torch.compile)" in out
+
+
+def test_a_compile_mode_recheck_is_compared_on_the_same_clock(compiled_baseline, tmp_path):
+    # --mode compile: the device step is the compiled model, timed on the process's CPU time,
+    # so a --mode both baseline's compiled figures compare with it on the work-time basis
+    code, out, r = _check(compiled_baseline, tmp_path, "--mode", "compile")
+    assert code == 0, out
+    lat = r["baseline"]["compiled"]["latency"]
+    assert lat["time_basis"].startswith("work time: the compiled model's process CPU seconds"), lat["time_basis"]
+    assert lat["statistics"]["compiled_alone"]["decision"] == "pass"
+    assert r["phase3"]["busy_time_sides"] == ["device_calibration"]
 
 
 def test_compiled_only_slowdown_is_caught(compiled_baseline, tmp_path, monkeypatch):
@@ -97,6 +109,46 @@ def test_baseline_without_compiled_figures_says_not_compared(compiled_baseline, 
     assert c["compile"]["note"].startswith("not compared")
     assert r["baseline"]["latency"]["statistics"]["device_alone"]["decision"] == "pass"   # eager still compared
     assert "the baseline has no compiled figures" in " ".join(out.split())
+
+
+def test_a_baseline_without_the_compiled_clock_is_compared_on_wall_time(compiled_baseline, tmp_path):
+    # saved by the version whose compiled CPU samples were the calling thread's alone
+    b = str(tmp_path / "old")
+    shutil.copytree(compiled_baseline, b)
+    path = os.path.join(b, "baseline.json")
+    m = json.load(open(path))
+    for key in ("compiled_cpu_clock", "compiled_work_time_basis"):
+        del m["metrics"][key]
+    json.dump(m, open(path, "w"))
+    code, out, r = _check(b, tmp_path)
+    assert code == 0, out
+    lat = r["baseline"]["compiled"]["latency"]
+    assert lat["time_basis"].startswith("wall seconds per step (the compiled model's process CPU time is missing")
+    assert lat["statistics"]["compiled_alone"]["statistic"] == "min compiled / min reference"
+    assert r["baseline"]["latency"]["time_basis"].startswith("work time")   # eager's is unaffected
+
+
+def test_compiled_work_time_is_its_cpu_plus_least_waiting_not_the_launch():
+    # the compiled side is a host-like side on the work-time basis: CPU seconds (all threads)
+    # plus its least waiting; the device's launch samples are not part of it
+    n = 40
+    cpu = {"device": [1e-3] * n, "reference": [2e-3] * n, "calibration": [1e-3] * n,
+           "calibration_matmul": [1e-3] * n, "device_calibration": [1e-3] * n, "compiled": [1e-3] * n}
+    wall = {k: [t * 1.5 for t in v] for k, v in cpu.items()}
+    base = {"samples": wall, "cpu_samples": cpu, "launch_samples": {"device": [5e-3] * n}, "rounds": 1,
+            "cpu_clock": "c", "work_time_basis": "w", "compiled_cpu_clock": "p", "compiled_work_time_basis": "cw",
+            "compiled": {"p50_s": 1.5e-3}, "device": {"p50_s": 1.5e-3}}
+    view = baseline_mod._compiled_view(base, base["compiled"], "device")
+    assert view["busy_time_sides"] == ("device_calibration",) and view["work_time_basis"] == "cw"
+    # twice the CPU, same waiting (0.5 ms): (2 + 0.5) / (1 + 0.5) = x1.67 vs the baseline
+    cpu2 = cpu | {"compiled": [2e-3] * n}
+    cur = base | {"cpu_samples": cpu2, "samples": wall | {"compiled": [2.5e-3] * n}}
+    bview = baseline_mod._compiled_view(base, base["compiled"], "p50_s")
+    out = baseline_mod.latency(bview, baseline_mod._compiled_view(cur, cur["compiled"], "device"), 0.10,
+                               side="compiled")
+    st = out["statistics"]["compiled_alone"]
+    assert out["time_basis"] == "work time: cw" and st["decision"] == "regressed"
+    assert st["ci"]["ratio"] == pytest.approx(2.5 / 1.5)
 
 
 def _run(measured_side, scale, n=30):

@@ -194,7 +194,21 @@ def test_work_time_basis_needs_one_thread_and_a_cpu_reference():
     assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=0)) is None
     assert phase3.work_time_basis(CheckConfig(model="mlp", timing_threads=2)) is None
     assert phase3.work_time_basis(CheckConfig(model="mlp", reference="cuda")) is None
-    assert phase3.work_time_basis(CheckConfig(model="mlp", mode="compile")) is None   # XLA's own threads
+    # the compiled model (the device step under --mode compile) on the process's CPU time
+    assert phase3.work_time_basis(CheckConfig(model="mlp", mode="compile")) == phase3.COMPILED_WORK_TIME_BASIS
+    assert phase3.work_time_basis(CheckConfig(model="mlp", mode="compile", timing_threads=2)) is None
+
+
+def test_the_compiled_model_is_timed_on_the_process_clock():
+    import time as _time
+
+    from torchneuron.check import workclock
+
+    c = workclock.clocks("neuron:0", ["device", "compiled", "reference", "device_calibration"])
+    assert c["compiled"] is _time.process_time and c["reference"] is _time.thread_time
+    assert c["device"] is c["device_calibration"] and c["device"] not in (_time.process_time, _time.thread_time)
+    c = workclock.clocks("neuron:0", ["device", "device_calibration"], compiled_device=True)   # --mode compile
+    assert c["device"] is _time.process_time and c["device_calibration"] is not _time.process_time
 
 
 def test_timed_iterations_run_without_the_cyclic_gc(monkeypatch):

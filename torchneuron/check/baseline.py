@@ -102,6 +102,8 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "launch_samples": p3.get("launch_samples"),
             "cpu_clock": p3.get("cpu_clock"),
             "work_time_basis": p3.get("work_time_basis"),
+            "compiled_cpu_clock": p3.get("compiled_cpu_clock"),
+            "compiled_work_time_basis": p3.get("compiled_work_time_basis"),
             "peak_allocated_bytes": p1["memory"]["peak_allocated_bytes"],
             "peak_allocated_basis": p1["memory"].get("peak_allocated_basis"),
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
@@ -326,9 +328,9 @@ def measured(base: Baseline) -> str:
     return "compiled" if re.search(r"--mode[= ]compile\b", cmd) else "eager"
 
 
-#: Why compiled figures are always compared on the wall-time basis.
-COMPILED_BASIS = ("compiled graphs run in XLA:CPU's own threads, which no clock here counts: the compiled "
-                  "model is compared on wall seconds")
+#: Why compiled figures are compared on the wall-time basis when they are.
+COMPILED_BASIS = ("the compiled model's process CPU time is missing on a side (--mode compile, --timing-threads "
+                  "other than 1, a non-CPU reference, or a baseline saved by an earlier version: save it again)")
 
 
 def compile_success(base: Baseline, p1: dict) -> dict:
@@ -359,8 +361,9 @@ def compile_success(base: Baseline, p1: dict) -> dict:
 
 def compiled(base: Baseline, result: dict, threshold: float, seed: int = 0, skip: tuple = ()) -> dict:
     """The compiled model against the baseline's: compile success (``compile_success``) and its
-    latency by ``latency``'s statistics and verdict rules, on the wall-time basis
-    (``COMPILED_BASIS``). The compiled figures are phase 3's device figures under
+    latency by ``latency``'s statistics and verdict rules, on the work-time basis with the
+    process's CPU time as its clock (``workclock.COMPILED_SIDES``) where both runs measured it,
+    else on wall seconds (``COMPILED_BASIS``). The compiled figures are phase 3's device figures under
     ``--mode compile`` and its ``compiled`` figures under ``--mode both``, on either side.
     ``skip``: statistics not repeated here (``model_or_inputs``, when eager's decided it)."""
     res: dict[str, Any] = {"compile": compile_success(base, result["phase1"]), "regressions": []}
@@ -391,6 +394,12 @@ def _compiled_view(src: dict, fig: Optional[dict], key: str) -> Optional[dict]:
         return None
     view = {"samples": smp | {"device": smp["compiled"]}, "rounds": src.get("rounds"),
             "cpu_clock": src.get("cpu_clock"), "work_time_basis": None}
+    cpu = src.get("cpu_samples") or {}
+    if src.get("compiled_work_time_basis") and cpu.get("compiled"):
+        # on the process's CPU time (workclock.COMPILED_SIDES): a host-like side, its waiting added
+        view |= {"cpu_samples": cpu | {"device": cpu["compiled"]},
+                 "cpu_clock": f"{src.get('cpu_clock')}; {src.get('compiled_cpu_clock')}",
+                 "work_time_basis": src["compiled_work_time_basis"], "busy_time_sides": ("device_calibration",)}
     return view | ({"device": fig} if key == "device" else
                    {"p50_s": fig["p50_s"], "throughput_samples_per_s": fig.get("throughput_samples_per_s")})
 
@@ -439,18 +448,22 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
                                       f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{threshold:.0%})")
         return out
     same_clock = p3.get("cpu_clock") == bmx.get("cpu_clock")
+    busy = tuple(p3.get("busy_time_sides", perfstats.BUSY_TIME_SIDES))
+    # a busy-time device side adds its least launch time: both runs need those samples
+    launched = "device" not in busy or ((p3.get("launch_samples") or {}).get("device")
+                                        and (bmx.get("launch_samples") or {}).get("device"))
     work = bool(p3.get("work_time_basis") and bmx.get("work_time_basis") and same_clock
                 and (p3.get("cpu_samples") or {}).get("calibration_matmul")
-                and (bmx.get("cpu_samples") or {}).get("calibration_matmul")
-                and (p3.get("launch_samples") or {}).get("device") and (bmx.get("launch_samples") or {}).get("device"))
+                and (bmx.get("cpu_samples") or {}).get("calibration_matmul") and launched)
     boot = f"95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)"
     if work:
         out["time_basis"] = "work time: " + p3["work_time_basis"]
         out["method"] = ("normalized work time (per iteration: the device's busy time; the host sides' thread CPU "
                          "seconds + their least waiting of any iteration; median of the per-iteration ratios), "
                          f"current over baseline, {boot}")
-        cur = {"cpu": p3["cpu_samples"], "wall": p3["samples"], "launch": p3["launch_samples"]}
-        base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"], "launch": bmx["launch_samples"]}
+        cur = {"cpu": p3["cpu_samples"], "wall": p3["samples"], "launch": p3.get("launch_samples"), "busy": busy}
+        base = {"cpu": bmx["cpu_samples"], "wall": bmx["samples"], "launch": bmx.get("launch_samples"),
+                "busy": busy}
     else:
         why = (wall_reason if wall_reason else
                "the baseline was saved without work-time samples (save it again)" if not bmx.get("work_time_basis")

@@ -249,12 +249,14 @@ BUSY_TIME_SIDES = ("device", "device_calibration")
 
 def _side(samples: dict, names: tuple[str, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
     """A side's (cpu, wall) arrays of ``n`` iterations, as ``work_times`` takes them: for a
-    busy-time side, wall is its busy time plus its launch seconds (none recorded: nothing),
-    so that its least launch time is what ``work_times`` adds."""
+    busy-time side (``samples["busy"]``, default ``BUSY_TIME_SIDES``), wall is its busy time
+    plus its launch seconds (none recorded: nothing), so that its least launch time is what
+    ``work_times`` adds."""
     cpu = sum(np.asarray(samples["cpu"][k][:n], dtype=np.float64) for k in names)
+    busy_sides = samples.get("busy", BUSY_TIME_SIDES)
 
     def wall_of(k):
-        if k not in BUSY_TIME_SIDES:
+        if k not in busy_sides:
             return np.asarray(samples["wall"][k][:n], dtype=np.float64)
         launch = (samples.get("launch") or {}).get(k)
         busy = np.asarray(samples["cpu"][k][:n], dtype=np.float64)

@@ -154,16 +154,23 @@ def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optio
     return times, cpu
 
 
+#: The compiled model's basis under ``--mode both`` (``workclock.COMPILED_SIDES``).
+COMPILED_WORK_TIME_BASIS = ("the compiled model's process CPU seconds per step (all threads: XLA:CPU's pool does "
+                            "its work) and the host sides' thread CPU seconds per step, plus each side's least "
+                            "waiting of any iteration")
+
+
 def work_time_basis(cfg: CheckConfig) -> Optional[str]:
     """Why the latency statistic may use the work-time basis (perfstats.work_times) for
     this run, or None when it may not: only with one intra-op thread (``--timing-threads
     1``, the default; with more, OpenMP's other threads do part of the work and are not
-    counted), a CPU reference (a CUDA reference works on its GPU, which no CPU clock
-    sees) and eager phases 2-3 (under ``--mode compile`` the compiled graphs run in
-    XLA:CPU's own thread pool: over 100 forwards of the ``blocks`` fixture the stream worker
-    and the caller consumed 34 ms of CPU, the process 122 ms)."""
-    if cfg.timing_threads != 1 or cfg.reference != "cpu" or cfg.mode == "compile":
+    counted) and a CPU reference (a CUDA reference works on its GPU, which no CPU clock
+    sees). Under ``--mode compile`` the device step is the compiled model, timed on the
+    process's CPU time (``workclock``), as ``--mode both`` times its compiled model."""
+    if cfg.timing_threads != 1 or cfg.reference != "cpu":
         return None
+    if cfg.mode == "compile":
+        return COMPILED_WORK_TIME_BASIS
     return ("the device's busy time (its stream workers' CPU time inside kernels) and the host sides' "
             "thread CPU seconds per step, plus the host sides' least waiting of any iteration")
 
@@ -206,7 +213,8 @@ def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str, device: str) -
     desc = f"Phase 3 {label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
     with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads), workclock.counting(), no_gc():
         t0 = time.perf_counter()
-        wall, cpu = measure_interleaved(steps, total, cfg.seconds, p, cpu_clock=workclock.clocks(device, steps))
+        wall, cpu = measure_interleaved(steps, total, cfg.seconds, p,
+                                        cpu_clock=workclock.clocks(device, steps, cfg.mode == "compile"))
         return (wall, cpu, {"device": list(launch)}), time.perf_counter() - t0
 
 
@@ -269,7 +277,8 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     ``samples`` keeps the per-iteration wall seconds of each (index i = the same iteration),
     ``cpu_samples`` the CPU seconds of each step's work (``workclock``;
     ``cpu_clock`` says which clock), ``work_time_basis`` whether the latency statistic may
-    decide on them (``work_time_basis``);
+    decide on them (``work_time_basis``); with the compiled model, ``compiled_cpu_clock`` and
+    ``compiled_work_time_basis`` say the same of its samples (the process's CPU time);
     ``another_round`` adds a round of the same size."""
     res: dict[str, Any] = {
         "status": "skipped", "reason": skip_reason, "samples_per_iteration": batch,
@@ -291,8 +300,13 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     res["cold"] = {"device": cold_s, "reference": reference_cold_s, "compiled": compiled_cold_s}
     steps = _steps(session, reference, cfg)
     threads_clock = workclock.device_busy_clock(session.device) is not None
-    res["cpu_clock"] = workclock.DESCRIPTION if threads_clock else "process (all threads)"
+    res["cpu_clock"] = workclock.description(cfg.mode == "compile") if threads_clock else "process (all threads)"
     res["work_time_basis"] = work_time_basis(cfg) if threads_clock else None
+    if cfg.mode == "compile":   # the device step is the compiled model, on the process's CPU time
+        res["busy_time_sides"] = ["device_calibration"]
+    if "compiled" in steps:
+        res["compiled_cpu_clock"] = workclock.COMPILED_DESCRIPTION if threads_clock else None
+        res["compiled_work_time_basis"] = (COMPILED_WORK_TIME_BASIS if res["work_time_basis"] else None)
     torch.neuron.reset_fallback_stats()
     warmups: dict[str, dict] = {}
     try:
