@@ -568,6 +568,16 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
         lst = [torch.ones(2, device=dev)] * (WS + 1) if me else None
         dist.scatter(out, lst, src=bad)
 
+    def gather_list_length():
+        dist.gather(torch.ones(2, device=dev), [torch.empty(2, device=dev)] * (WS + 1) if me else None, dst=bad)
+
+    def reduce_scatter_input_shape():
+        # (Gloo aborted the process on this one, checked on the poster)
+        ins = [torch.ones(2, device=dev) for _ in range(WS)]
+        if me:
+            ins[0] = torch.ones(3, device=dev)
+        dist.reduce_scatter(torch.empty(2, device=dev), ins)
+
     def all_gather_output_size():
         dist.all_gather_into_tensor(torch.empty(2 * WS + (1 if me else 0), device=dev), torch.ones(2, device=dev))
 
@@ -606,6 +616,8 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
 
     # (the backend's name of the collective, the call, the faulty rank's error)
     cases = [("scatter", scatter_list_length, RuntimeError, "scatter_list has %d tensors, expected %d" % (WS + 1, WS)),
+             ("gather", gather_list_length, RuntimeError, "gather_list has %d tensors, expected %d" % (WS + 1, WS)),
+             ("reduce_scatter", reduce_scatter_input_shape, RuntimeError, "input 0 is Float[3], expected Float[2]"),
              ("_allgather_base", all_gather_output_size, RuntimeError, "output has %d elements" % (2 * WS + 1)),
              ("alltoall_base", negative_split, RuntimeError, "negative input split size -1"),
              ("allreduce", dtype_gloo_lacks, RuntimeError, "dtype Short, which Gloo"),

@@ -98,7 +98,8 @@ def test_ddp_fsdp2_dcp_2_ranks(tmp_path):
 
 @pytest.mark.parametrize("nprocs", [2, 4])
 def test_bad_argument_on_one_rank_is_an_error_on_every_rank(nprocs):
-    """A bad argument on one rank (a wrong-length scatter_list, a wrong output size,
+    """A bad argument on one rank (a wrong-length scatter_list or gather_list, reduce_scatter
+    inputs of the wrong shape, a wrong output size,
     a negative split, a dtype Gloo lacks, AVG on integers, inside a coalescing block,
     the wrong core): it raises at its call; the others raise naming it, well within
     the group's 60 s timeout; the next all_reduce is right on every rank."""

@@ -685,7 +685,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
   return guarded("broadcast", c10d::OpType::BROADCAST, [&]() -> c10::intrusive_ptr<c10d::Work> {
     if (on_cpu("broadcast", tensors)) return gloo_in_order().broadcast(tensors, opts);
     check_root("broadcast", opts.rootRank, size_);
-    TORCH_CHECK(tensors.size() == 1, "ProcessGroupNeuron::broadcast: expects one tensor, got ", tensors.size());
+    TORCH_CHECK(tensors.size() == 1, "ProcessGroupNeuron::broadcast: expects one tensor, got ",
+                tensors.size());
     auto a = aliases(tensors);
     auto g = gloo_;
     return issue("broadcast", c10d::OpType::BROADCAST, tensors, tensors, Ordering::kStream,
@@ -707,7 +708,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  return guarded("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, [&]() -> c10::intrusive_ptr<c10d::Work> {
+  return guarded("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
     if (on_cpu("allreduce_coalesced", tensors)) return gloo_in_order().allreduce_coalesced(tensors, opts);
     check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
     auto a = aliases(tensors);
@@ -756,7 +758,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  return guarded("_allgather_base", c10d::OpType::_ALLGATHER_BASE, [&]() -> c10::intrusive_ptr<c10d::Work> {
+  return guarded("_allgather_base", c10d::OpType::_ALLGATHER_BASE,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
     std::vector<at::Tensor> ts{output, input};
     if (on_cpu("_allgather_base", ts)) return gloo_in_order()._allgather_base(output, input, opts);
     TORCH_CHECK(output.numel() == input.numel() * size_, "ProcessGroupNeuron::all_gather_into_tensor: "
@@ -776,7 +779,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  return guarded("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, [&]() -> c10::intrusive_ptr<c10d::Work> {
+  return guarded("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
     auto outs = flat(outputs);
     if (on_cpu("allgather_coalesced", cat(outs, inputs)))
       return gloo_in_order().allgather_coalesced(outputs, inputs, opts);
@@ -799,7 +803,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  return guarded("allgather_into_tensor_coalesced", c10d::OpType::COALESCED, [&]() -> c10::intrusive_ptr<c10d::Work> {
+  return guarded("allgather_into_tensor_coalesced", c10d::OpType::COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
     if (on_cpu("allgather_into_tensor_coalesced", cat(outputs, inputs)))
       return gloo_in_order().allgather_into_tensor_coalesced(outputs, inputs, opts);
     TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::allgather_into_tensor_coalesced: ",
@@ -838,7 +843,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
     if (opts.rootRank == rank_) {
       TORCH_CHECK(outputs.size() == 1, "ProcessGroupNeuron::gather: the root expects one gather_list");
       check_list("gather", "gather_list", outputs[0].size(), size_);
-      for (size_t j = 0; j < outputs[0].size(); ++j) check_like("gather", "gather_list tensor", j, outputs[0][j], inputs[0]);
+      for (size_t j = 0; j < outputs[0].size(); ++j)
+        check_like("gather", "gather_list tensor", j, outputs[0][j], inputs[0]);
     } else {
       TORCH_CHECK(outputs.empty(), "ProcessGroupNeuron::gather: gather_list is for the root rank only");
     }
@@ -862,7 +868,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
     if (opts.rootRank == rank_) {
       TORCH_CHECK(inputs.size() == 1, "ProcessGroupNeuron::scatter: the root expects one scatter_list");
       check_list("scatter", "scatter_list", inputs[0].size(), size_);
-      for (size_t j = 0; j < inputs[0].size(); ++j) check_like("scatter", "scatter_list tensor", j, inputs[0][j], outputs[0]);
+      for (size_t j = 0; j < inputs[0].size(); ++j)
+        check_like("scatter", "scatter_list tensor", j, inputs[0][j], outputs[0]);
     } else {
       TORCH_CHECK(inputs.empty(), "ProcessGroupNeuron::scatter: scatter_list is for the root rank only");
     }
@@ -887,7 +894,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
                 inputs.size(), " input lists for ", outputs.size(), " outputs");
     for (size_t i = 0; i < outputs.size(); ++i) {
       check_list("reduce_scatter", "input_list", inputs[i].size(), size_);
-      for (size_t j = 0; j < inputs[i].size(); ++j) check_like("reduce_scatter", "input", j, inputs[i][j], outputs[i]);
+      for (size_t j = 0; j < inputs[i].size(); ++j)
+        check_like("reduce_scatter", "input", j, inputs[i][j], outputs[i]);
     }
     auto ao = aliases(outputs);
     auto ai = aliases(inputs);
@@ -900,7 +908,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  return guarded("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, [&]() -> c10::intrusive_ptr<c10d::Work> {
+  return guarded("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
     std::vector<at::Tensor> ts{output, input};
     if (on_cpu("_reduce_scatter_base", ts)) return gloo_in_order()._reduce_scatter_base(output, input, opts);
     check_reduce_op("reduce_scatter_tensor", opts.reduceOp, ts);
@@ -920,7 +929,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  return guarded("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, [&]() -> c10::intrusive_ptr<c10d::Work> {
+  return guarded("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
     if (on_cpu("reduce_scatter_tensor_coalesced", cat(outputs, inputs)))
       return gloo_in_order().reduce_scatter_tensor_coalesced(outputs, inputs, opts);
     check_reduce_op("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
@@ -954,8 +964,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
     std::vector<at::Tensor> ts{output, input};
     if (on_cpu("alltoall_base", ts))
       return gloo_in_order().alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
-    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ProcessGroupNeuron::all_to_all_single: output is ",
-                output.scalar_type(), ", input is ", input.scalar_type());
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+                "ProcessGroupNeuron::all_to_all_single: output is ", output.scalar_type(),
+                ", input is ", input.scalar_type());
     // Checked at the call, as Gloo does on CPU tensors; the counts per peer are
     // then checked across ranks before any data moves.
     auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& split, const char* what) {
