@@ -553,6 +553,122 @@ def check_errors(dev: torch.device, cpu) -> None:
     ok("monitored_barrier on a neuron group")
 
 
+def check_one_rank_fails(dev: torch.device, cpu) -> None:
+    """A bad argument on one rank (the last): it raises its own error at the call;
+    every other rank's same collective raises promptly, naming that rank and the
+    collective (not the group's timeout); the next collective works on every rank."""
+    bad = WS - 1
+    me = RANK == bad
+    other_core = None
+    if torch.neuron.device_count() > 1:
+        other_core = f"neuron:{(dev.index + 1) % torch.neuron.device_count()}"
+
+    def scatter_list_length():
+        out = torch.empty(2, device=dev)
+        lst = [torch.ones(2, device=dev)] * (WS + 1) if me else None
+        dist.scatter(out, lst, src=bad)
+
+    def gather_list_length():
+        dist.gather(torch.ones(2, device=dev), [torch.empty(2, device=dev)] * (WS + 1) if me else None, dst=bad)
+
+    def reduce_scatter_input_shape():
+        # (Gloo aborted the process on this one, checked on the poster)
+        ins = [torch.ones(2, device=dev) for _ in range(WS)]
+        if me:
+            ins[0] = torch.ones(3, device=dev)
+        dist.reduce_scatter(torch.empty(2, device=dev), ins)
+
+    def all_gather_output_size():
+        dist.all_gather_into_tensor(torch.empty(2 * WS + (1 if me else 0), device=dev), torch.ones(2, device=dev))
+
+    def negative_split():
+        ins = [2] * WS
+        if me:
+            ins[0], ins[1] = -1, 5  # sums to 2 * WS: only the sign is wrong
+        dist.all_to_all_single(torch.empty(2 * WS, device=dev), torch.ones(2 * WS, device=dev), [2] * WS, ins)
+
+    def wrong_core():
+        dist.all_reduce(torch.ones(3, device=other_core if me else dev))
+
+    def dtype_gloo_lacks():
+        dist.all_reduce(torch.ones(3, device=dev, dtype=torch.int16 if me else torch.float32))
+
+    def avg_on_integers():
+        dist.all_reduce(torch.ones(3, device=dev, dtype=torch.int64 if me else torch.float32), op=dist.ReduceOp.AVG)
+
+    def in_a_coalescing_block():
+        # Three calls on every rank, the second bad on one: that rank raises as
+        # the block ends; the others' block fails (no data moves).
+        a, b = torch.full((2,), float(RANK), device=dev), torch.full((2,), float(RANK), device=dev)
+        out = torch.full((2,), -1.0, device=dev)
+        with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+            dist.broadcast(a, 0, async_op=True)
+            dist.scatter(out, [torch.ones(2, device=dev)] * (WS + 1) if me else None, src=bad, async_op=True)
+            dist.broadcast(b, 0, async_op=True)
+        cm.wait()
+
+    def in_a_coalesced_all_gather():
+        # torch's fast path: one allgather_into_tensor_coalesced at the block's end.
+        with dist._coalescing_manager():
+            for k in range(2):
+                o = torch.empty(2 * WS + (1 if me and k == 1 else 0), device=dev)
+                dist.all_gather_into_tensor(o, torch.ones(2, device=dev))
+
+    # (the backend's name of the collective, the call, the faulty rank's error)
+    cases = [("scatter", scatter_list_length, RuntimeError, "scatter_list has %d tensors, expected %d" % (WS + 1, WS)),
+             ("gather", gather_list_length, RuntimeError, "gather_list has %d tensors, expected %d" % (WS + 1, WS)),
+             ("reduce_scatter", reduce_scatter_input_shape, RuntimeError, "input 0 is Float[3], expected Float[2]"),
+             ("_allgather_base", all_gather_output_size, RuntimeError, "output has %d elements" % (2 * WS + 1)),
+             ("alltoall_base", negative_split, RuntimeError, "negative input split size -1"),
+             ("allreduce", dtype_gloo_lacks, RuntimeError, "dtype Short, which Gloo"),
+             ("allreduce", avg_on_integers, RuntimeError, "ReduceOp.AVG on Long tensors"),
+             ("coalesced", in_a_coalescing_block, RuntimeError, "scatter_list has %d tensors" % (WS + 1)),
+             ("allgather_into_tensor_coalesced", in_a_coalesced_all_gather, RuntimeError,
+              "output 1 (Float[%d]) must hold world size" % (2 * WS + 1))]
+    if other_core:
+        cases.append(("allreduce", wrong_core, RuntimeError, "but rank %d of this process group uses neuron:" % bad))
+    only = os.environ.get("DIST_CASES")  # a subset, by function name (to check one case)
+    for i, (collective, call, etype, reason) in enumerate(cases):
+        what = call.__name__
+        if only and what not in only.split(","):
+            continue
+        start = time.monotonic()
+        if me:
+            try:
+                call()
+                raise AssertionError(f"{what}: the faulty rank did not raise at the call")
+            except etype as e:
+                assert reason in str(e), (what, e)
+        else:
+            call()
+            try:
+                torch.neuron.synchronize()
+                raise AssertionError(f"{what}: rank {RANK} did not raise")
+            except RuntimeError as e:
+                took = time.monotonic() - start
+                msg = str(e)
+                # A bound on a hang (the group's timeout is 60 s), not a timing check.
+                assert took < 20, (what, took, msg)
+                assert f"rank {bad} failed this call" in msg and reason in msg, (what, msg)
+                assert f"neuron c10d {collective} (rank {RANK} of {WS})" in msg, (what, msg)
+                assert "timeout" not in msg.lower() and "timed out" not in msg.lower(), (what, msg)
+        # Every rank used one fingerprint slot per call: the group works on.
+        n = torch.full((3,), float(RANK + i), device=dev)
+        dist.all_reduce(n)
+        same(n, torch.full((3,), float(sum(range(WS)) + WS * i)), f"all_reduce after {what}")
+        ok(f"one rank's bad argument ({what}) is an error on every rank")
+    # ReduceOp.AVG on bool on every rank: NCCL's TypeError, at the call.
+    try:
+        dist.all_reduce(torch.ones(3, device=dev, dtype=torch.bool), op=dist.ReduceOp.AVG)
+        raise AssertionError("AVG on bool did not raise")
+    except TypeError as e:
+        assert "Cannot use ReduceOp.AVG with boolean inputs" in str(e), e
+    f = torch.full((2,), float(RANK), device=dev)
+    dist.all_reduce(f, op=dist.ReduceOp.AVG)
+    same(f, torch.full((2,), sum(range(WS)) / WS), "AVG on float after AVG errors")
+    ok("one rank's bad argument is an error on every rank; the group keeps working")
+
+
 # ---------------------------------------------------------------- training
 
 def check_ddp(dev: torch.device) -> None:
@@ -762,7 +878,7 @@ def main() -> None:
         ok("NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>")
     cpu = dist.new_group(backend="gloo")
     for name in os.environ.get("DIST_CHECKS", job).split(","):
-        globals()[f"check_{name}"](dev, cpu) if name in ("collectives", "functional", "streams", "errors") \
+        globals()[f"check_{name}"](dev, cpu) if name in ("collectives", "functional", "streams", "errors", "one_rank_fails") \
             else globals()[f"check_{name}"](dev)
     dist.barrier()
     dist.destroy_process_group()

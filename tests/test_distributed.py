@@ -96,6 +96,22 @@ def test_ddp_fsdp2_dcp_2_ranks(tmp_path):
     assert "FSDP2 Llama" in out and "DCP" in out
 
 
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_bad_argument_on_one_rank_is_an_error_on_every_rank(nprocs):
+    """A bad argument on one rank (a wrong-length scatter_list or gather_list, reduce_scatter
+    inputs of the wrong shape, a wrong output size,
+    a negative split, a dtype Gloo lacks, AVG on integers, inside a coalescing block,
+    the wrong core): it raises at its call; the others raise naming it, well within
+    the group's 60 s timeout; the next all_reduce is right on every rank."""
+    env = {"DIST_CHECKS": "one_rank_fails", "DIST_TIMEOUT": "60"}
+    if nprocs == 2:
+        env["NEURON_RT_VISIBLE_CORES"] = "0-3"  # the wrong-core case needs a second core
+    out = assert_all_ok(run_world("all", nprocs, env))
+    assert "bad argument (in_a_coalescing_block)" in out
+    if nprocs == 2:
+        assert "bad argument (wrong_core)" in out
+
+
 @pytest.mark.parametrize("kind", ["dead", "hung"])
 def test_dead_or_hung_rank_is_an_error_within_timeout(kind):
     res = run_world(f"fault-{kind}", 2, {"DIST_TIMEOUT": "4"}, timeout=120)

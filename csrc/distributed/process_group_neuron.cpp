@@ -106,6 +106,12 @@ void check_tag(const char* name, int tag) {
 // What must agree across ranks, as int64 values: [op, count, dtype, dims, sizes...].
 constexpr int kMetaLen = 12;
 constexpr int kMaxDims = kMetaLen - 4;
+// A fingerprint is [meta (kMetaLen) | elements sent to each rank | expected
+// from each | reason (kReasonLen int64: text)]; the reason is set only in a
+// failed one, whose op (meta[0]) is kFailedOp and meta[1] the OpType called.
+constexpr int kReasonLen = 32;
+constexpr int64_t kFailedOp = -2;
+int64_t fingerprint_len(int size) { return kMetaLen + 2 * int64_t(size) + kReasonLen; }
 
 void meta_of(c10d::OpType type, const std::vector<at::Tensor>& ts, bool dtype_only,
              int64_t* m) {
@@ -150,6 +156,18 @@ void check_reduce_op(const char* name, const c10d::ReduceOp& op,
   TORCH_CHECK(op != c10d::ReduceOp::PREMUL_SUM && op != c10d::ReduceOp::UNUSED,
               "ProcessGroupNeuron::", name, ": ReduceOp.PREMUL_SUM is not supported "
               "(Gloo, the transport, has SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)");
+  // Gloo averages by summing, then dividing in place, which an integer
+  // tensor cannot hold: CPU Gloo raises there (after the data moved); here at
+  // the call. Bool: NCCL's error and type.
+  if (op == c10d::ReduceOp::AVG)
+    for (const auto& t : tensors) {
+      if (t.scalar_type() == at::kBool)
+        C10_THROW_ERROR(TypeError, "Cannot use ReduceOp.AVG with boolean inputs");
+      TORCH_CHECK(at::isFloatingType(t.scalar_type()), "ProcessGroupNeuron::", name,
+                  ": ReduceOp.AVG on ", t.scalar_type(), " tensors: result type Float can't be cast "
+                  "to the desired output type ", t.scalar_type(), " (as on CPU Gloo; reduce with SUM "
+                  "and divide, or use a floating-point tensor)");
+    }
   const bool bitwise = op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR ||
                        op == c10d::ReduceOp::BXOR;
   for (const auto& t : tensors)
@@ -168,6 +186,25 @@ bool gloo_dtype(c10::ScalarType t) {
     default:
       return false;
   }
+}
+
+// Gloo's checks of a collective's arguments, made at the call, before the
+// fingerprint: on the poster they would fail this rank alone after its peers
+// started waiting for its data (and Gloo aborts the process on some).
+void check_root(const char* name, int64_t root, int size) {
+  TORCH_CHECK_VALUE(root >= 0 && root < size, "ProcessGroupNeuron::", name, ": invalid root rank ",
+                    root, " (group of ", size, ")");
+}
+
+void check_list(const char* name, const char* what, size_t got, size_t expected) {
+  TORCH_CHECK(got == expected, "ProcessGroupNeuron::", name, ": ", what, " has ", got,
+              " tensors, expected ", expected, " (the group's size)");
+}
+
+void check_like(const char* name, const char* what, size_t i, const at::Tensor& t,
+                const at::Tensor& ref) {
+  TORCH_CHECK(t.scalar_type() == ref.scalar_type() && t.sizes() == ref.sizes(), "ProcessGroupNeuron::",
+              name, ": ", what, " ", i, " is ", describe(t), ", expected ", describe(ref));
 }
 
 }  // namespace
@@ -235,6 +272,7 @@ struct ProcessGroupNeuron::Pending {
   std::vector<CommOp::Wait> then_checks;
   std::vector<at::Tensor> tensors, outputs;
   bool collective = false;
+  std::exception_ptr failed;  // a call's local error, raised by endCoalescing
 };
 
 ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank,
@@ -260,6 +298,11 @@ c10d::Backend& ProcessGroupNeuron::gloo_in_order() {
 
 bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>& tensors,
                                 bool typed) {
+  // A call with any neuron tensor is a neuron collective for its peers (they
+  // wait for its fingerprint), even if it fails below.
+  call_neuron_ = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
+    return t.defined() && t.device().type() == kNeuron;
+  });
   size_t cpu = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
@@ -295,34 +338,40 @@ bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>&
 }
 
 ProcessGroupNeuron::Inbox ProcessGroupNeuron::post_fingerprint_recv(int peer) {
-  std::vector<at::Tensor> into{at::empty({kMetaLen + 2 * size_}, at::kLong)};
+  std::vector<at::Tensor> into{at::empty({fingerprint_len(size_)}, at::kLong)};
   auto work = gloo_->recv(into, peer, kFingerprintTag);
   return {into[0], std::move(work)};
 }
 
-CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpType type,
-                                                    const std::vector<at::Tensor>& tensors,
-                                                    bool dtype_only, const PeerCounts* peers) {
-  const int size = size_, rank = rank_;
-  if (size == 1) return [] {};
-  struct Exchange {
-    at::Tensor mine;
-    std::vector<Inbox> recvs;  // [r]: rank r's (empty: this rank)
-    std::vector<c10::intrusive_ptr<c10d::Work>> sends;
-    std::exception_ptr error;  // posting failed (a broken pair): the poster raises it
-  };
-  auto x = std::make_shared<Exchange>();
-  // [fingerprint (kMetaLen) | elements sent to each rank | expected from each]:
-  // every rank gets every rank's counts, so each one finds any pair that
-  // disagrees, not only the two ranks of that pair.
-  x->mine = at::full({kMetaLen + 2 * size}, -1, at::kLong);
-  int64_t* m = x->mine.data_ptr<int64_t>();
-  meta_of(type, tensors, dtype_only, m);
-  if (peers) {
-    std::copy(peers->send.begin(), peers->send.end(), m + kMetaLen);
-    std::copy(peers->recv.begin(), peers->recv.end(), m + kMetaLen + size);
+struct ProcessGroupNeuron::Exchange {
+  at::Tensor mine;
+  std::vector<Inbox> recvs;  // [r]: rank r's (empty: this rank)
+  std::vector<c10::intrusive_ptr<c10d::Work>> sends;
+  std::exception_ptr error;  // posting failed (a broken pair): the poster raises it
+
+  // Waits until every fingerprint of the exchange is sent and received (all
+  // of them, even after an error: Gloo's buffers must outlive the transfer).
+  void wait() {
+    std::exception_ptr first = error;
+    auto wait_one = [&](const c10::intrusive_ptr<c10d::Work>& w) {
+      try {
+        w->wait();  // Gloo's timeout bounds it; a dead peer fails its pair at once
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    };
+    for (auto& in : recvs)
+      if (in.work) wait_one(in.work);
+    for (auto& w : sends) wait_one(w);
+    if (first) std::rethrow_exception(first);
   }
-  x->recvs.resize(size);
+};
+
+std::shared_ptr<ProcessGroupNeuron::Exchange> ProcessGroupNeuron::post_fingerprint(at::Tensor mine) {
+  call_posted_ = true;  // this call's slot is taken, whatever happens below
+  auto x = std::make_shared<Exchange>();
+  x->mine = std::move(mine);
+  x->recvs.resize(size_);
   // Posted now, from this thread (Gloo's send/recv need no work queue), so the
   // exchange overlaps the kernels queued before the collective. Each peer's
   // receive is posted one collective ahead: when a rank sends, its peer's
@@ -330,26 +379,72 @@ CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpT
   // sides first trade ready notices).
   try {
     if (inbox_.empty()) {
-      inbox_.resize(size);
-      for (int r = 0; r < size; ++r)
-        if (r != rank) inbox_[r] = post_fingerprint_recv(r);
+      inbox_.resize(size_);
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_) inbox_[r] = post_fingerprint_recv(r);
     }
-    for (int r = 0; r < size; ++r) {
-      if (r == rank) continue;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
       x->recvs[r] = std::exchange(inbox_[r], post_fingerprint_recv(r));
-      std::vector<at::Tensor> mine{x->mine};
-      x->sends.push_back(gloo_->send(mine, r, kFingerprintTag));
+      std::vector<at::Tensor> m{x->mine};
+      x->sends.push_back(gloo_->send(m, r, kFingerprintTag));
     }
   } catch (...) {
     x->error = std::current_exception();
   }
+  return x;
+}
+
+std::function<void()> ProcessGroupNeuron::post_failed(c10d::OpType type, const std::string& reason) {
+  if (size_ == 1) return [] {};
+  at::Tensor mine = at::full({fingerprint_len(size_)}, -1, at::kLong);
+  int64_t* m = mine.data_ptr<int64_t>();
+  m[0] = kFailedOp;
+  m[1] = int64_t(type);
+  char* text = reinterpret_cast<char*>(m + kMetaLen + 2 * size_);
+  const size_t cap = kReasonLen * sizeof(int64_t);
+  std::fill(text, text + cap, '\0');
+  std::string r = reason.size() < cap ? reason : reason.substr(0, cap - 4) + "...";
+  std::copy(r.begin(), r.end(), text);
+  auto x = post_fingerprint(mine);
+  return [x] {
+    try {
+      x->wait();
+    } catch (const std::exception&) {  // the group is broken; the next collective says so
+    }
+  };
+}
+
+CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpType type,
+                                                    const std::vector<at::Tensor>& tensors,
+                                                    bool dtype_only, const PeerCounts* peers) {
+  const int size = size_, rank = rank_;
+  if (size == 1) return [] {};
+  // Every rank gets every rank's counts, so each one finds any pair that
+  // disagrees, not only the two ranks of that pair.
+  at::Tensor mine = at::full({fingerprint_len(size)}, -1, at::kLong);
+  int64_t* m = mine.data_ptr<int64_t>();
+  meta_of(type, tensors, dtype_only, m);
+  if (peers) {
+    std::copy(peers->send.begin(), peers->send.end(), m + kMetaLen);
+    std::copy(peers->recv.begin(), peers->recv.end(), m + kMetaLen + size);
+  }
+  auto x = post_fingerprint(mine);
   std::string op = name;
   return [x, size, rank, op] {
-    if (x->error) std::rethrow_exception(x->error);
-    // Gloo's timeout bounds each wait; a dead peer fails its pair at once.
-    for (auto& in : x->recvs)
-      if (in.work) in.work->wait();
-    for (auto& w : x->sends) w->wait();
+    x->wait();
+    // A peer whose call failed before any data moved (a bad argument there):
+    // this rank's collective fails too, naming it, rather than waiting for
+    // data that never comes.
+    for (int r = 0; r < size; ++r) {
+      if (r == rank || !x->recvs[r].work) continue;
+      const int64_t* theirs = x->recvs[r].buf.data_ptr<int64_t>();
+      if (theirs[0] != kFailedOp) continue;
+      const char* text = reinterpret_cast<const char*>(theirs + kMetaLen + 2 * size);
+      std::string reason(text, strnlen(text, kReasonLen * sizeof(int64_t)));
+      throw std::runtime_error(op + ": rank " + std::to_string(r) + " failed this call (its " +
+                               c10d::opTypeToString(c10d::OpType(theirs[1])) + "): " + reason);
+    }
     std::vector<const int64_t*> fp(size);
     fp[rank] = x->mine.data_ptr<int64_t>();
     const int64_t* mine = fp[rank];
@@ -383,6 +478,45 @@ CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpT
         throw std::runtime_error(s.str());
       }
   };
+}
+
+template <class F>
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::guarded(const char* name, c10d::OpType type,
+                                                          F&& body) {
+  call_neuron_ = call_posted_ = false;
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    // A CPU call is Gloo's own (no fingerprint); one that posted its
+    // fingerprint has its slot (a later failure is reported on the stream).
+    if (!call_neuron_ || call_posted_) throw;
+    const auto* ce = dynamic_cast<const c10::Error*>(&e);
+    std::string reason = ce ? ce->what_without_backtrace() : e.what();
+    auto drain = post_failed(type, reason);
+    if (pending_) {
+      // Inside a coalescing block the call returns; endCoalescing raises, so
+      // that the block still ends (torch's _coalescing_manager ends it only
+      // when its body returns) and the block's other calls post their slots.
+      auto& p = *pending_;
+      if (!p.failed) p.failed = std::current_exception();
+      p.checks.push_back([drain] {
+        drain();
+        return std::vector<CommOp::Wait>{};
+      });
+      return c10::make_intrusive<NeuronWork>(rank_, type, p.slot, Ordering::kStream, device_,
+                                             std::vector<at::Tensor>{}, nullptr);
+    }
+    // Queued (in order with the group's other exchanges) only to receive the
+    // peers' fingerprints of this slot; it fails without posting anything.
+    std::string label = std::string("neuron c10d ") + name + " (failed at the call)";
+    std::vector<CommOp::Post> checks{[drain, reason]() -> std::vector<CommOp::Wait> {
+      drain();
+      throw std::runtime_error(reason);
+    }};
+    queue_->push(std::make_shared<CommOp>(label, std::move(checks), std::vector<CommOp::Post>{},
+                                          true));
+    throw;
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
@@ -478,6 +612,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
   auto p = std::move(pending_);
   pending_.reset();
   const Ordering ordering = p->collective ? Ordering::kStream : Ordering::kPeer;
+  if (p->failed) {
+    // A call of the block failed at the call on this rank (its peers fail the
+    // block when they see its fingerprint): no data moves; the block's
+    // fingerprint exchanges are still received, in order, then it raises.
+    auto checks = std::move(p->checks);
+    std::vector<CommOp::Post> drain{[checks]() -> std::vector<CommOp::Wait> {
+      for (const auto& c : checks) {
+        try {
+          c();
+        } catch (const std::exception&) {
+        }
+      }
+      throw std::runtime_error("a call of this coalescing block failed at the call");
+    }};
+    *p->slot = std::make_shared<CommOp>("neuron c10d coalesced (failed at a call)", std::move(drain),
+                                        std::vector<CommOp::Post>{}, true);
+    queue_->push(*p->slot);
+    std::rethrow_exception(p->failed);
+  }
   if (p->posts.empty()) {
     *p->slot = CommOp::completed("neuron c10d coalesced");
     return c10::make_intrusive<NeuronWork>(rank_, c10d::OpType::COALESCED, p->slot, ordering,
@@ -505,7 +658,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
   }
   auto work = issue("coalesced", c10d::OpType::COALESCED, p->tensors, p->outputs, ordering,
                     nullptr, false, [checks, posts, run_all] {
-                      for (const auto& check : checks) check();  // all before any transfer
+                      // All before any transfer; each one even after another
+                      // failed: it waits for its fingerprint exchange, whose
+                      // Gloo buffers must outlive it (a send dropped unfinished
+                      // never reaches the peer, which then waits for it).
+                      std::exception_ptr first;
+                      for (const auto& check : checks) {
+                        try {
+                          check();
+                        } catch (...) {
+                          if (!first) first = std::current_exception();
+                        }
+                      }
+                      if (first) std::rethrow_exception(first);
                       return run_all(posts);
                     }, then_check, then_post);
   // The block's works wait on the block's CommOp.
@@ -517,297 +682,381 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  if (on_cpu("broadcast", tensors)) return gloo_in_order().broadcast(tensors, opts);
-  auto a = aliases(tensors);
-  auto g = gloo_;
-  return issue("broadcast", c10d::OpType::BROADCAST, tensors, tensors, Ordering::kStream,
-               &tensors, false, [g, a, opts]() mutable { return waits_of(g->broadcast(a, opts)); });
+  return guarded("broadcast", c10d::OpType::BROADCAST, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    if (on_cpu("broadcast", tensors)) return gloo_in_order().broadcast(tensors, opts);
+    check_root("broadcast", opts.rootRank, size_);
+    TORCH_CHECK(tensors.size() == 1, "ProcessGroupNeuron::broadcast: expects one tensor, got ",
+                tensors.size());
+    auto a = aliases(tensors);
+    auto g = gloo_;
+    return issue("broadcast", c10d::OpType::BROADCAST, tensors, tensors, Ordering::kStream,
+                 &tensors, false, [g, a, opts]() mutable { return waits_of(g->broadcast(a, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  if (on_cpu("allreduce", tensors)) return gloo_in_order().allreduce(tensors, opts);
-  check_reduce_op("allreduce", opts.reduceOp, tensors);
-  auto a = aliases(tensors);
-  auto g = gloo_;
-  return issue("allreduce", c10d::OpType::ALLREDUCE, tensors, tensors, Ordering::kStream,
-               &tensors, false, [g, a, opts]() mutable { return waits_of(g->allreduce(a, opts)); });
+  return guarded("allreduce", c10d::OpType::ALLREDUCE, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    if (on_cpu("allreduce", tensors)) return gloo_in_order().allreduce(tensors, opts);
+    check_reduce_op("allreduce", opts.reduceOp, tensors);
+    auto a = aliases(tensors);
+    auto g = gloo_;
+    return issue("allreduce", c10d::OpType::ALLREDUCE, tensors, tensors, Ordering::kStream,
+                 &tensors, false, [g, a, opts]() mutable { return waits_of(g->allreduce(a, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  if (on_cpu("allreduce_coalesced", tensors)) return gloo_in_order().allreduce_coalesced(tensors, opts);
-  check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
-  auto a = aliases(tensors);
-  auto g = gloo_;
-  return issue("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors,
-               Ordering::kStream, &tensors, false,
-               [g, a, opts]() mutable { return waits_of(g->allreduce_coalesced(a, opts)); });
+  return guarded("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
+    if (on_cpu("allreduce_coalesced", tensors)) return gloo_in_order().allreduce_coalesced(tensors, opts);
+    check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
+    auto a = aliases(tensors);
+    auto g = gloo_;
+    return issue("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors,
+                 Ordering::kStream, &tensors, false,
+                 [g, a, opts]() mutable { return waits_of(g->allreduce_coalesced(a, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
-  if (on_cpu("reduce", tensors)) return gloo_in_order().reduce(tensors, opts);
-  check_reduce_op("reduce", opts.reduceOp, tensors);
-  auto a = aliases(tensors);
-  auto g = gloo_;
-  return issue("reduce", c10d::OpType::REDUCE, tensors, tensors, Ordering::kStream, &tensors,
-               false, [g, a, opts]() mutable { return waits_of(g->reduce(a, opts)); });
+  return guarded("reduce", c10d::OpType::REDUCE, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    if (on_cpu("reduce", tensors)) return gloo_in_order().reduce(tensors, opts);
+    check_root("reduce", opts.rootRank, size_);
+    TORCH_CHECK(tensors.size() == 1, "ProcessGroupNeuron::reduce: expects one tensor, got ", tensors.size());
+    check_reduce_op("reduce", opts.reduceOp, tensors);
+    auto a = aliases(tensors);
+    auto g = gloo_;
+    return issue("reduce", c10d::OpType::REDUCE, tensors, tensors, Ordering::kStream, &tensors,
+                 false, [g, a, opts]() mutable { return waits_of(g->reduce(a, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  auto outs = flat(outputs);
-  if (on_cpu("allgather", cat(outs, inputs))) return gloo_in_order().allgather(outputs, inputs, opts);
-  auto ao = aliases(outputs);
-  auto ai = aliases(inputs);
-  auto g = gloo_;
-  return issue("allgather", c10d::OpType::ALLGATHER, cat(outs, inputs), outs, Ordering::kStream,
-               &inputs, false,
-               [g, ao, ai, opts]() mutable { return waits_of(g->allgather(ao, ai, opts)); });
+  return guarded("allgather", c10d::OpType::ALLGATHER, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto outs = flat(outputs);
+    if (on_cpu("allgather", cat(outs, inputs))) return gloo_in_order().allgather(outputs, inputs, opts);
+    TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "ProcessGroupNeuron::all_gather: ",
+                outputs.size(), " output lists for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      check_list("all_gather", "the output list", outputs[i].size(), size_);
+      for (size_t j = 0; j < outputs[i].size(); ++j)
+        check_like("all_gather", "output", j, outputs[i][j], inputs[i]);
+    }
+    auto ao = aliases(outputs);
+    auto ai = aliases(inputs);
+    auto g = gloo_;
+    return issue("allgather", c10d::OpType::ALLGATHER, cat(outs, inputs), outs, Ordering::kStream,
+                 &inputs, false,
+                 [g, ao, ai, opts]() mutable { return waits_of(g->allgather(ao, ai, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  std::vector<at::Tensor> ts{output, input};
-  if (on_cpu("_allgather_base", ts)) return gloo_in_order()._allgather_base(output, input, opts);
-  TORCH_CHECK(output.numel() == input.numel() * size_, "ProcessGroupNeuron::all_gather_into_tensor: "
-              "output has ", output.numel(), " elements, expected world size ", size_, " x input's ",
-              input.numel());
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ProcessGroupNeuron::all_gather_into_tensor: "
-              "output dtype ", output.scalar_type(), " differs from input dtype ", input.scalar_type());
-  at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
-  auto g = gloo_;
-  std::vector<at::Tensor> in{input};
-  return issue("_allgather_base", c10d::OpType::_ALLGATHER_BASE, ts, {output}, Ordering::kStream,
-               &in, false,
-               [g, ao, ai, opts]() mutable { return waits_of(g->_allgather_base(ao, ai, opts)); });
+  return guarded("_allgather_base", c10d::OpType::_ALLGATHER_BASE,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
+    std::vector<at::Tensor> ts{output, input};
+    if (on_cpu("_allgather_base", ts)) return gloo_in_order()._allgather_base(output, input, opts);
+    TORCH_CHECK(output.numel() == input.numel() * size_, "ProcessGroupNeuron::all_gather_into_tensor: "
+                "output has ", output.numel(), " elements, expected world size ", size_, " x input's ",
+                input.numel());
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ProcessGroupNeuron::all_gather_into_tensor: "
+                "output dtype ", output.scalar_type(), " differs from input dtype ", input.scalar_type());
+    at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
+    auto g = gloo_;
+    std::vector<at::Tensor> in{input};
+    return issue("_allgather_base", c10d::OpType::_ALLGATHER_BASE, ts, {output}, Ordering::kStream,
+                 &in, false,
+                 [g, ao, ai, opts]() mutable { return waits_of(g->_allgather_base(ao, ai, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  auto outs = flat(outputs);
-  if (on_cpu("allgather_coalesced", cat(outs, inputs)))
-    return gloo_in_order().allgather_coalesced(outputs, inputs, opts);
-  auto ao = aliases(outputs);
-  auto ai = aliases(inputs);
-  auto g = gloo_;
-  return issue("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, cat(outs, inputs), outs,
-               Ordering::kStream, &inputs, false, [g, ao, ai, opts]() mutable {
-                 return waits_of(g->allgather_coalesced(ao, ai, opts));
-               });
+  return guarded("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto outs = flat(outputs);
+    if (on_cpu("allgather_coalesced", cat(outs, inputs)))
+      return gloo_in_order().allgather_coalesced(outputs, inputs, opts);
+    check_list("all_gather_coalesced", "output_tensor_lists", outputs.size(), size_);
+    for (const auto& l : outputs) {
+      TORCH_CHECK(l.size() == inputs.size(), "ProcessGroupNeuron::all_gather_coalesced: an output list has ",
+                  l.size(), " tensors for ", inputs.size(), " inputs");
+      for (size_t j = 0; j < l.size(); ++j) check_like("all_gather_coalesced", "output", j, l[j], inputs[j]);
+    }
+    auto ao = aliases(outputs);
+    auto ai = aliases(inputs);
+    auto g = gloo_;
+    return issue("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, cat(outs, inputs), outs,
+                 Ordering::kStream, &inputs, false, [g, ao, ai, opts]() mutable {
+                   return waits_of(g->allgather_coalesced(ao, ai, opts));
+                 });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  if (on_cpu("allgather_into_tensor_coalesced", cat(outputs, inputs)))
-    return gloo_in_order().allgather_into_tensor_coalesced(outputs, inputs, opts);
-  TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::allgather_into_tensor_coalesced: ",
-              outputs.size(), " outputs for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
-                    outputs[i].scalar_type() == inputs[i].scalar_type(),
-                "ProcessGroupNeuron::allgather_into_tensor_coalesced: output ", i, " (",
-                describe(outputs[i]), ") must hold world size ", size_, " x input ", i, " (",
-                describe(inputs[i]), ")");
-  auto ao = aliases(outputs);
-  auto ai = aliases(inputs);
-  auto g = gloo_;
-  return issue("allgather_into_tensor_coalesced", c10d::OpType::COALESCED, cat(outputs, inputs),
-               outputs, Ordering::kStream, &inputs, false, [g, ao, ai, opts]() mutable {
-                 // One Gloo all_gather per pair (Gloo's own coalesced form wants CPU tensors of
-                 // one dtype; this keeps dtypes free), posted together, waited together.
-                 std::vector<CommOp::Wait> waits;
-                 for (size_t i = 0; i < ai.size(); ++i) {
-                   auto w = waits_of(g->_allgather_base(ao[i], ai[i], opts));
-                   waits.insert(waits.end(), w.begin(), w.end());
-                 }
-                 return waits;
-               });
+  return guarded("allgather_into_tensor_coalesced", c10d::OpType::COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
+    if (on_cpu("allgather_into_tensor_coalesced", cat(outputs, inputs)))
+      return gloo_in_order().allgather_into_tensor_coalesced(outputs, inputs, opts);
+    TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::allgather_into_tensor_coalesced: ",
+                outputs.size(), " outputs for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
+                      outputs[i].scalar_type() == inputs[i].scalar_type(),
+                  "ProcessGroupNeuron::allgather_into_tensor_coalesced: output ", i, " (",
+                  describe(outputs[i]), ") must hold world size ", size_, " x input ", i, " (",
+                  describe(inputs[i]), ")");
+    auto ao = aliases(outputs);
+    auto ai = aliases(inputs);
+    auto g = gloo_;
+    return issue("allgather_into_tensor_coalesced", c10d::OpType::COALESCED, cat(outputs, inputs),
+                 outputs, Ordering::kStream, &inputs, false, [g, ao, ai, opts]() mutable {
+                   // One Gloo all_gather per pair (Gloo's own coalesced form wants CPU tensors of
+                   // one dtype; this keeps dtypes free), posted together, waited together.
+                   std::vector<CommOp::Wait> waits;
+                   for (size_t i = 0; i < ai.size(); ++i) {
+                     auto w = waits_of(g->_allgather_base(ao[i], ai[i], opts));
+                     waits.insert(waits.end(), w.begin(), w.end());
+                   }
+                   return waits;
+                 });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  auto outs = flat(outputs);
-  if (on_cpu("gather", cat(outs, inputs))) return gloo_in_order().gather(outputs, inputs, opts);
-  auto ao = aliases(outputs);
-  auto ai = aliases(inputs);
-  auto g = gloo_;
-  return issue("gather", c10d::OpType::GATHER, cat(outs, inputs), outs, Ordering::kStream,
-               &inputs, false,
-               [g, ao, ai, opts]() mutable { return waits_of(g->gather(ao, ai, opts)); });
+  return guarded("gather", c10d::OpType::GATHER, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto outs = flat(outputs);
+    if (on_cpu("gather", cat(outs, inputs))) return gloo_in_order().gather(outputs, inputs, opts);
+    check_root("gather", opts.rootRank, size_);
+    TORCH_CHECK(inputs.size() == 1, "ProcessGroupNeuron::gather: expects one input, got ", inputs.size());
+    if (opts.rootRank == rank_) {
+      TORCH_CHECK(outputs.size() == 1, "ProcessGroupNeuron::gather: the root expects one gather_list");
+      check_list("gather", "gather_list", outputs[0].size(), size_);
+      for (size_t j = 0; j < outputs[0].size(); ++j)
+        check_like("gather", "gather_list tensor", j, outputs[0][j], inputs[0]);
+    } else {
+      TORCH_CHECK(outputs.empty(), "ProcessGroupNeuron::gather: gather_list is for the root rank only");
+    }
+    auto ao = aliases(outputs);
+    auto ai = aliases(inputs);
+    auto g = gloo_;
+    return issue("gather", c10d::OpType::GATHER, cat(outs, inputs), outs, Ordering::kStream,
+                 &inputs, false,
+                 [g, ao, ai, opts]() mutable { return waits_of(g->gather(ao, ai, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  auto ins = flat(inputs);
-  if (on_cpu("scatter", cat(outputs, ins))) return gloo_in_order().scatter(outputs, inputs, opts);
-  auto ao = aliases(outputs);
-  auto ai = aliases(inputs);
-  auto g = gloo_;
-  return issue("scatter", c10d::OpType::SCATTER, cat(outputs, ins), outputs, Ordering::kStream,
-               &outputs, false,
-               [g, ao, ai, opts]() mutable { return waits_of(g->scatter(ao, ai, opts)); });
+  return guarded("scatter", c10d::OpType::SCATTER, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto ins = flat(inputs);
+    if (on_cpu("scatter", cat(outputs, ins))) return gloo_in_order().scatter(outputs, inputs, opts);
+    check_root("scatter", opts.rootRank, size_);
+    TORCH_CHECK(outputs.size() == 1, "ProcessGroupNeuron::scatter: expects one output, got ", outputs.size());
+    if (opts.rootRank == rank_) {
+      TORCH_CHECK(inputs.size() == 1, "ProcessGroupNeuron::scatter: the root expects one scatter_list");
+      check_list("scatter", "scatter_list", inputs[0].size(), size_);
+      for (size_t j = 0; j < inputs[0].size(); ++j)
+        check_like("scatter", "scatter_list tensor", j, inputs[0][j], outputs[0]);
+    } else {
+      TORCH_CHECK(inputs.empty(), "ProcessGroupNeuron::scatter: scatter_list is for the root rank only");
+    }
+    auto ao = aliases(outputs);
+    auto ai = aliases(inputs);
+    auto g = gloo_;
+    return issue("scatter", c10d::OpType::SCATTER, cat(outputs, ins), outputs, Ordering::kStream,
+                 &outputs, false,
+                 [g, ao, ai, opts]() mutable { return waits_of(g->scatter(ao, ai, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  auto ins = flat(inputs);
-  if (on_cpu("reduce_scatter", cat(outputs, ins)))
-    return gloo_in_order().reduce_scatter(outputs, inputs, opts);
-  check_reduce_op("reduce_scatter", opts.reduceOp, outputs);
-  auto ao = aliases(outputs);
-  auto ai = aliases(inputs);
-  auto g = gloo_;
-  return issue("reduce_scatter", c10d::OpType::REDUCE_SCATTER, cat(outputs, ins), outputs,
-               Ordering::kStream, &outputs, false,
-               [g, ao, ai, opts]() mutable { return waits_of(g->reduce_scatter(ao, ai, opts)); });
+  return guarded("reduce_scatter", c10d::OpType::REDUCE_SCATTER, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto ins = flat(inputs);
+    if (on_cpu("reduce_scatter", cat(outputs, ins)))
+      return gloo_in_order().reduce_scatter(outputs, inputs, opts);
+    check_reduce_op("reduce_scatter", opts.reduceOp, outputs);
+    TORCH_CHECK(!outputs.empty() && outputs.size() == inputs.size(), "ProcessGroupNeuron::reduce_scatter: ",
+                inputs.size(), " input lists for ", outputs.size(), " outputs");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      check_list("reduce_scatter", "input_list", inputs[i].size(), size_);
+      for (size_t j = 0; j < inputs[i].size(); ++j)
+        check_like("reduce_scatter", "input", j, inputs[i][j], outputs[i]);
+    }
+    auto ao = aliases(outputs);
+    auto ai = aliases(inputs);
+    auto g = gloo_;
+    return issue("reduce_scatter", c10d::OpType::REDUCE_SCATTER, cat(outputs, ins), outputs,
+                 Ordering::kStream, &outputs, false,
+                 [g, ao, ai, opts]() mutable { return waits_of(g->reduce_scatter(ao, ai, opts)); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  std::vector<at::Tensor> ts{output, input};
-  if (on_cpu("_reduce_scatter_base", ts)) return gloo_in_order()._reduce_scatter_base(output, input, opts);
-  check_reduce_op("reduce_scatter_tensor", opts.reduceOp, ts);
-  TORCH_CHECK(input.numel() == output.numel() * size_ && input.scalar_type() == output.scalar_type(),
-              "ProcessGroupNeuron::reduce_scatter_tensor: input (", describe(input),
-              ") must hold world size ", size_, " x output (", describe(output), ")");
-  at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
-  auto g = gloo_;
-  std::vector<at::Tensor> out{output};
-  return issue("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, ts, {output},
-               Ordering::kStream, &out, false, [g, ao, ai, opts]() mutable {
-                 return waits_of(g->_reduce_scatter_base(ao, ai, opts));
-               });
+  return guarded("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
+    std::vector<at::Tensor> ts{output, input};
+    if (on_cpu("_reduce_scatter_base", ts)) return gloo_in_order()._reduce_scatter_base(output, input, opts);
+    check_reduce_op("reduce_scatter_tensor", opts.reduceOp, ts);
+    TORCH_CHECK(input.numel() == output.numel() * size_ && input.scalar_type() == output.scalar_type(),
+                "ProcessGroupNeuron::reduce_scatter_tensor: input (", describe(input),
+                ") must hold world size ", size_, " x output (", describe(output), ")");
+    at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
+    auto g = gloo_;
+    std::vector<at::Tensor> out{output};
+    return issue("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, ts, {output},
+                 Ordering::kStream, &out, false, [g, ao, ai, opts]() mutable {
+                   return waits_of(g->_reduce_scatter_base(ao, ai, opts));
+                 });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  if (on_cpu("reduce_scatter_tensor_coalesced", cat(outputs, inputs)))
-    return gloo_in_order().reduce_scatter_tensor_coalesced(outputs, inputs, opts);
-  check_reduce_op("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
-  TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: ",
-              outputs.size(), " outputs for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
-                    inputs[i].scalar_type() == outputs[i].scalar_type(),
-                "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: input ", i, " (",
-                describe(inputs[i]), ") must hold world size ", size_, " x output ", i, " (",
-                describe(outputs[i]), ")");
-  auto ao = aliases(outputs);
-  auto ai = aliases(inputs);
-  auto g = gloo_;
-  return issue("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, cat(outputs, inputs),
-               outputs, Ordering::kStream, &outputs, false, [g, ao, ai, opts]() mutable {
-                 std::vector<CommOp::Wait> waits;
-                 for (size_t i = 0; i < ai.size(); ++i) {
-                   auto w = waits_of(g->_reduce_scatter_base(ao[i], ai[i], opts));
-                   waits.insert(waits.end(), w.begin(), w.end());
-                 }
-                 return waits;
-               });
+  return guarded("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
+    if (on_cpu("reduce_scatter_tensor_coalesced", cat(outputs, inputs)))
+      return gloo_in_order().reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+    check_reduce_op("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
+    TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: ",
+                outputs.size(), " outputs for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
+                      inputs[i].scalar_type() == outputs[i].scalar_type(),
+                  "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: input ", i, " (",
+                  describe(inputs[i]), ") must hold world size ", size_, " x output ", i, " (",
+                  describe(outputs[i]), ")");
+    auto ao = aliases(outputs);
+    auto ai = aliases(inputs);
+    auto g = gloo_;
+    return issue("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, cat(outputs, inputs),
+                 outputs, Ordering::kStream, &outputs, false, [g, ao, ai, opts]() mutable {
+                   std::vector<CommOp::Wait> waits;
+                   for (size_t i = 0; i < ai.size(); ++i) {
+                     auto w = waits_of(g->_reduce_scatter_base(ao[i], ai[i], opts));
+                     waits.insert(waits.end(), w.begin(), w.end());
+                   }
+                   return waits;
+                 });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
-  std::vector<at::Tensor> ts{output, input};
-  if (on_cpu("alltoall_base", ts))
-    return gloo_in_order().alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
-  // Checked at the call, as Gloo does on CPU tensors; the counts per peer are
-  // then checked across ranks before any data moves.
-  auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& split, const char* what) {
-    const int64_t rows = t.dim() ? t.size(0) : 1;
-    if (split.empty()) {
-      TORCH_CHECK(rows % size_ == 0, "ProcessGroupNeuron::all_to_all_single: the ", what,
-                  "'s dim 0 (", rows, ") does not divide equally across the group's ", size_, " ranks");
-    } else {
-      TORCH_CHECK(int64_t(split.size()) == size_, "ProcessGroupNeuron::all_to_all_single: ", what,
-                  " split sizes has ", split.size(), " entries for a group of ", size_);
-      int64_t sum = 0;
-      for (auto s : split) {
-        TORCH_CHECK(s >= 0, "ProcessGroupNeuron::all_to_all_single: negative ", what, " split size ", s);
-        sum += s;
+  return guarded("alltoall_base", c10d::OpType::ALLTOALL_BASE, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    std::vector<at::Tensor> ts{output, input};
+    if (on_cpu("alltoall_base", ts))
+      return gloo_in_order().alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+                "ProcessGroupNeuron::all_to_all_single: output is ", output.scalar_type(),
+                ", input is ", input.scalar_type());
+    // Checked at the call, as Gloo does on CPU tensors; the counts per peer are
+    // then checked across ranks before any data moves.
+    auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& split, const char* what) {
+      const int64_t rows = t.dim() ? t.size(0) : 1;
+      if (split.empty()) {
+        TORCH_CHECK(rows % size_ == 0, "ProcessGroupNeuron::all_to_all_single: the ", what,
+                    "'s dim 0 (", rows, ") does not divide equally across the group's ", size_, " ranks");
+      } else {
+        TORCH_CHECK(int64_t(split.size()) == size_, "ProcessGroupNeuron::all_to_all_single: ", what,
+                    " split sizes has ", split.size(), " entries for a group of ", size_);
+        int64_t sum = 0;
+        for (auto s : split) {
+          TORCH_CHECK(s >= 0, "ProcessGroupNeuron::all_to_all_single: negative ", what, " split size ", s);
+          sum += s;
+        }
+        TORCH_CHECK(sum == rows, "ProcessGroupNeuron::all_to_all_single: ", what, " split sizes sum to ",
+                    sum, ", the ", what, "'s dim 0 is ", rows);
       }
-      TORCH_CHECK(sum == rows, "ProcessGroupNeuron::all_to_all_single: ", what, " split sizes sum to ",
-                  sum, ", the ", what, "'s dim 0 is ", rows);
-    }
-    const int64_t row = rows ? t.numel() / rows : 0;
-    std::vector<int64_t> c(size_);
-    for (int r = 0; r < size_; ++r) c[r] = (split.empty() ? rows / size_ : split[r]) * row;
-    return c;
-  };
-  PeerCounts peers{counts(input, input_split_sizes, "input"), counts(output, output_split_sizes, "output")};
-  TORCH_CHECK(peers.send[rank_] == peers.recv[rank_], "ProcessGroupNeuron::all_to_all_single: rank ",
-              rank_, " sends itself ", peers.send[rank_], " elements but expects ", peers.recv[rank_]);
-  at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
-  auto g = gloo_;
-  auto os = output_split_sizes, is = input_split_sizes;
-  std::vector<at::Tensor> in{input};
-  return issue("alltoall_base", c10d::OpType::ALLTOALL_BASE, ts, {output}, Ordering::kStream, &in,
-               true, [g, ao, ai, os, is, opts]() mutable {
-                 // In place (the output is the input): staged first, as the list
-                 // form's aliased inputs are (CPU Gloo gives wrong parts there).
-                 if (bytes_overlap(ai, ao)) ai = ai.clone();
-                 return waits_of(g->alltoall_base(ao, ai, os, is, opts));
-               }, nullptr, nullptr, &peers);
+      const int64_t row = rows ? t.numel() / rows : 0;
+      std::vector<int64_t> c(size_);
+      for (int r = 0; r < size_; ++r) c[r] = (split.empty() ? rows / size_ : split[r]) * row;
+      return c;
+    };
+    PeerCounts peers{counts(input, input_split_sizes, "input"), counts(output, output_split_sizes, "output")};
+    TORCH_CHECK(peers.send[rank_] == peers.recv[rank_], "ProcessGroupNeuron::all_to_all_single: rank ",
+                rank_, " sends itself ", peers.send[rank_], " elements but expects ", peers.recv[rank_]);
+    at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
+    auto g = gloo_;
+    auto os = output_split_sizes, is = input_split_sizes;
+    std::vector<at::Tensor> in{input};
+    return issue("alltoall_base", c10d::OpType::ALLTOALL_BASE, ts, {output}, Ordering::kStream, &in,
+                 true, [g, ao, ai, os, is, opts]() mutable {
+                   // In place (the output is the input): staged first, as the list
+                   // form's aliased inputs are (CPU Gloo gives wrong parts there).
+                   if (bytes_overlap(ai, ao)) ai = ai.clone();
+                   return waits_of(g->alltoall_base(ao, ai, os, is, opts));
+                 }, nullptr, nullptr, &peers);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tensor>& outputs,
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllToAllOptions& opts) {
-  if (on_cpu("alltoall", cat(outputs, inputs))) return gloo_in_order().alltoall(outputs, inputs, opts);
-  TORCH_CHECK(int(outputs.size()) == size_ && int(inputs.size()) == size_,
-              "ProcessGroupNeuron::all_to_all: needs world size ", size_, " inputs and outputs, got ",
-              inputs.size(), " and ", outputs.size());
-  for (int j = 0; j < size_; ++j)
-    TORCH_CHECK(outputs[j].scalar_type() == inputs[j].scalar_type(),
-                "ProcessGroupNeuron::all_to_all: output ", j, " is ", outputs[j].scalar_type(),
-                ", input ", j, " is ", inputs[j].scalar_type());
-  TORCH_CHECK(outputs[rank_].numel() == inputs[rank_].numel(), "ProcessGroupNeuron::all_to_all: output ",
-              rank_, " has ", outputs[rank_].numel(), " elements, input ", rank_, " has ",
-              inputs[rank_].numel());
-  PeerCounts peers;
-  for (int j = 0; j < size_; ++j) {
-    peers.send.push_back(inputs[j].numel());
-    peers.recv.push_back(outputs[j].numel());
-  }
-  // Gloo's list all_to_all wants equal sizes; pairs of send/recv take any
-  // (each rank's own part is copied on the device memory directly).
-  auto ao = aliases(outputs);
-  auto ai = aliases(inputs);
-  auto g = gloo_;
-  const int rank = rank_, size = size_;
-  return issue("alltoall", c10d::OpType::ALLTOALL, cat(outputs, inputs), outputs,
-               Ordering::kStream, &inputs, true, [g, ao, ai, rank, size]() mutable {
-                 // An input sharing memory with an output is copied first, as CPU
-                 // Gloo stages its inputs: a receive could overwrite it before it
-                 // is sent (all_to_all(l, l) gave a rank its own part back).
-                 for (auto& in : ai)
-                   for (const auto& out : ao)
-                     if (bytes_overlap(in, out)) {
-                       in = in.clone();
-                       break;
-                     }
-                 std::vector<CommOp::Wait> waits;
-                 for (int k = 1; k < size; ++k) {
-                   const int to = (rank + k) % size, from = (rank - k + size) % size;
-                   std::vector<at::Tensor> s{ai[to]}, r{ao[from]};
-                   auto ws = waits_of(g->send(s, to, kAllToAllTag));
-                   auto wr = waits_of(g->recv(r, from, kAllToAllTag));
-                   waits.insert(waits.end(), ws.begin(), ws.end());
-                   waits.insert(waits.end(), wr.begin(), wr.end());
-                 }
-                 ao[rank].copy_(ai[rank]);
-                 return waits;
-               }, nullptr, nullptr, &peers);
+  return guarded("alltoall", c10d::OpType::ALLTOALL, [&]() -> c10::intrusive_ptr<c10d::Work> {
+    if (on_cpu("alltoall", cat(outputs, inputs))) return gloo_in_order().alltoall(outputs, inputs, opts);
+    TORCH_CHECK(int(outputs.size()) == size_ && int(inputs.size()) == size_,
+                "ProcessGroupNeuron::all_to_all: needs world size ", size_, " inputs and outputs, got ",
+                inputs.size(), " and ", outputs.size());
+    for (int j = 0; j < size_; ++j)
+      TORCH_CHECK(outputs[j].scalar_type() == inputs[j].scalar_type(),
+                  "ProcessGroupNeuron::all_to_all: output ", j, " is ", outputs[j].scalar_type(),
+                  ", input ", j, " is ", inputs[j].scalar_type());
+    TORCH_CHECK(outputs[rank_].numel() == inputs[rank_].numel(), "ProcessGroupNeuron::all_to_all: output ",
+                rank_, " has ", outputs[rank_].numel(), " elements, input ", rank_, " has ",
+                inputs[rank_].numel());
+    PeerCounts peers;
+    for (int j = 0; j < size_; ++j) {
+      peers.send.push_back(inputs[j].numel());
+      peers.recv.push_back(outputs[j].numel());
+    }
+    // Gloo's list all_to_all wants equal sizes; pairs of send/recv take any
+    // (each rank's own part is copied on the device memory directly).
+    auto ao = aliases(outputs);
+    auto ai = aliases(inputs);
+    auto g = gloo_;
+    const int rank = rank_, size = size_;
+    return issue("alltoall", c10d::OpType::ALLTOALL, cat(outputs, inputs), outputs,
+                 Ordering::kStream, &inputs, true, [g, ao, ai, rank, size]() mutable {
+                   // An input sharing memory with an output is copied first, as CPU
+                   // Gloo stages its inputs: a receive could overwrite it before it
+                   // is sent (all_to_all(l, l) gave a rank its own part back).
+                   for (auto& in : ai)
+                     for (const auto& out : ao)
+                       if (bytes_overlap(in, out)) {
+                         in = in.clone();
+                         break;
+                       }
+                   std::vector<CommOp::Wait> waits;
+                   for (int k = 1; k < size; ++k) {
+                     const int to = (rank + k) % size, from = (rank - k + size) % size;
+                     std::vector<at::Tensor> s{ai[to]}, r{ao[from]};
+                     auto ws = waits_of(g->send(s, to, kAllToAllTag));
+                     auto wr = waits_of(g->recv(r, from, kAllToAllTag));
+                     waits.insert(waits.end(), ws.begin(), ws.end());
+                     waits.insert(waits.end(), wr.begin(), wr.end());
+                   }
+                   ao[rank].copy_(ai[rank]);
+                   return waits;
+                 }, nullptr, nullptr, &peers);
+  });
 }
 
 // ---- point to point and barrier ---------------------------------------------

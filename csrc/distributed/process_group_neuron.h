@@ -5,7 +5,9 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "aten/context.h"
@@ -121,6 +123,18 @@ class ProcessGroupNeuron : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> work;
   };
   Inbox post_fingerprint_recv(int peer);
+  struct Exchange;  // one collective's fingerprints: this rank's, sent; the peers', posted
+  // Sends `mine` to every peer and takes each peer's next fingerprint slot.
+  std::shared_ptr<Exchange> post_fingerprint(at::Tensor mine);
+  // Runs a checked collective's call. If it fails before its fingerprint is
+  // posted on a neuron call, posts a "failed" fingerprint in its slot (the
+  // peers' same collective raises at once, naming this rank and the reason;
+  // every rank still uses one slot per call) and rethrows; inside a
+  // coalescing block the error is kept for endCoalescing instead.
+  template <class F>
+  c10::intrusive_ptr<c10d::Work> guarded(const char* name, c10d::OpType type, F&& body);
+  // Posts the failed fingerprint; returns a wait for the exchange (never throws).
+  std::function<void()> post_failed(c10d::OpType type, const std::string& reason);
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::DeviceIndex device_ = -1;  // bound at the first neuron operation
@@ -129,6 +143,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   // Per rank, the receive of its fingerprint for this group's next checked
   // collective (empty until the first; null for this rank).
   std::vector<Inbox> inbox_;
+  // The call in progress (guarded): it has a neuron tensor / posted its fingerprint.
+  bool call_neuron_ = false, call_posted_ = false;
 };
 
 // Factory for Python: wraps a ProcessGroupGloo created over the same store.
