@@ -12,6 +12,7 @@ one as its own ``python -m torchneuron check`` (as a CI job does: the baseline s
 process, every re-check a fresh one).
 
     .venv/bin/python bench/bench_check_verdicts.py [--plan 0,0,d,0,0,d,0,0] [--threshold 0.10] [--processes]
+        [--quiet-baseline] [--mode both|eager|compile]
 """
 import argparse
 import json
@@ -49,23 +50,35 @@ def main() -> None:
     ap.add_argument("--plan", default="0,0,d,0,0,d,0,0", help="comma-separated kinds: 0, d, m")
     ap.add_argument("--threshold", type=float, default=0.10, help="--max-latency-regression")
     ap.add_argument("--processes", action="store_true", help="each check in its own process (as in CI)")
+    ap.add_argument("--quiet-baseline", action="store_true",
+                    help="save the baseline before the burners start (a baseline from a quiet host)")
+    ap.add_argument("--mode", choices=("both", "eager", "compile"), default="both", help="check --mode")
     a = ap.parse_args()
+    run = RUN + ["--mode", a.mode]
     plan = a.plan.split(",")
     if any(p not in ENV for p in plan):
         raise SystemExit(f"--plan: kinds are 0, d, m; got {a.plan!r}")
     burn = "import time\nend = time.time() + 900\nwhile time.time() < end:\n    pass\n"
+    d = os.path.join(tempfile.mkdtemp(), "baseline")
+
+    def save():
+        print("load average", os.getloadavg(), "; saving the baseline:",
+              check(["check", MODEL, *run, "--save-baseline", d], {}, a.processes), flush=True)
+
+    if a.quiet_baseline:
+        save()
     procs = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(os.cpu_count() or 1)]
     counts: Counter = Counter()
     try:
-        d = os.path.join(tempfile.mkdtemp(), "baseline")
-        print("load average", os.getloadavg(), "; saving the baseline:", check(["check", MODEL, *RUN, "--save-baseline", d], {}, a.processes))
+        if not a.quiet_baseline:
+            save()
         for i, kind in enumerate(plan):
             j = f"{d}-{i}.json"
-            code = check(["check", MODEL, *RUN, "--baseline", d, "--json", j,
+            code = check(["check", MODEL, *run, "--baseline", d, "--json", j,
                           "--max-latency-regression", str(a.threshold)], ENV[kind], a.processes)
             r = json.load(open(j))
             st = dict(r["baseline"]["latency"]["statistics"])
-            # the compiled model's comparison (--mode both), on the wall-time basis
+            # the compiled model's comparison (--mode both / compile)
             st |= ((r["baseline"].get("compiled") or {}).get("latency") or {}).get("statistics") or {}
             print(kind, "exit", code, "rounds", r["phase3"]["rounds"], "load %.1f" % os.getloadavg()[0], " ".join(
                 f"{n}={s['decision']}(x{s['ci']['ratio']:.2f} [{s['ci']['low']:.2f}, {s['ci']['high']:.2f}])"
