@@ -86,3 +86,20 @@ def test_check_projection_section(tmp_path):
     assert p["trn3"]["latency_s_per_core"] < p["trn2"]["latency_s_per_core"]
     assert p["trn2"]["cores_per_instance"] == 128
     assert "ESTIMATE" in out and "not a measurement" in out
+
+
+def test_projection_prices_with_the_users_price(tmp_path):
+    # no verified on-demand price for trn2.48xlarge in the table: the user's --price-per-hour
+    # for that instance prices the projection; USD per 1M = price / 3600 * 1e6 / throughput
+    pytest.importorskip("torch_mlir")
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", "mlp", "--mode", "eager", "--iterations", "5", "--max-warmup", "5", "--projection",
+                         "--instance", "trn2.48xlarge", "--price-per-hour", "40", "--json", j)
+    assert code == 0, out + err
+    p = json.loads(j.read_text())["projection"]
+    a, b = p["trn2"], p["trn3"]
+    assert a["price_per_hour"] == 40 and a["price_source"] == "--price-per-hour"
+    assert a["usd_per_million"] == pytest.approx(40 / 3600 * 1e6 / a["throughput_per_instance"])
+    assert b["usd_per_million"] is None and b["instance_assumed"]     # not the instance priced
+    assert "(your price)" in out and "assumed" in out
+    assert "fixed costs per execution" in p["note"]

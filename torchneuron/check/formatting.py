@@ -69,3 +69,15 @@ def peak_memory(m: dict) -> str:
              if m.get("peak_allocated_basis") == "in order" else "")
     return (f"allocated {nbytes(m['peak_allocated_bytes'])}{basis}, reserved {nbytes(m['peak_reserved_bytes'])}, "
             f"weights {nbytes(m.get('weights_bytes'))}, capacity {nbytes(m['capacity_bytes'])}")
+
+
+def projected_instance(x: dict) -> str:
+    """A projection's instance, e.g. ``trn2.48xlarge (128 cores)``, marked when assumed."""
+    return f"{x['instance']} ({x['cores_per_instance']} cores" + (", assumed" if x.get("instance_assumed") else "") + ")"
+
+
+def projected_cost(x: dict) -> str:
+    """A projection's USD per million samples, or how to give the price it lacks."""
+    if not x["usd_per_million"]:
+        return f"no verified price: --instance {x['instance']} --price-per-hour USD"
+    return usd(x["usd_per_million"]) + (" (your price)" if x.get("price_source") == "--price-per-hour" else "")

@@ -41,10 +41,12 @@ NEURONCORE_V2 = NeuronCore(
     tensor_fp8=95e12,         # cFP8 runs at the BF16 rate on v2 (trainium.html: 190 TFLOPS FP16/BF16/cFP8/TF32 per chip)
     tensor_fp32=23.75e12,     # Trn1 chip 47.5 FP32 TFLOPS / 2 cores (trainium.html)
     vector_fp32=2.3e12, scalar_fp32=2.9e12,
-    hbm_bytes_per_s_chip=820e9, sbuf_bytes=24 * 2**20,
+    # "32 GiB of device memory ... with 820 GiB/sec of bandwidth" (trainium.html, latest; the
+    # Neuron 2.9 page said 820 GB/sec, 7 % less)
+    hbm_bytes_per_s_chip=820 * 2**30, sbuf_bytes=24 * 2**20,
     sources={"tensor, vector, scalar": _DOCS + "neuron-core-v2.html",
-             "chip FLOPS": _DOCS + "trainium.html",
-             "HBM 820 GB/s per chip (2 cores), SBUF 24 MiB per core": _NKI + "arch/trainium_inferentia2_arch.html"},
+             "chip FLOPS, HBM 820 GiB/s per chip (2 cores)": _DOCS + "trainium.html",
+             "SBUF 24 MiB per core": _NKI + "arch/trainium_inferentia2_arch.html"},
 )
 
 #: Trainium2 (Trn2): 8 NeuronCore-v3 per chip.
@@ -54,7 +56,8 @@ NEURONCORE_V3 = NeuronCore(
     tensor_fp32=181e12 / 8,                           # chip "181 FP32 TFLOPS" / 8 cores
     vector_fp32=1e12,                                 # "a total of 1 TFLOPS of FP32 computations"
     scalar_fp32=1e12,                                 # no separate figure published for v3: taken as the VectorE's
-    hbm_bytes_per_s_chip=2.9e12,                      # "96 GiB ... bandwidth of 2.9 TB/s" (NKI Trainium2 guide)
+    hbm_bytes_per_s_chip=2.9e12,                      # "2.9 TB/sec" (trainium2.html; the NKI Trainium2 guide of
+                                                      # Neuron 2.29 says "3TB/s", 3 % more)
     sbuf_bytes=24 * 2**20,                            # SBUF 24 MiB of the core's 28 MB SRAM (NKI Trainium2 guide)
     sources={"tensor, vector, SRAM 28 MB": _DOCS + "neuron-core-v3.html",
              "chip FP32 181 TFLOPS, HBM 2.9 TB/s": _DOCS + "trainium2.html",
@@ -82,5 +85,8 @@ CORES = {"trn1": NEURONCORE_V2, "trn2": NEURONCORE_V3, "trn3": NEURONCORE_V4}
 INSTANCES = {
     "trn1": ("trn1.2xlarge", 1),      # 1 Trainium chip (https://aws.amazon.com/ec2/instance-types/trn1/)
     "trn2": ("trn2.48xlarge", 16),    # 16 Trainium2 chips (https://aws.amazon.com/ec2/instance-types/trn2/)
-    "trn3": ("trn3.48xlarge", 16),    # assumed as trn2.48xlarge: no Trn3 instance price in the price table
+    "trn3": ("trn3.48xlarge", 16),    # ASSUMED: no Trn3 instance size is in our sources (Trainium3 is
+                                      # published as a chip, trainium3.html); taken as trn2.48xlarge's 16 chips
 }
+#: Instance names above that no source publishes (the report says "assumed").
+ASSUMED_INSTANCES = {"trn3.48xlarge"}

@@ -9,6 +9,7 @@ import torch
 
 from . import cost as cost_mod
 from . import projection, stablehlo
+from .hardware import INSTANCES
 
 
 def run(loaded, cfg, ui) -> dict:
@@ -26,8 +27,18 @@ def run(loaded, cfg, ui) -> dict:
                                             f"{str(e).splitlines()[0] if str(e) else ''}"}
     lower_s = time.perf_counter() - t0
     prices = {k: v.get("usd_per_hour") for k, v in cost_mod.load_prices().items()}
+    priced_by_user = None
+    if cfg.instance and cfg.price_per_hour and cfg.instance in {i for i, _ in INSTANCES.values()}:
+        # the user's price for an instance the projection prices (--instance, --price-per-hour)
+        prices[cfg.instance], priced_by_user = cfg.price_per_hour, cfg.instance
     res = projection.project_all(text, loaded.batch_size, prices)
-    return {"status": "pass", "how": how, "lower_s": lower_s, "reason": None,
-            "note": "ESTIMATE from a roofline model of the StableHLO graph (figures from AWS's NeuronCore "
-                    "architecture pages), not a measurement on Trainium",
-            **res}
+    for key in ("trn2", "trn3"):
+        res[key]["price_source"] = ("--price-per-hour" if res[key]["instance"] == priced_by_user
+                                    else "price table" if res[key]["price_per_hour"] else None)
+    note = ("ESTIMATE from a roofline model of the StableHLO graph (figures from AWS's NeuronCore architecture "
+            "pages), not a measurement on Trainium; fixed costs per execution (launching the NEFF, DMA "
+            "descriptors, synchronization) are not modelled, so a pass projected at a few microseconds is a lower "
+            "bound")
+    if getattr(loaded, "loss_fn", None) is not None or getattr(loaded, "train_step", None) is not None:
+        note += "; the forward pass only: a training step's backward and optimizer are not projected"
+    return {"status": "pass", "how": how, "lower_s": lower_s, "reason": None, "note": note, **res}

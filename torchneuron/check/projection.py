@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .hardware import CORES, INSTANCES, NeuronCore
+from .hardware import ASSUMED_INSTANCES, CORES, INSTANCES, NeuronCore
 
 _DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1,
                 "ui8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "complex<f32>": 8}
@@ -208,7 +208,8 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
         "estimate": "ESTIMATE from a roofline model of the StableHLO graph, not a measurement",
         "core": core.name, "chip": core.chip, "matmul_dtype": matmul_dtype, "batch": batch,
         "latency_s_per_core": total, "throughput_per_core": thr_core,
-        "instance": instance, "cores_per_instance": cores, "throughput_per_instance": thr_inst,
+        "instance": instance, "instance_assumed": instance in ASSUMED_INSTANCES,
+        "cores_per_instance": cores, "throughput_per_instance": thr_inst,
         "price_per_hour": price_per_hour,
         "usd_per_million": usd,
         "total_flops": sum(r["flops"] for r in rows),

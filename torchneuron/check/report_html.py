@@ -421,9 +421,9 @@ def _projection(p: Optional[dict]) -> str:
     rows = [[_e(label), _e(fn(a)), _e(fn(b))] for label, fn in (
         ("latency per pass, one core (µs)", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g}"),
         ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
-        ("priced as", lambda x: f"{x['instance']} ({x['cores_per_instance']} cores)"),
+        ("priced as", F.projected_instance),
         ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
-        ("USD per 1M samples", lambda x: F.usd(x["usd_per_million"]) if x["usd_per_million"] else "no verified price"),
+        ("USD per 1M samples", F.projected_cost),
         ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"))]
     top = [[_e(r["op"]), _e(r["shape"]), _e(r["engine"]), _e(f"{r['flops'] / 1e9:.3g}"),
             _e(f"{r['time_s'] * 1e6:.3g}"), _e(r["bound"])] for r in a["top_ops"]]

@@ -399,10 +399,9 @@ def projection_tables(p: Optional[dict]) -> list:
     a, b = p["trn2"], p["trn3"]
     for label, fn in (("latency per pass, one core", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g} µs"),
                       ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
-                      ("priced as", lambda x: f"{x['instance']} ({x['cores_per_instance']} cores)"),
+                      ("priced as", F.projected_instance),
                       ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
-                      ("USD per 1M samples", lambda x: F.usd(x["usd_per_million"]) if x["usd_per_million"]
-                       else "no verified price"),
+                      ("USD per 1M samples", F.projected_cost),
                       ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}")):
         t.add_row(label, fn(a), fn(b))
     top = Table(title="Top operations by projected time (Trainium2)", title_justify="left", box=box.SIMPLE)
