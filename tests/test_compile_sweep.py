@@ -69,13 +69,6 @@ def _known(kinds, dtypes, ops, reason):
 
 _KINDS = ("plain", "strided", "empty")
 _NONEMPTY = ("plain", "strided")
-# on empty inputs these compile (passes/empty_results.py), but not uint8 ones
-_known(_NONEMPTY, cs.F, ["erfc", "lgamma", "digamma", "erfinv", "i0", "nextafter"], _FAILS)
-_known(_NONEMPTY, cs.I, ["gcd", "lcm"], _FAILS)
-_known(("empty",), (torch.uint8,), ["gcd", "lcm", "index neg", "stack", "scatter",
-                                    "scatter_add"], _FAILS)
-_known(_KINDS, (torch.uint8,), ["zeros_like", "ones_like", "full_like", "fill_", "zero_"],
-       _FAILS)
 _known(_NONEMPTY, cs.F, ["elu", "selu", "leaky_relu", "relu6", "relu", "clamp_ clone"],
        _ZERO)
 _known(_NONEMPTY, (torch.float64,), ["softshrink"], _ZERO)
