@@ -12,10 +12,13 @@ is float32 then). Formulas are the textbook ones, not ATen's tables:
   (``t exp(-x^2 + P(t))``, ``t = 1 / (1 + x/2)``, relative error < 1.2e-7) with
   ``x^2`` split in an exact part (as Cephes' ``expx2``), so ``erfc(9)`` keeps its digits
   (``1 - erf`` is 0 past 4); ``erfc(-x) = 2 - erfc(x)``.
-- ``lgamma``: Stirling's series, below 8 at ``x + 8`` less ``log`` of the 8 factors; below 0
+- ``lgamma``: Stirling's series, below 8 at ``x + 8`` less ``log`` of the 8 factors,
+  in [0.5, 2.5) the Taylor series at 1 (zeta coefficients: relative precision at the
+  zeros 1 and 2); below 0
   the reflection ``log(pi / |sin(pi x)|) - lgamma(1 - x)`` with ``sin`` of
   ``x - round(x)`` (exact reduction); poles (0, -0.0, negative integers) and +-inf give inf.
-- ``digamma``: the asymptotic series, below 10 at ``x + 10`` less ``sum 1/(x + k)``; below 0
+- ``digamma``: the asymptotic series, below 10 at ``x + 10`` less ``sum 1/(x + k)``,
+  in [0.5, 2.5) the Taylor series at 1; below 0
   ``digamma(1 - x) - pi / tan(pi x)``; ``digamma(+-0) = -+inf``, NaN at negative
   integers and -inf (ATen's).
 - ``erfinv``: Giles' single-precision approximation (2010), (relative error
@@ -106,14 +109,46 @@ def _stirling(z):
     return aten.add.Tensor(aten.add.Tensor(st, series), 0.5 * math.log(2 * math.pi))
 
 
+def _zeta(k: int) -> float:
+    """Riemann zeta(k), k >= 2: 40 terms and the Euler-Maclaurin tail (error < 1e-16)."""
+    n = 40
+    return (sum(j ** -k for j in range(1, n)) + n ** (1 - k) / (k - 1) + n ** -k / 2
+            + k * n ** (-k - 1) / 12 - k * (k + 1) * (k + 2) * n ** (-k - 3) / 720)
+
+
+_EULER_GAMMA = 0.5772156649015329
+_SERIES_TERMS = 28   # |t| <= 0.5: the last term is below 1e-9
+# lgamma(1 + t) = -gamma t + sum_{k>=2} (-1)^k zeta(k) / k t^k
+_LGAMMA_1 = (0.0, -_EULER_GAMMA) + tuple((-1) ** k * _zeta(k) / k
+                                         for k in range(2, _SERIES_TERMS))
+# digamma(1 + t) = -gamma + sum_{k>=2} (-1)^k zeta(k) t^(k-1)
+_DIGAMMA_1 = (-_EULER_GAMMA,) + tuple((-1) ** k * _zeta(k) for k in range(2, _SERIES_TERMS))
+
+
+def _near_one_two(y):
+    """(in [0.5, 2.5), t = y - 1 below 1.5 else y - 2, whether y >= 1.5): the range
+    where the shifted forms cancel to an absolute error (lgamma's zeros at 1 and 2,
+    digamma's at 1.46) and the Taylor series at 1 keeps the relative one."""
+    upper = aten.ge.Scalar(y, 1.5)
+    t = aten.sub.Tensor(y, _where(upper, _full(y, 2.0), _full(y, 1.0)))
+    near = aten.logical_and(aten.ge.Scalar(y, 0.5), aten.lt.Scalar(y, 2.5))
+    return near, t, upper
+
+
 def _lgamma_positive(y):
-    """lgamma of y > 0 (+-0: inf): below 8, at y + 8 less log of y (y+1) ... (y+7)."""
+    """lgamma of y > 0 (+-0: inf): below 8, at y + 8 less log of y (y+1) ... (y+7);
+    in [0.5, 2.5) the series at 1 (lgamma(2 + t) = lgamma(1 + t) + log1p(t))."""
     prod = y
     for k in range(1, 8):
         prod = aten.mul.Tensor(prod, aten.add.Tensor(y, float(k)))
     shifted = aten.sub.Tensor(_stirling(aten.add.Tensor(y, 8.0)),
                               aten.log.default(aten.abs.default(prod)))
-    return _where(aten.lt.Scalar(y, 8.0), shifted, _stirling(y))
+    near, t, upper = _near_one_two(y)
+    series = _horner(t, _LGAMMA_1)
+    series = _where(upper, aten.add.Tensor(series, aten.log1p.default(t)), series)
+    series = _where(aten.eq.Scalar(t, 0), _full(t, 0.0), series)   # +0.0 at 1 and 2
+    out = _where(aten.lt.Scalar(y, 8.0), shifted, _stirling(y))
+    return _where(near, series, out)
 
 
 def _lgamma(x):
@@ -150,6 +185,11 @@ def _digamma(x):
         acc = aten.add.Tensor(acc, aten.reciprocal.default(aten.add.Tensor(y, float(k))))
     shifted = aten.sub.Tensor(_digamma_asymptotic(aten.add.Tensor(y, 10.0)), acc)
     pos = _where(aten.lt.Scalar(y, 10.0), shifted, _digamma_asymptotic(y))
+    near, t, upper = _near_one_two(y)   # digamma(2 + t) = digamma(1 + t) + 1 / (1 + t)
+    series = _horner(t, _DIGAMMA_1)
+    series = _where(upper, aten.add.Tensor(
+        series, aten.reciprocal.default(aten.add.Tensor(t, 1.0))), series)
+    pos = _where(near, series, pos)
     refl = aten.sub.Tensor(pos, aten.div.Tensor(
         _full(x, math.pi), aten.tan.default(aten.mul.Tensor(r, math.pi))))
     out = _where(neg, refl, pos)
