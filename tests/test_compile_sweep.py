@@ -53,7 +53,6 @@ _GELU = ("ATen's vectorized CPU GELU gives NaN at +inf (its scalar path and the 
          "graph inf)")
 _ABORTS = ("its compile aborts the process (SIGABRT in torch-mlir's pipeline): not run "
            "(docs/compile.md: empty tensors)")
-_FAILS = "fails to compile (docs/compile.md: ops that fail to compile)"
 
 # (kind or None for all, dtype or None for all, op) -> reason. Float ones apply to the
 # float dtypes; the compile failures are exact (an op that starts to compile must leave).

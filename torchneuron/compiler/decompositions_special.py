@@ -3,35 +3,36 @@ decomposition table (decompositions.py). Each failed to compile before; each fol
 ATen's CPU results at the special values (inf, -inf, NaN, -0.0, poles, domain edges).
 
 Floating ops compute float16/bfloat16 in float32 and round once (ATen's CPU kernels do
-too), integer inputs in float32 (their result dtype). Accuracy: about 2e-7 relative
-(float32's rounding), also for float64: eager has no neuron kernel for ``erfc``,
-``lgamma``, ``digamma``, ``i0``, so float64 runs them at full width (the 64-bit policy
-follows eager) with these float32-grade formulas (``erfinv``, which eager narrows,
-is float32 then). Formulas are the textbook ones, not ATen's tables:
+too), integer inputs in float32 (their result dtype). float64: eager has no neuron
+kernel for ``erfc``, ``lgamma``, ``digamma``, ``i0``, so float64 runs them at full width
+(the 64-bit policy follows eager) with these float32-grade formulas; ``erfinv``, which
+eager narrows, is float32. Measured precision: docs/compile.md. Textbook formulas, not
+ATen's tables:
 - ``erfc``: ``1 - erf`` below 0.5; above, Numerical Recipes' ``erfcc`` fit
   (``t exp(-x^2 + P(t))``, ``t = 1 / (1 + x/2)``, relative error < 1.2e-7) with
   ``x^2`` split in an exact part (as Cephes' ``expx2``), so ``erfc(9)`` keeps its digits
   (``1 - erf`` is 0 past 4); ``erfc(-x) = 2 - erfc(x)``.
 - ``lgamma``: Stirling's series, below 8 at ``x + 8`` less ``log`` of the 8 factors,
   in [0.5, 2.5) the Taylor series at 1 (zeta coefficients: relative precision at the
-  zeros 1 and 2); below 0
-  the reflection ``log(pi / |sin(pi x)|) - lgamma(1 - x)`` with ``sin`` of
-  ``x - round(x)`` (exact reduction); poles (0, -0.0, negative integers) and +-inf give inf.
+  zeros 1 and 2); below 0 the reflection ``log(pi / |sin(pi x)|) - lgamma(1 - x)``
+  with ``sin`` of ``x - round(x)`` (exact reduction); poles (0, -0.0, negative
+  integers) and +-inf give inf.
 - ``digamma``: the asymptotic series, below 10 at ``x + 10`` less ``sum 1/(x + k)``,
-  in [0.5, 2.5) the Taylor series at 1; below 0
-  ``digamma(1 - x) - pi / tan(pi x)``; ``digamma(+-0) = -+inf``, NaN at negative
-  integers and -inf (ATen's).
-- ``erfinv``: Giles' single-precision approximation (2010), (relative error
-  about 4e-7, no Newton step: XLA's ``erf`` is not exact enough in the tail); +-1 give +-inf, outside [-1, 1] NaN.
+  in [0.5, 2.5) the Taylor series at 1; below 0 ``digamma(1 - x) - pi / tan(pi x)``;
+  ``digamma(+-0) = -+inf``, NaN at negative integers and -inf (ATen's).
+- ``erfinv``: Giles' single-precision approximation (2010), relative error about 4e-7;
+  no Newton step (XLA's ``erf`` is not exact enough in the tail); +-1 give +-inf,
+  outside [-1, 1] NaN.
 - ``i0``: Abramowitz & Stegun 9.8.1/9.8.2 polynomials (below/above 3.75); overflows to
   inf where ATen's ``exp(x)`` does, NaN at +-inf (ATen's: ``inf * 0``).
 - ``nextafter``: on the bits (``view.dtype`` as the same-width integer) as an ordered
   key (a negative float's key is minus its magnitude), so subnormals and zeros step
   exactly (float compares would read subnormals as 0: compiled graphs set DAZ).
 - ``gcd``: Euclid unrolled for the dtype's worst case (Lame: consecutive Fibonacci
-  numbers), ``abs`` wrapping as ATen's (``gcd(INT_MIN, INT_MIN)`` is INT_MIN); ``lcm``:
-  ``abs(a / gcd * b)``, 0 where the gcd is 0, wrapping as ATen's; for 8/16-bit types ``a / gcd * b`` in
-  int32 as C promotes them in ATen's kernel (``lcm(127, -2)`` of int8 is -2: ``abs(-254)``).
+  numbers), ``abs`` wrapping as ATen's (``gcd(INT_MIN, INT_MIN)`` is INT_MIN);
+  ``lcm``: ``abs(a / gcd * b)``, 0 where the gcd is 0, wrapping as ATen's; for 8/16-bit
+  types ``a / gcd * b`` in int32 as C promotes them in ATen's kernel (``lcm(127, -2)``
+  of int8 is -2: ``abs(-254)``).
 """
 from __future__ import annotations
 
