@@ -53,7 +53,6 @@ _GELU = ("ATen's vectorized CPU GELU gives NaN at +inf (its scalar path and the 
          "graph inf)")
 _ABORTS = ("its compile aborts the process (SIGABRT in torch-mlir's pipeline): not run "
            "(docs/compile.md: empty tensors)")
-_FAILS = "fails to compile (docs/compile.md: ops that fail to compile)"
 
 # (kind or None for all, dtype or None for all, op) -> reason. Float ones apply to the
 # float dtypes; the compile failures are exact (an op that starts to compile must leave).
@@ -69,13 +68,6 @@ def _known(kinds, dtypes, ops, reason):
 
 _KINDS = ("plain", "strided", "empty")
 _NONEMPTY = ("plain", "strided")
-# on empty inputs these compile (passes/empty_results.py), but not uint8 ones
-_known(_NONEMPTY, cs.F, ["erfc", "lgamma", "digamma", "erfinv", "i0", "nextafter"], _FAILS)
-_known(_NONEMPTY, cs.I, ["gcd", "lcm"], _FAILS)
-_known(("empty",), (torch.uint8,), ["gcd", "lcm", "index neg", "stack", "scatter",
-                                    "scatter_add"], _FAILS)
-_known(_KINDS, (torch.uint8,), ["zeros_like", "ones_like", "full_like", "fill_", "zero_"],
-       _FAILS)
 _known(_NONEMPTY, cs.F, ["elu", "selu", "leaky_relu", "relu6", "relu", "clamp_ clone"],
        _ZERO)
 _known(_NONEMPTY, (torch.float64,), ["softshrink"], _ZERO)

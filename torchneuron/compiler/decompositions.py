@@ -11,7 +11,7 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from . import decompositions_elementwise, decompositions_scans
+from . import decompositions_elementwise, decompositions_scans, decompositions_special
 
 aten = torch.ops.aten
 
@@ -445,7 +445,8 @@ def decomposition_table() -> dict:
     table.update(tm_table())
     table.update(get_decompositions(_EXTRA))
     table.update(_OURS)
-    for op, f in {**decompositions_scans.TABLE, **decompositions_elementwise.TABLE}.items():
+    for op, f in {**decompositions_scans.TABLE, **decompositions_elementwise.TABLE,
+                  **decompositions_special.TABLE}.items():
         table[op] = _before(f, table[op]) if op in table else f
     table.update(_foreach_table())
     return table

@@ -22,6 +22,7 @@ from .float_scalar_operands import float_scalar_operands
 from .bitwise_before_truncation import bitwise_before_truncation
 from .compare_in_result_type import compare_in_result_type
 from .empty_results import empty_results
+from .uint8_constants import uint8_constants
 
 # empty_results after the mutations are outputs and before the passes that add nodes;
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
@@ -31,7 +32,8 @@ from .empty_results import empty_results
 # the NaN fix-ups of arg reductions and sorts add device arguments dropped after them;
 # exact_fmod after the others: it gives fmod nodes the target that means fmod only to the lowering;
 # float_scalar_operands, compare_in_result_type and bitwise_before_truncation last: the
-# passes before them add int operands, compares and truncations (narrow_64bit) too.
+# passes before them add int operands, compares and truncations (narrow_64bit) too;
+# uint8_constants after all: the passes before it add uint8 constants and conversions.
 PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none_outputs,
             empty_results,
             narrow_64bit, decompose_cumprod, nan_aware_arg_reductions, nan_aware_sort, random_ops_to_inputs,
@@ -39,7 +41,7 @@ PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none
             clamp_slice_bounds, wrap_negative_indices, self_equality,
             upcast_low_precision_reductions, exact_fmod, pad_small_conv_inputs,
             channels_last_max_pool, float_scalar_operands, compare_in_result_type,
-            bitwise_before_truncation)
+            bitwise_before_truncation, uint8_constants)
 
 
 def run_passes(gm, plan, example_inputs):

@@ -5,10 +5,12 @@ come, some ops on empty tensors aborted the whole process inside torch-mlir's pi
 (SIGABRT: ``sort``/``gather`` of a ``(0, 5)`` tensor) and others failed to compile
 (``stack``, ``scatter``, ``scatter_add``, indexing with a tensor). Each such node (and the
 multi-result node behind its ``getitem``s, once unused) gives way to
-``full(shape, 0, dtype)``. Unsigned results are left as they are, and so is everything
-they are computed from (a ``ui8`` constant does not lower, and torch-mlir folded a
-conversion of a constant into one). Ops with side effects (``copy_`` into an input) are
-kept.
+``full(shape, 0, dtype)``; a uint8 one is made lowerable by ``uint8_constants.py``
+later (``sort``/``gather`` of an empty uint8 tensor aborted the process while uint8
+results were left here). Results of the wider unsigned types are left as they are, and
+so is everything they are computed from (torch-mlir folds a conversion of a constant
+into a constant of the result's type). Ops with side effects (``copy_`` into an input)
+are kept.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import torch
 from ._fake_mode import fake_node, graph_fake_mode
 
 aten = torch.ops.aten
-_UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)  # uint8: uint8_constants.py
 
 
 def _empty(n) -> bool:
@@ -29,7 +31,7 @@ def _empty(n) -> bool:
 
 
 def _feeding_unsigned(g) -> set:
-    """The nodes an unsigned result is computed from (itself included)."""
+    """The nodes a uint16/32/64 result is computed from (itself included)."""
     seen, stack = set(), [n for n in g.nodes if isinstance(n.meta.get("val"), torch.Tensor)
                           and n.meta["val"].dtype in _UNSIGNED]
     while stack:
