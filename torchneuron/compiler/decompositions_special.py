@@ -3,11 +3,9 @@ decomposition table (decompositions.py). Each failed to compile before; each fol
 ATen's CPU results at the special values (inf, -inf, NaN, -0.0, poles, domain edges).
 
 Floating ops compute float16/bfloat16 in float32 and round once (ATen's CPU kernels do
-too), integer inputs in float32 (their result dtype). float64: eager has no neuron
-kernel for ``erfc``, ``lgamma``, ``digamma``, ``i0``, so float64 runs them at full width
-(the 64-bit policy follows eager) with these float32-grade formulas; ``erfinv``, which
-eager narrows, is float32. Measured precision: docs/compile.md. Textbook formulas, not
-ATen's tables:
+too), integer inputs in float32 (their result dtype). float64 is not decomposed
+(``_float_op``): these formulas are float32-grade and eager gives float64 full width.
+Measured precision: docs/compile.md. Textbook formulas, not ATen's tables:
 - ``erfc``: ``1 - erf`` below 0.5; above, Numerical Recipes' ``erfcc`` fit
   (``t exp(-x^2 + P(t))``, ``t = 1 / (1 + x/2)``, relative error < 1.2e-7) with
   ``x^2`` split in an exact part (as Cephes' ``expx2``), so ``erfc(9)`` keeps its digits
@@ -50,8 +48,15 @@ def _to(x, dt):
 
 
 def _float_op(f):
-    """``f`` on a float32/float64 tensor; other dtypes converted in and out as ATen."""
+    """``f`` on a float32 tensor; other dtypes converted in and out as ATen. Not float64:
+    the formulas are float32-grade (about 1e-7 relative) and eager computes these ops at
+    full width (or, ``erfinv``, narrowed only while TORCHNEURON_NARROW_64BIT is on, which
+    a graph compiled once cannot follow), so a float64 result would differ from eager's
+    silently; the op is left to the lowering, which fails naming it (``fallback_execution``
+    runs it eagerly)."""
     def decomposition(x):
+        if x.dtype == torch.float64:
+            return NotImplemented
         out = x.dtype if x.dtype.is_floating_point else torch.get_default_dtype()
         work = torch.float32 if out in _LOW else out
         return _to(f(_to(x, work)), out)
