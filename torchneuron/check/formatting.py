@@ -69,3 +69,10 @@ def peak_memory(m: dict) -> str:
              if m.get("peak_allocated_basis") == "in order" else "")
     return (f"allocated {nbytes(m['peak_allocated_bytes'])}{basis}, reserved {nbytes(m['peak_reserved_bytes'])}, "
             f"weights {nbytes(m.get('weights_bytes'))}, capacity {nbytes(m['capacity_bytes'])}")
+
+
+def narrowing(p1: dict) -> str:
+    """Phase 1's 64-bit narrowing: the eager runs' ops, then the compiled runs' (calls each)."""
+    eager = ", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items())
+    comp = ", ".join(f"{k} ×{v}" for k, v in ((p1.get("compile") or {}).get("narrowing") or {}).items())
+    return "; ".join(x for x in (eager, f"compiled: {comp}" if comp else "") if x) or "none"
