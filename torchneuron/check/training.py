@@ -198,8 +198,10 @@ def run(loaded, cfg, ui, steps: int) -> dict:
     Eager steps fill the top-level keys (``--mode eager|both``); compiled steps
     (``--mode compile|both``) fill ``compiled`` with the same keys, or its ``error`` when
     compilation failed (stage, op, source as phase 1 reports them). ``status`` is "fail"
-    when either mode failed. CheckUsageError: the factory's loss_fn or step returned
-    something that is not a scalar floating loss with a gradient (exit 2)."""
+    when either mode failed; ``warnings`` lists what the rule cannot judge (non-finite on both
+    sides). CheckUsageError (exit 2): the model has no trainable parameter, or the factory's
+    loss_fn or step raised on the reference or float64 run, called backward() itself, or
+    returned something that is not a scalar floating loss with a gradient."""
     if loaded.loss_fn is None and loaded.train_step is None:
         return {"status": "skipped", "reason": "the factory returned no loss_fn or step (inference model)"}
     modes = {"eager": ["eager"], "compile": ["compile"], "both": ["eager", "compile"]}[cfg.mode]
