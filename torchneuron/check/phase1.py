@@ -100,15 +100,12 @@ def _raised_at(frames: list, user_file: Optional[str]):
 
 #: (pattern in the exception message, hint) for failures with a known way around them.
 HINTS: list[tuple[str, str]] = [
-    # the fused fast paths of nn.TransformerEncoderLayer / nn.MultiheadAttention (inference, no
-    # grad) have no StableHLO lowering; enable_nested_tensor=False does not avoid them
+    # nn.TransformerEncoderLayer's fused inference fast path has no StableHLO lowering, and
+    # enable_nested_tensor=False does not avoid it (nn.MultiheadAttention alone compiles)
     ("_transformer_encoder_layer_fwd", "nn.TransformerEncoderLayer's fused fast path "
                                        "(aten._transformer_encoder_layer_fwd) does not compile: call "
                                        "torch.backends.mha.set_fastpath_enabled(False) before running the model "
                                        "(enable_nested_tensor=False alone does not avoid it)"),
-    ("_native_multi_head_attention", "nn.MultiheadAttention's fused fast path (aten._native_multi_head_attention) "
-                                     "does not compile: call torch.backends.mha.set_fastpath_enabled(False) "
-                                     "before running the model"),
     ("nested", "nn.TransformerEncoder's fast path builds nested tensors, which the device does not "
                "support: construct it with enable_nested_tensor=False"),
     ("with arguments from the 'neuron' backend", "this operator has no neuron kernel: "
