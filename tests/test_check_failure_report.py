@@ -41,3 +41,30 @@ def test_compile_failure_gets_a_short_message_naming_stage_and_op(tmp_path):
     code, out, err = cli("check", fixture("nested_encoder"), "--mode", "eager", "--iterations", "3",
                          "--max-warmup", "3", "--json", j)
     assert code == 0, out + err                       # the nested fast path itself works
+
+
+def test_transformer_encoder_compile_failure_has_the_fastpath_hint_and_a_short_panel(tmp_path):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("nested_encoder"), "--iterations", "3", "--max-warmup", "3", "--json", j)
+    assert code == 1, out + err
+    e = json.loads(j.read_text())["phase1"]["error"]
+    assert "set_fastpath_enabled(False)" in e["hint"] and "hint: " in out and "set_fastpath_enabled" in out
+    # the IR dump and Dynamo's advice are in the JSON's message, not in the panel
+    assert "!torch.vtensor" in e["message"] and "TORCHDYNAMO_VERBOSE" in e["message"]
+    assert "!torch.vtensor" not in out and "TORCHDYNAMO_VERBOSE" not in out and "DISABLE_FALLBACK" not in out
+    assert "Traceback (most recent call last)" in out and 'File "' in out     # the frames stay
+
+
+def test_the_fastpath_hint_works():
+    """The hint's remedy: with the MHA fast path off, eager, compile and the reference take
+    the standard path and the encoder passes (compiled outputs compared to the CPU's)."""
+    import torch
+
+    was = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        code, out, err = cli("check", fixture("nested_encoder"), "--iterations", "3", "--max-warmup", "3")
+    finally:
+        torch.backends.mha.set_fastpath_enabled(was)
+    assert code == 0, out + err
+    assert "Phase 2 (compiled, backend neuron)" in out

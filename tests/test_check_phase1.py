@@ -183,3 +183,26 @@ def test_peak_memory_is_the_same_with_and_without_save_baseline(tmp_path):
     saved = run(CheckConfig(**kw, save_baseline=str(tmp_path / "b")))["phase1"]["memory"]["peak_allocated_bytes"]
     stored = json.load(open(tmp_path / "b" / "baseline.json"))["metrics"]["peak_allocated_bytes"]
     assert plain == saved == stored
+
+
+def test_compiled_runs_narrowing_is_gathered_not_printed(tmp_path):
+    """Ops narrowed only by the compiled runs are listed (compile.narrowing, "compiled: ..." in
+    the 64-bit narrowing row) and their warning goes to the Warnings section, not raw to
+    stderr. A fresh process: the device warns once per operator per process."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    j = tmp_path / "r.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (os.getcwd(), os.environ.get("PYTHONPATH")) if x))
+    p = subprocess.run([sys.executable, "-m", "torchneuron", "check", fixture("narrows_when_compiled"), "--mode",
+                        "both", "--iterations", "3", "--max-warmup", "3", "--no-progress", "--json", str(j)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "UserWarning" not in p.stderr and "computes float64/int64" not in p.stderr, p.stderr
+    r = json.loads(j.read_text())
+    assert "aten::cumsum" not in r["phase1"]["narrowing"]                 # eager never ran it
+    assert r["phase1"]["compile"]["narrowing"].get("aten::cumsum", 0) >= 1
+    assert any("aten::cumsum computes float64/int64" in w for w in r["phase1"]["warnings"])
+    assert "compiled: aten::cumsum" in p.stdout and "device warning: UserWarning: neuron: aten::cumsum" in p.stdout

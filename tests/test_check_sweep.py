@@ -53,3 +53,35 @@ def test_sweep_compile_point_that_fails_to_compile_is_a_failure_not_eager_figure
     pts = {p["mode"]: p for p in json.loads(j.read_text())["points"]}
     assert pts["compile"]["status"] == "fail" and pts["compile"].get("p50_s") is None
     assert "special_i1" in pts["compile"]["reason"], pts["compile"]
+
+
+def test_repeated_sweep_axis_is_bad_usage():
+    with pytest.raises(CheckUsageError, match="given twice"):
+        sweep.parse(["batch=1", "batch=2"])
+    code, out, err = cli("check", "mlp", "--sweep", "batch=1", "batch=2", "--iterations", "5")
+    assert code == 2 and "batch= given twice" in err and out == "", out + err
+
+
+@pytest.mark.parametrize("opt,value", [("--save-baseline", "b"), ("--baseline", "b"), ("--html", "r.html"),
+                                       ("--junit", "r.xml"), ("--projection", None), ("--profile", None)])
+def test_options_a_sweep_ignores_are_bad_usage(tmp_path, opt, value):
+    args = [opt] + ([str(tmp_path / value)] if value else [])
+    code, out, err = cli("check", "mlp", "--sweep", "batch=1", "--iterations", "5", "--max-warmup", "5",
+                         "--sweep-plot", tmp_path / "s.svg", *args)
+    assert code == 2 and f"{opt} cannot be used with --sweep" in err, out + err
+    assert out == "" and not (tmp_path / "s.svg").exists()        # checked before any point ran
+
+
+@pytest.mark.parametrize("which", ["--json", "--sweep-plot"])
+def test_sweep_output_paths_are_checked_before_running(tmp_path, which):
+    paths = {"--json": tmp_path / "s.json", "--sweep-plot": tmp_path / "s.svg"}
+    paths[which] = tmp_path / "missing" / ("s.json" if which == "--json" else "s.svg")
+    code, out, err = cli("check", "mlp", "--sweep", "batch=1", "--iterations", "5", "--max-warmup", "5",
+                         "--json", paths["--json"], "--sweep-plot", paths["--sweep-plot"])
+    assert code == 2 and which in err and "does not exist" in err, out + err
+    assert out == "" and not any(p.exists() for p in paths.values())
+
+
+def test_sweep_plot_needs_a_format_matplotlib_writes(tmp_path):
+    code, out, err = cli("check", "mlp", "--sweep", "batch=1", "--iterations", "5", "--sweep-plot", tmp_path / "s.txt")
+    assert code == 2 and ".svg or .png" in err and out == "", out + err

@@ -107,3 +107,48 @@ def test_compiled_training_in_every_report(tmp_path):
     xml = x.read_text()
     assert 'name="training.eager"' in xml and 'name="training.compiled"' in xml
     assert json.loads(j.read_text())["training"]["compiled"]["status"] == "pass"
+
+
+def test_raising_loss_fn_is_a_usage_error_found_on_the_reference():
+    code, out, err = cli("check", fixture("trainable_loss_raises"), *FAST, "--mode", "eager")
+    assert code == 2, out + err
+    assert "training: loss_fn(output) raised RuntimeError: shape '[3, 5]' is invalid" in err, err
+    assert "Traceback" not in out + err and "check_models.py" in err   # where it was raised, no traceback
+
+
+def test_loss_fn_raising_on_the_device_only_is_a_device_failure(tmp_path):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable_loss_raises_on_device"), *FAST, "--mode", "eager", "--json", j)
+    assert code == 1, out + err
+    assert "Traceback" not in out + err
+    tr = json.loads(j.read_text())["training"]
+    assert tr["status"] == "fail" and "loss refuses the neuron device" in tr["reason"]
+
+
+def test_step_calling_backward_itself_is_a_usage_error():
+    code, out, err = cli("check", fixture("trainable_step_backward"), *FAST, "--mode", "eager")
+    assert code == 2, out + err
+    assert "called backward() itself" in err and "return the loss without calling backward()" in err, err
+    assert "Traceback" not in out + err
+
+
+def test_nan_loss_on_both_sides_is_warned_as_phase_2_does(tmp_path):
+    # phase 2's rule: non-finite on both sides passes allclose (equal_nan) but cannot be
+    # judged: a warning naming the steps and groups, in the terminal and the JSON
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable_nan_loss"), *FAST, "--mode", "eager", "--json", j)
+    assert code == 0, out + err
+    r = json.loads(j.read_text())
+    import math
+    assert all(s["loss_device"] is None or math.isnan(s["loss_device"]) for s in r["training"]["per_step"])
+    w = [x for x in r["warnings"] if x.startswith("training: ")]
+    assert any("loss at step(s) 1-4 is NaN or infinite on both" in x for x in w), w
+    assert any("gradient norm (decay) at step(s) 1-4" in x for x in w), w
+    assert any("final parameter(s)" in x for x in w), w
+    assert "cannot judge" in out and "Warnings" in out
+
+
+def test_frozen_model_is_a_usage_error_naming_the_cause():
+    code, out, err = cli("check", fixture("trainable_frozen"), *FAST, "--mode", "eager")
+    assert code == 2, out + err
+    assert "no trainable parameter" in err and "does not require grad" not in err, err

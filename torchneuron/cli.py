@@ -201,7 +201,7 @@ def _sweep(a, argv) -> int:
     try:
         cfg = _config(a, argv)
         grid = sweep.parse(a.sweep)
-        res = sweep.run(cfg, grid)
+        res = sweep.run(cfg, grid, plot_path=a.sweep_plot)
     except CheckUsageError as e:
         print(f"torchneuron check: error: {e}", file=sys.stderr)
         return EXIT_USAGE

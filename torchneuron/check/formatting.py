@@ -81,3 +81,10 @@ def projected_cost(x: dict) -> str:
     if not x["usd_per_million"]:
         return f"no verified price: --instance {x['instance']} --price-per-hour USD"
     return usd(x["usd_per_million"]) + (" (your price)" if x.get("price_source") == "--price-per-hour" else "")
+
+
+def narrowing(p1: dict) -> str:
+    """Phase 1's 64-bit narrowing: the eager runs' ops, then the compiled runs' (calls each)."""
+    eager = ", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items())
+    comp = ", ".join(f"{k} ×{v}" for k, v in ((p1.get("compile") or {}).get("narrowing") or {}).items())
+    return "; ".join(x for x in (eager, f"compiled: {comp}" if comp else "") if x) or "none"

@@ -100,6 +100,12 @@ def _raised_at(frames: list, user_file: Optional[str]):
 
 #: (pattern in the exception message, hint) for failures with a known way around them.
 HINTS: list[tuple[str, str]] = [
+    # nn.TransformerEncoderLayer's fused inference fast path has no StableHLO lowering, and
+    # enable_nested_tensor=False does not avoid it (nn.MultiheadAttention alone compiles)
+    ("_transformer_encoder_layer_fwd", "nn.TransformerEncoderLayer's fused fast path "
+                                       "(aten._transformer_encoder_layer_fwd) does not compile: call "
+                                       "torch.backends.mha.set_fastpath_enabled(False) before running the model "
+                                       "(enable_nested_tensor=False alone does not avoid it)"),
     ("nested", "nn.TransformerEncoder's fast path builds nested tensors, which the device does not "
                "support: construct it with enable_nested_tensor=False"),
     ("with arguments from the 'neuron' backend", "this operator has no neuron kernel: "
@@ -359,8 +365,16 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
         with _fallback_ctx(cfg.fallback), warnings.catch_warnings():
             warnings.simplefilter("ignore")   # phase 1's passes above recorded the warnings
             in_order = memory.in_order_peak(session, cfg.torch_dtype, res["weights_bytes"])
-        with _fallback_ctx(cfg.fallback):
+        before = torch.neuron.narrowing_stats()
+        # the compiled runs' device warnings (64-bit narrowing of ops eager did not run) go to
+        # the report's warnings section, not raw to stderr
+        with _fallback_ctx(cfg.fallback), warnings.catch_warnings(record=True) as caught_c:   # filters kept
             res["compile"] = _check_compile(session, cfg, session.outputs)
+        res["warnings"] = sorted(set(res["warnings"]) | {f"{w.category.__name__}: {w.message}" for w in caught_c})
+        if res["compile"].get("checked"):
+            after = torch.neuron.narrowing_stats()
+            res["compile"]["narrowing"] = {k: after[k] - before.get(k, 0) for k in sorted(after)
+                                           if after[k] > before.get(k, 0)}
         if res["compile"].get("checked") and not res["compile"].get("ok"):
             res["error"] = res["compile"]["error"]
 

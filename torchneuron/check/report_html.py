@@ -187,7 +187,7 @@ def _phase1(p1: dict) -> str:
             ("cold latency (first iteration)", _e(F.ms(p1.get("cold_latency_s")))),
             ("CPU fallback ops", "none" if not fb["ops"] else
              _e(f"{len(fb['ops'])} op(s), {F.ms(fb['total_seconds'])} = {F.pct(fb['share'])} of device run time")),
-            ("64-bit narrowing", _e(", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items()) or "none")),
+            ("64-bit narrowing", _e(F.narrowing(p1))),
             ("peak device memory", _e(F.peak_memory(m))),
             ("determinism (2 runs)", "–" if not det else ("bitwise identical" if det["identical"] else
                                                             '<span class="fail">outputs differ</span>')),

@@ -92,7 +92,7 @@ def phase1_tables(p1: dict) -> list:
     fb = p1["fallback"]
     t.add_row("CPU fallback ops", "none" if not fb["ops"] else
               f"{len(fb['ops'])} op(s), {F.ms(fb['total_seconds'])} = {F.pct(fb['share'])} of device run time")
-    t.add_row("64-bit narrowing", ", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items()) or "none")
+    t.add_row("64-bit narrowing", F.narrowing(p1))
     m = p1["memory"]
     t.add_row("peak device memory", F.peak_memory(m))
     det = p1.get("determinism")
@@ -125,10 +125,22 @@ def phase1_tables(p1: dict) -> list:
         if e.get("hint"):
             body.append(f"hint: {e['hint']}\n", style="bold yellow")
         body.append("(full message and traceback: --json)\n\n", style="dim")
-        tb = e["traceback"].rstrip().splitlines()
-        body.append("\n".join(tb[:1] + _tail("\n".join(tb[1:]), 8).splitlines()), style="dim")
+        body.append(_frames_tail(e["traceback"], 8), style="dim")
         out.append(Panel(body, title="phase 1 failure", border_style="red"))
     return out
+
+
+def _frames_tail(tb: str, lines: int) -> str:
+    """The last frames of a formatted traceback without its exception message: the message
+    (a compiler's IR dump, Dynamo's advice) is the short message above, and whole in the JSON."""
+    ls = tb.rstrip().splitlines()
+    heads = [i for i, ln in enumerate(ls) if ln.startswith("Traceback (most recent call last)")]
+    if not heads:
+        return _tail(tb, lines)
+    start = end = heads[-1] + 1            # the last (outermost) exception of a chain
+    while end < len(ls) and ls[end].startswith("  "):   # frames, their source lines and carets
+        end += 1
+    return "\n".join([ls[heads[-1]]] + _tail("\n".join(ls[start:end]), lines).splitlines())
 
 
 def _tail(text: str, lines: int) -> str:

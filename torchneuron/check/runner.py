@@ -205,7 +205,8 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     from . import training
     result["training"] = (training.run(loaded, cfg, ui, cfg.train_steps) if p1["status"] == "pass"
                           else {"status": "skipped", "reason": "phase 1 failed"})
-    result["warnings"] += [f"training: {w}" for w in result["training"].get("device_warnings", [])]
+    result["warnings"] += [f"training: {w}" for w in result["training"].get("warnings", [])
+                           + result["training"].get("device_warnings", [])]
 
     # Trainium projection (an estimate from the graph, never a verdict)
     from . import project_phase

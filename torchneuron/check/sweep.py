@@ -27,6 +27,9 @@ def parse(items: list[str]) -> dict[str, list]:
         key, sep, vals = item.partition("=")
         if not sep or key not in AXES or not vals:
             raise CheckUsageError(f"--sweep {item!r}: expected AXIS=v1,v2 with AXIS one of {', '.join(AXES)}")
+        if key in grid:   # a second batch=... would silently replace the first
+            raise CheckUsageError(f"--sweep {key}= given twice: give all its values once, comma-separated "
+                                  f"({key}=v1,v2)")
         values = [v.strip() for v in vals.split(",") if v.strip()]
         if key == "batch":
             try:
@@ -46,6 +49,40 @@ def parse(items: list[str]) -> dict[str, list]:
     return grid
 
 
+#: options a sweep cannot honour (each point is a whole check; only the table, the plots and
+#: the --json of the points are written): given with --sweep they are a usage error.
+UNSUPPORTED = (("--save-baseline", "save_baseline"), ("--baseline", "baseline"), ("--html", "html_path"),
+               ("--junit", "junit_path"), ("--projection", "projection"), ("--profile", "profile"))
+
+
+def validate(cfg: CheckConfig, plot_path: Optional[str] = None) -> None:
+    """Before any point runs: reject options a sweep ignores, bad option values, and output
+    paths (``--json``, ``plot_path``) that could not be written. Raises CheckUsageError."""
+    import os
+
+    from .runner import validate as validate_check
+
+    given = [opt for opt, field in UNSUPPORTED if getattr(cfg, field)]
+    if given:
+        raise CheckUsageError(f"{', '.join(given)} cannot be used with --sweep (a sweep writes its table, "
+                              "--sweep-plot and --json only); run a single check for "
+                              + ("them" if len(given) > 1 else "it"))
+    validate_check(cfg)   # option values and the --json path
+    if plot_path:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        ext = os.path.splitext(plot_path)[1].lower().lstrip(".")
+        kinds = FigureCanvasBase.get_supported_filetypes()
+        if ext not in kinds:
+            raise CheckUsageError(f"--sweep-plot {plot_path!r}: give a file name ending in .svg or .png "
+                                  f"(or another format matplotlib writes: {', '.join(sorted(kinds))})")
+        if os.path.isdir(plot_path):
+            raise CheckUsageError(f"--sweep-plot {plot_path!r} is a folder; give a file name")
+        folder = os.path.dirname(os.path.abspath(plot_path))
+        if not os.path.isdir(folder):
+            raise CheckUsageError(f"--sweep-plot {plot_path!r}: the folder {folder!r} does not exist")
+
+
 def compile_available() -> bool:
     """Whether ``torch.compile(backend="neuron")`` is registered."""
     try:
@@ -56,10 +93,13 @@ def compile_available() -> bool:
         return False
 
 
-def run(cfg: CheckConfig, grid: dict[str, list], ui=None) -> dict:
+def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: Optional[str] = None) -> dict:
     """Run the grid; returns ``{"grid", "points": [...], "exit_code"}`` (JSON-ready).
-    Each point holds its settings, status and the figures plotted."""
+    Each point holds its settings, status and the figures plotted. CheckUsageError (see
+    ``validate``) before any point runs."""
     from .runner import run as run_check
+
+    validate(cfg, plot_path)
 
     points = []
     for batch, dtype, mode in itertools.product(grid["batch"], grid["dtype"], grid["mode"]):

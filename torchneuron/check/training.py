@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
+import traceback
 import warnings
 from typing import Any, Callable
 
@@ -45,13 +46,39 @@ def _to(inputs, device, float_dtype=None):
     return T.to_device(inputs, device, float_dtype)
 
 
-def _loss(model, inputs, loss_fn: Callable | None, step_fn: Callable | None) -> torch.Tensor:
+def _user_call(what: str, on_reference: bool, fn: Callable, *args):
+    """Call the factory's loss_fn/step. On the reference and float64 runs (they go first) an
+    exception there is the factory's, not the device's: CheckUsageError naming it (exit 2)."""
+    if not on_reference:
+        return fn(*args)
+    try:
+        return fn(*args)
+    except CheckUsageError:
+        raise
+    except Exception as e:
+        from .phase1 import _raised_at
+
+        f = _raised_at(traceback.extract_tb(e.__traceback__), None)
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckUsageError(f"training: {what} raised {type(e).__name__}: {msg}"
+                              + (f"\nraised at: {f.filename}:{f.lineno} in {f.name}" if f else "")) from e
+
+
+def _loss(model, inputs, loss_fn: Callable | None, step_fn: Callable | None, on_reference: bool = False) -> torch.Tensor:
     """Forward and loss: ``loss_fn(model(inputs))`` or ``step_fn(model, inputs)``. Raises
-    CheckUsageError when the result is not a scalar floating tensor with a gradient."""
+    CheckUsageError when the result is not a scalar floating tensor with a gradient, when the
+    callable ran backward() itself, or (``on_reference``) when the callable raised."""
     if step_fn is not None:
-        loss, what = step_fn(model, inputs), "step(model, inputs)"
+        what = "step(model, inputs)"
+        loss = _user_call(what, on_reference, step_fn, model, inputs)
     else:
-        loss, what = loss_fn(model(**inputs) if isinstance(inputs, dict) else model(*inputs)), "loss_fn(output)"
+        what = "loss_fn(output)"
+        out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)
+        loss = _user_call(what, on_reference, loss_fn, out)
+    if any(p.grad is not None for p in model.parameters()):   # zero_grad(set_to_none) ran just before
+        raise CheckUsageError(f"training: {what} called backward() itself (the parameters have gradients "
+                              "before the check's backward): return the loss without calling backward(); "
+                              "the check calls loss.backward() and steps its optimizer")
     if not isinstance(loss, torch.Tensor):
         raise CheckUsageError(f"training: {what} returned a {type(loss).__name__}; expected a scalar tensor")
     if loss.numel() != 1 or not loss.is_floating_point():
@@ -64,7 +91,8 @@ def _loss(model, inputs, loss_fn: Callable | None, step_fn: Callable | None) -> 
 
 
 def _steps(model: torch.nn.Module, inputs, loss_fn: Callable | None, device: str, steps: int, dtype: torch.dtype,
-           sync: Callable[[], None], step_fn: Callable | None = None, params_of=None) -> dict:
+           sync: Callable[[], None], step_fn: Callable | None = None, params_of=None,
+           on_reference: bool = False) -> dict:
     params_of = params_of or model   # a compiled module's own parameters (no _orig_mod. prefix)
     opt = torch.optim.AdamW(_groups(params_of), lr=TRAIN_LR)
     dev_type = torch.device(device).type
@@ -74,8 +102,16 @@ def _steps(model: torch.nn.Module, inputs, loss_fn: Callable | None, device: str
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with T.autocast_ctx(dev_type, dtype):
-            loss = _loss(model, inputs, loss_fn, step_fn)
-        loss.backward()
+            loss = _loss(model, inputs, loss_fn, step_fn, on_reference)
+        try:
+            loss.backward()
+        except RuntimeError as e:   # a step that ran backward() through autograd.grad, say
+            if on_reference and "backward through the graph a second time" in str(e):
+                raise CheckUsageError(f"training: {'step(model, inputs)' if step_fn else 'loss_fn(output)'} "
+                                      "ran backward through the loss's graph itself (\"Trying to backward through "
+                                      "the graph a second time\"): return the loss without calling backward(); "
+                                      "the check calls loss.backward()") from e
+            raise
         norms = []
         for g in opt.param_groups:
             # in float64 on the CPU: the device narrows 64-bit math (TorchNeuron's policy)
@@ -111,13 +147,21 @@ def _device_steps(loaded, cfg, steps: int, compiled: bool) -> dict:
     return d
 
 
+def _steps_text(at: list[int]) -> str:
+    return f"{at[0]}-{at[-1]}" if len(at) > 2 and at == list(range(at[0], at[-1] + 1)) else ", ".join(map(str, at))
+
+
 def _compare(d: dict, r: dict, g: dict, steps: int, cfg) -> dict:
     tol, dt = cfg.effective_tol, cfg.torch_dtype
     per_step = []
+    judged: dict[str, list] = {}   # phase 2's rule: non-finite on both sides passes allclose, with a warning
     for i in range(steps):
         c = phase2.compare(d["losses"][i], r["losses"][i], g["losses"][i], tol, dt)
         norms = {name: phase2.compare(d["grad_norms"][i][j], r["grad_norms"][i][j], g["grad_norms"][i][j], tol, dt)
                  for j, name in enumerate(d["groups"])}
+        for what, v in [("loss", c)] + [(f"gradient norm ({k})", n) for k, n in norms.items()]:
+            if v.get("warning"):
+                judged.setdefault(what, []).append(i + 1)
         per_step.append({"step": i + 1, "loss_device": float(d["losses"][i]), "loss_reference": float(r["losses"][i]),
                          "loss_fp64": float(g["losses"][i]), "loss_passed": c["passed"],
                          "grad_norm_device": {k: float(d["grad_norms"][i][j]) for j, k in enumerate(d["groups"])},
@@ -125,6 +169,12 @@ def _compare(d: dict, r: dict, g: dict, steps: int, cfg) -> dict:
                          "grad_norm_passed": {k: v["passed"] for k, v in norms.items()},
                          "step_time_device_s": d["times_s"][i], "step_time_reference_s": r["times_s"][i]})
     params = {k: phase2.compare(d["params"][k], r["params"][k], g["params"][k], tol, dt) for k in d["params"]}
+    warns = [f"{what} at step(s) {_steps_text(at)} is NaN or infinite on both the device and the reference: "
+             "the accuracy rule cannot judge it" for what, at in judged.items()]
+    nf = [k for k, v in params.items() if v.get("warning")]
+    if nf:
+        warns.append(f"final parameter(s) {', '.join(nf[:5])}{' ...' if len(nf) > 5 else ''} have NaN or infinite "
+                     "elements on both the device and the reference: the accuracy rule cannot judge them")
     bad_params = [k for k, v in params.items() if not v["passed"]]
     bad_steps = [s["step"] for s in per_step if not s["loss_passed"] or not all(s["grad_norm_passed"].values())]
     steady = d["times_s"][1:] or d["times_s"]    # the first step compiles/allocates
@@ -135,7 +185,7 @@ def _compare(d: dict, r: dict, g: dict, steps: int, cfg) -> dict:
         "step_time": {"device_p50_s": stats.percentile(steady, 50),
                       "reference_p50_s": stats.percentile(r["times_s"][1:] or r["times_s"], 50),
                       "first_step_device_s": d["times_s"][0]},
-        "peak_allocated_bytes": d["peak"], "device_warnings": d["warnings"],
+        "peak_allocated_bytes": d["peak"], "device_warnings": d["warnings"], "warnings": warns,
         "status": "fail" if bad_params or bad_steps else "pass",
         "reason": (f"steps {bad_steps} differ (loss or grad norm)" if bad_steps else "")
                   + (f"; final parameters differ: {', '.join(bad_params[:5])}" if bad_params else "") or None,
@@ -148,8 +198,10 @@ def run(loaded, cfg, ui, steps: int) -> dict:
     Eager steps fill the top-level keys (``--mode eager|both``); compiled steps
     (``--mode compile|both``) fill ``compiled`` with the same keys, or its ``error`` when
     compilation failed (stage, op, source as phase 1 reports them). ``status`` is "fail"
-    when either mode failed. CheckUsageError: the factory's loss_fn or step returned
-    something that is not a scalar floating loss with a gradient (exit 2)."""
+    when either mode failed; ``warnings`` lists what the rule cannot judge (non-finite on both
+    sides). CheckUsageError (exit 2): the model has no trainable parameter, or the factory's
+    loss_fn or step raised on the reference or float64 run, called backward() itself, or
+    returned something that is not a scalar floating loss with a gradient."""
     if loaded.loss_fn is None and loaded.train_step is None:
         return {"status": "skipped", "reason": "the factory returned no loss_fn or step (inference model)"}
     modes = {"eager": ["eager"], "compile": ["compile"], "both": ["eager", "compile"]}[cfg.mode]
@@ -158,11 +210,15 @@ def run(loaded, cfg, ui, steps: int) -> dict:
                                                         "matrices)", "tol": cfg.effective_tol,
                            "form": "step(model, inputs)" if loaded.train_step else "loss_fn(output)",
                            "modes": modes}
+    if not any(p.requires_grad for p in loaded.model.parameters()):
+        raise CheckUsageError("training: the model has no trainable parameter (every parameter has "
+                              "requires_grad=False): nothing to train; unfreeze at least one parameter")
     # the reference and the golden run first: a bad loss_fn/step is a usage error (exit 2)
     r = _steps(copy.deepcopy(loaded.model).to(cfg.reference), _to(loaded.inputs, cfg.reference), loaded.loss_fn,
-               cfg.reference, steps, cfg.torch_dtype, T.synchronizer(cfg.reference), loaded.train_step)
+               cfg.reference, steps, cfg.torch_dtype, T.synchronizer(cfg.reference), loaded.train_step,
+               on_reference=True)
     g = _steps(copy.deepcopy(loaded.model).double(), _to(loaded.inputs, "cpu", torch.float64), loaded.loss_fn,
-               "cpu", steps, torch.float32, lambda: None, loaded.train_step)
+               "cpu", steps, torch.float32, lambda: None, loaded.train_step, on_reference=True)
     if "eager" in modes:
         try:
             d = _device_steps(loaded, cfg, steps, compiled=False)
@@ -173,7 +229,7 @@ def run(loaded, cfg, ui, steps: int) -> dict:
                                                       f"{str(e).splitlines()[0] if str(e) else ''}"}
         res |= _compare(d, r, g, steps, cfg)
     else:
-        res |= {"status": "pass", "reason": None, "device_warnings": [],
+        res |= {"status": "pass", "reason": None, "device_warnings": [], "warnings": [],
                 "note": "--mode compile: eager training steps not run"}
     if "compile" in modes:
         from . import phase1
@@ -195,6 +251,7 @@ def run(loaded, cfg, ui, steps: int) -> dict:
                  "reason": f"compiled training raised {type(e).__name__}: {err.get('short_message') or ''}"}
         res["compiled"] = c
         res["device_warnings"] = sorted(set(res["device_warnings"]) | set(c.get("device_warnings", [])))
+        res["warnings"] = res.get("warnings", []) + [f"compiled: {w}" for w in c.get("warnings", [])]
         if c["status"] == "fail":
             res["reason"] = "; ".join(x for x in (res["reason"] if res["status"] == "fail" else None,
                                                   f"compiled: {c['reason']}") if x)
