@@ -12,6 +12,10 @@ DISPATCH = ("Could not run 'aten::_nested_tensor_from_mask' with arguments from 
 def test_short_message_and_hints():
     assert phase1.short_message(DISPATCH).startswith("Could not run 'aten::_nested_tensor_from_mask'")
     assert "\n" not in phase1.short_message(DISPATCH) and len(phase1.short_message("x" * 1000)) < 250
+    # cut at a word's end, not mid-word
+    long = "failed to legalize operation " * 20
+    short = phase1.short_message(long)
+    assert short.endswith(" ...") and long.startswith(short[:-4] + " ")
     assert "enable_nested_tensor=False" in phase1.hint_for(DISPATCH)
     assert "TORCHNEURON_FALLBACK" in phase1.hint_for("Could not run 'aten::foo' with arguments from the 'neuron' backend")
     assert phase1.hint_for("shape mismatch") is None

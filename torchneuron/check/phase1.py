@@ -122,7 +122,10 @@ def short_message(msg: str, limit: int = 240) -> str:
     if len(lines) > 1 and lines[0].rstrip().endswith("raised:"):
         lines = lines[1:]
     first = lines[0] if lines else ""
-    return first if len(first) <= limit else first[:limit] + " ..."
+    if len(first) <= limit:
+        return first
+    cut = first[:limit]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut) + " ..."   # at a word's end
 
 
 def hint_for(msg: str) -> Optional[str]:
