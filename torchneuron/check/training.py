@@ -86,7 +86,9 @@ def _loss(model, inputs, loss_fn: Callable | None, step_fn: Callable | None, on_
                               f"shape {list(loss.shape)}; expected a floating scalar (one element)")
     if not loss.requires_grad:
         raise CheckUsageError(f"training: {what} returned a loss that does not require grad (computed "
-                              "under no_grad or detached): nothing to backpropagate")
+                              "under no_grad or detached, e.g. a step that ran its own backward and optimizer "
+                              "and returned loss.detach()): nothing to backpropagate; return the loss itself, "
+                              "the check calls loss.backward() and steps its optimizer")
     return loss.reshape(())
 
 
