@@ -151,6 +151,30 @@ def test_compiled_work_time_is_its_cpu_plus_least_waiting_not_the_launch():
     assert st["ci"]["ratio"] == pytest.approx(2.5 / 1.5)
 
 
+def test_compiled_alone_needs_its_load_margin():
+    # x1.30, the compiled model's offset between a quiet baseline and a loaded re-check
+    # (perfstats.COMPILED_MARGIN): undecided, not a regression; x1.60 is one
+    from torchneuron.check import perfstats
+
+    n = 40
+    cpu = {k: [1e-3] * n for k in ("device", "reference", "calibration", "calibration_matmul",
+                                    "device_calibration", "compiled")}
+    base = {"samples": cpu, "cpu_samples": cpu, "launch_samples": {"device": [1e-4] * n}, "rounds": 1,
+            "cpu_clock": "c", "work_time_basis": "w", "compiled_cpu_clock": "p", "compiled_work_time_basis": "cw",
+            "compiled": {"p50_s": 1e-3}, "device": {"p50_s": 1e-3}}
+    bview = baseline_mod._compiled_view(base, base["compiled"], "p50_s")
+    for scale, decision in ((1.30, "undecided"), (1.60, "regressed")):
+        c = cpu | {"compiled": [1e-3 * scale] * n}
+        cur = base | {"cpu_samples": c, "samples": c}
+        out = baseline_mod.latency(bview, baseline_mod._compiled_view(cur, cur["compiled"], "device"), 0.10,
+                                   side="compiled")
+        st = out["statistics"]["compiled_alone"]
+        assert st["decision"] == decision, (scale, st)
+        assert st["regression_above"] == pytest.approx(1.10 * perfstats.COMPILED_MARGIN)
+    eager = baseline_mod.latency(base | {"p50_s": 1e-3}, base | {"cpu_samples": cpu | {"device": [1.3e-3] * n}}, 0.10)
+    assert eager["statistics"]["device_alone"]["decision"] == "regressed"   # eager's has no such margin
+
+
 def _run(measured_side, scale, n=30):
     """A synthetic phase 3 (``--mode both``: samples of every side) whose compiled model takes
     ``scale`` times the base time; deterministic, slightly varying iterations."""

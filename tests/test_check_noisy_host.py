@@ -90,17 +90,17 @@ def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_pa
 
 @pytest.mark.noisy_host
 def test_unchanged_build_in_the_default_mode_is_never_a_false_regression(default_mode_baseline, burners, tmp_path):
-    # --mode both: the compiled model is compared on the process's CPU time (workclock). On
-    # wall time, unchanged re-checks read x1.16 and x1.23 with the whole interval above +10 %
-    # (false regressions; bench_check_verdicts.py, load 5-6): XLA:CPU's thread pool loses more
-    # to the burners than the single-threaded reference. On this basis x1.00-x1.07 (docs/check.md).
+    # --mode both: the compiled model is compared on the process's CPU time (workclock), with
+    # its load margin (perfstats.COMPILED_MARGIN). On wall time without it, unchanged re-checks
+    # read x1.16 and x1.23 with the whole interval above +10 % (false regressions; load 5-6):
+    # XLA:CPU's thread pool loses more to the burners than the single-threaded reference.
     code, out, r = _check(default_mode_baseline, tmp_path, run=COMMON)
     assert not r["failures"], out
     assert code in (0, 3), out                   # pass, or inconclusive (the rounds ran out)
     lat = r["baseline"]["compiled"]["latency"]
     assert lat["time_basis"].startswith("work time: the compiled model's process CPU seconds"), out
     st = lat["statistics"]["compiled_alone"]
-    assert st["decides"] and st["decision"] in ("pass", "undecided") and st["ci"]["low"] < 1.10, out
+    assert st["decides"] and st["decision"] in ("pass", "undecided"), out
     assert r["baseline"]["latency"]["decision"] in ("pass", "undecided")
     assert code == 0 or "inconclusive" in out
 

@@ -484,7 +484,14 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
               "device_over_device_calibration": f"{side}/device calibration",
               "model_or_inputs": "model or inputs (reference/host calibration)"}
     for name in names:
-        c = (perfstats.compare_work if work else perfstats.compare)(name, cur, base, threshold, seed)
+        # compiled_alone carries the compiled model's load offset (perfstats.COMPILED_MARGIN)
+        compiled_alone = side != "device" and name == "device_alone"
+        if work:
+            c = perfstats.compare_work(name, cur, base, threshold, seed,
+                                       perfstats.COMPILED_MARGIN if compiled_alone else None)
+        else:
+            c = perfstats.compare(name, cur, base, threshold, seed,
+                                  perfstats.COMPILED_MARGIN if compiled_alone else 1.0)
         if c is None:
             continue
         c["decides"] = name in deciding
