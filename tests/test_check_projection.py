@@ -101,5 +101,7 @@ def test_projection_prices_with_the_users_price(tmp_path):
     assert a["price_per_hour"] == 40 and a["price_source"] == "--price-per-hour"
     assert a["usd_per_million"] == pytest.approx(40 / 3600 * 1e6 / a["throughput_per_instance"])
     assert b["usd_per_million"] is None and b["instance_assumed"]     # not the instance priced
-    assert "(your price)" in out and "assumed" in out
+    assert "(your price)" in out and "assumed" in out and "$0.0000" not in out   # significant figures
+    from torchneuron.check import formatting
+    assert formatting.usd(4.58e-06) == "$4.58e-06" and formatting.usd(0.5) == "$0.5000"
     assert "fixed costs per execution" in p["note"]

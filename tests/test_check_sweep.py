@@ -85,3 +85,9 @@ def test_sweep_output_paths_are_checked_before_running(tmp_path, which):
 def test_sweep_plot_needs_a_format_matplotlib_writes(tmp_path):
     code, out, err = cli("check", "mlp", "--sweep", "batch=1", "--iterations", "5", "--sweep-plot", tmp_path / "s.txt")
     assert code == 2 and ".svg or .png" in err and out == "", out + err
+
+
+def test_mode_option_with_a_sweep_is_bad_usage():
+    # each point's mode is the grid's: --mode compile would have run eager points
+    code, out, err = cli("check", "mlp", "--sweep", "batch=2", "--mode", "compile", "--iterations", "5")
+    assert code == 2 and "--mode compile cannot be used with --sweep" in err and "mode=compile" in err, out + err

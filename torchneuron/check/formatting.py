@@ -51,6 +51,8 @@ def usd(x: Optional[float]) -> str:
         return "–"
     if x == float("inf"):
         return "∞"
+    if 0 < abs(x) < 0.01:   # a few significant figures, not $0.0000
+        return f"${x:.3g}"
     return f"${x:,.4f}" if x < 1 else f"${x:,.2f}"
 
 

@@ -63,6 +63,9 @@ def validate(cfg: CheckConfig, plot_path: Optional[str] = None) -> None:
     from .runner import validate as validate_check
 
     given = [opt for opt, field in UNSUPPORTED if getattr(cfg, field)]
+    if cfg.mode != "both":   # each point's mode is the grid's (mode=..., default eager)
+        raise CheckUsageError(f"--mode {cfg.mode} cannot be used with --sweep: give the mode on the grid "
+                              f"(mode={cfg.mode}, or mode=eager,compile)")
     if given:
         raise CheckUsageError(f"{', '.join(given)} cannot be used with --sweep (a sweep writes its table, "
                               "--sweep-plot and --json only); run a single check for "
