@@ -75,6 +75,26 @@ def test_lowering_a_model_counts_its_matmuls():
     assert tensor == 2 * 16 * 64 * 32 + 2 * 16 * 32 * 8
 
 
+def test_lowering_a_model_whose_output_holds_a_kv_cache():
+    # a dataclass with a transformers DynamicCache, nested containers and a string:
+    # torch.export refused the Cache output ("register a pytree"); its tensors are lowered
+    pytest.importorskip("torch_mlir")
+    import importlib.util
+    import os
+
+    from torchneuron.check import stablehlo
+
+    spec = importlib.util.spec_from_file_location(
+        "check_models", os.path.join(os.path.dirname(__file__), "fixtures", "check_models.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model, inputs = mod.structured()
+    text, how = stablehlo.lower(model.eval(), inputs)
+    assert "stablehlo.dot_general" in text and "export_and_import" in how
+    # the function returns the hidden state, the cache's key and value, and the nested tensors
+    assert text.count("tensor<4x2x16x4xf32>") >= 2
+
+
 def test_check_projection_section(tmp_path):
     pytest.importorskip("torch_mlir")
     j = tmp_path / "r.json"
