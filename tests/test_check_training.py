@@ -112,7 +112,7 @@ def test_compiled_training_in_every_report(tmp_path):
 def test_raising_loss_fn_is_a_usage_error_found_on_the_reference():
     code, out, err = cli("check", fixture("trainable_loss_raises"), *FAST, "--mode", "eager")
     assert code == 2, out + err
-    assert "training: loss_fn(output) raised RuntimeError: shape '[3, 5]' is invalid" in err, err
+    assert "training: loss_fn(output) raised RuntimeError in the reference run (cpu): shape '[3, 5]' is invalid" in err, err
     assert "Traceback" not in out + err and "check_models.py" in err   # where it was raised, no traceback
 
 
@@ -152,3 +152,54 @@ def test_frozen_model_is_a_usage_error_naming_the_cause():
     code, out, err = cli("check", fixture("trainable_frozen"), *FAST, "--mode", "eager")
     assert code == 2, out + err
     assert "no trainable parameter" in err and "does not require grad" not in err, err
+
+
+def test_compiled_steps_that_run_no_compiled_graph_fail(tmp_path):
+    """A step calling model.inner(...) reaches the uncompiled submodule through the compiled
+    wrapper: the compiled steps are eager ones and must not pass as compiled."""
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable_step_inner"), *FAST, "--mode", "compile", "--json", j)
+    assert code == 1, out + err
+    c = json.loads(j.read_text())["training"]["compiled"]
+    assert c["status"] == "fail" and c["graph_runs"] == 0 and "per_step" not in c
+    assert c["reason"].startswith("no graph compiled by torch.compile(backend='neuron') ran during the compiled steps")
+    assert "calls a submodule" in c["reason"]
+    assert "Training (compiled): no graph compiled" in out
+
+
+def test_compiled_steps_count_their_graph_runs(tmp_path):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable"), *FAST, "--mode", "compile", "--json", j)
+    assert code == 0, out + err
+    c = json.loads(j.read_text())["training"]["compiled"]
+    assert c["status"] == "pass" and c["graph_runs"] >= 2 * 4   # a forward and a backward graph per step
+
+
+def test_tiny_loss_skew_is_caught(tmp_path):
+    """Losses of order 1e-13 with the device 1.5x off in training: an absolute tolerance of
+    1e-4 would pass them; the series' own magnitude scales it."""
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable_tiny_loss_skewed"), *FAST, "--mode", "eager", "--json", j)
+    assert code == 1, out + err
+    tr = json.loads(j.read_text())["training"]
+    for s in tr["per_step"]:
+        assert s["loss_reference"] < 1e-10 and s["loss_device"] == pytest.approx(2.25 * s["loss_reference"], rel=1e-3)
+        assert not s["loss_passed"] and not any(s["grad_norm_passed"].values())
+    assert tr["loss_atol"] < 1e-4 * 1e-10
+
+
+def test_correct_tiny_loss_passes(tmp_path):
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable_tiny_loss"), *FAST, "--mode", "eager", "--json", j)
+    assert code == 0, out + err
+    tr = json.loads(j.read_text())["training"]
+    assert tr["status"] == "pass" and all(s["loss_reference"] < 1e-10 for s in tr["per_step"])
+    for s in tr["per_step"]:
+        assert s["loss_device"] == pytest.approx(s["loss_fp64"], rel=1e-4)
+
+
+def test_loss_fn_failing_only_in_the_float64_run_says_so():
+    code, out, err = cli("check", fixture("trainable_f32_closure"), *FAST, "--mode", "eager")
+    assert code == 2, out + err
+    assert "raised RuntimeError in the float64 golden run (it ran on the reference)" in err, err
+    assert "move or cast closed-over tensors with .to(output)" in err and "Traceback" not in out + err

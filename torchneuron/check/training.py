@@ -13,8 +13,11 @@ forward and backward graphs compiled, the optimizer step eager;
 in eval mode (dropout off) so the device and the reference follow the same path.
 Compared with phase 2's benchmark rule (allclose, else RMSE against float64): the loss
 of every step, the gradient norm of every parameter group at every step, and every final
-parameter. Also: the device's step time (synchronized, seconds) and its peak memory with
-the optimizer's state.
+parameter; the per-step series get an absolute tolerance scaled by their float64 size
+(``scaled_atol``), so tiny losses are judged relative to themselves. Compiled steps in which
+no compiled graph ran (the backend's ``graph_runs`` counter) fail: their figures are eager.
+Also: the device's step time (synchronized, seconds) and its peak memory with the optimizer's
+state.
 """
 from __future__ import annotations
 
@@ -46,10 +49,18 @@ def _to(inputs, device, float_dtype=None):
     return T.to_device(inputs, device, float_dtype)
 
 
-def _user_call(what: str, on_reference: bool, fn: Callable, *args):
-    """Call the factory's loss_fn/step. On the reference and float64 runs (they go first) an
-    exception there is the factory's, not the device's: CheckUsageError naming it (exit 2)."""
-    if not on_reference:
+GOLDEN_RUN = "the float64 golden run"
+#: Why a loss_fn/step that ran on the reference raises in the golden run, and the fix.
+GOLDEN_HINT = ("that run casts the model and the inputs to float64 on the CPU; a tensor the loss_fn or step "
+               "closes over keeps its dtype: move or cast closed-over tensors with .to(output) (device and "
+               "dtype; integer labels need only .to(output.device))")
+
+
+def _user_call(what: str, run: str | None, fn: Callable, *args):
+    """Call the factory's loss_fn/step. ``run``: the name of the reference or float64 run (they
+    go first; None on the device). An exception there is the factory's, not the device's:
+    CheckUsageError naming it and the run (exit 2), with a hint for the float64 run."""
+    if run is None:
         return fn(*args)
     try:
         return fn(*args)
@@ -60,21 +71,24 @@ def _user_call(what: str, on_reference: bool, fn: Callable, *args):
 
         f = _raised_at(traceback.extract_tb(e.__traceback__), None)
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CheckUsageError(f"training: {what} raised {type(e).__name__}: {msg}"
-                              + (f"\nraised at: {f.filename}:{f.lineno} in {f.name}" if f else "")) from e
+        golden = run == GOLDEN_RUN
+        raise CheckUsageError(f"training: {what} raised {type(e).__name__} in {run}"
+                              + (" (it ran on the reference)" if golden else "") + f": {msg}"
+                              + (f"\nraised at: {f.filename}:{f.lineno} in {f.name}" if f else "")
+                              + (f"\nhint: {GOLDEN_HINT}" if golden else "")) from e
 
 
-def _loss(model, inputs, loss_fn: Callable | None, step_fn: Callable | None, on_reference: bool = False) -> torch.Tensor:
+def _loss(model, inputs, loss_fn: Callable | None, step_fn: Callable | None, run: str | None = None) -> torch.Tensor:
     """Forward and loss: ``loss_fn(model(inputs))`` or ``step_fn(model, inputs)``. Raises
     CheckUsageError when the result is not a scalar floating tensor with a gradient, when the
-    callable ran backward() itself, or (``on_reference``) when the callable raised."""
+    callable ran backward() itself, or (``run``, a reference or float64 run) when the callable raised."""
     if step_fn is not None:
         what = "step(model, inputs)"
-        loss = _user_call(what, on_reference, step_fn, model, inputs)
+        loss = _user_call(what, run, step_fn, model, inputs)
     else:
         what = "loss_fn(output)"
         out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)
-        loss = _user_call(what, on_reference, loss_fn, out)
+        loss = _user_call(what, run, loss_fn, out)
     if any(p.grad is not None for p in model.parameters()):   # zero_grad(set_to_none) ran just before
         raise CheckUsageError(f"training: {what} called backward() itself (the parameters have gradients "
                               "before the check's backward): return the loss without calling backward(); "
@@ -94,7 +108,7 @@ def _loss(model, inputs, loss_fn: Callable | None, step_fn: Callable | None, on_
 
 def _steps(model: torch.nn.Module, inputs, loss_fn: Callable | None, device: str, steps: int, dtype: torch.dtype,
            sync: Callable[[], None], step_fn: Callable | None = None, params_of=None,
-           on_reference: bool = False) -> dict:
+           run: str | None = None) -> dict:
     params_of = params_of or model   # a compiled module's own parameters (no _orig_mod. prefix)
     opt = torch.optim.AdamW(_groups(params_of), lr=TRAIN_LR)
     dev_type = torch.device(device).type
@@ -104,11 +118,11 @@ def _steps(model: torch.nn.Module, inputs, loss_fn: Callable | None, device: str
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with T.autocast_ctx(dev_type, dtype):
-            loss = _loss(model, inputs, loss_fn, step_fn, on_reference)
+            loss = _loss(model, inputs, loss_fn, step_fn, run)
         try:
             loss.backward()
         except RuntimeError as e:   # a step that ran backward() through autograd.grad, say
-            if on_reference and "backward through the graph a second time" in str(e):
+            if run and "backward through the graph a second time" in str(e):
                 raise CheckUsageError(f"training: {'step(model, inputs)' if step_fn else 'loss_fn(output)'} "
                                       "ran backward through the loss's graph itself (\"Trying to backward through "
                                       "the graph a second time\"): return the loss without calling backward(); "
@@ -129,6 +143,27 @@ def _steps(model: torch.nn.Module, inputs, loss_fn: Callable | None, device: str
             "groups": [g["name"] for g in opt.param_groups]}
 
 
+def _graph_counts() -> tuple[int, int]:
+    """(compiled-graph launches, fallback graphs) so far: the neuron backend's counters."""
+    from torch._dynamo.utils import counters
+
+    c = counters["neuron"]
+    return c["graph_runs"], c["fallback_graphs"]
+
+
+def _not_compiled_reason(d: dict, step_form: bool) -> str | None:
+    """Why the compiled steps were not a compiled run, or None when a compiled graph ran.
+    Without this, eager figures would be reported (and passed) as compiled."""
+    if d.get("graph_runs", 1):
+        return None
+    why = (f"{d['fallback_graphs']} graph(s) fell back to eager (fallback_execution)" if d.get("fallback_graphs")
+           else "the step function calls a submodule or another object than the model passed to it (e.g. "
+                "model.inner(...) on the compiled wrapper reaches the uncompiled module); call model(...) itself"
+           if step_form else "Dynamo compiled no graph of the model's forward (it ran eagerly)")
+    return ("no graph compiled by torch.compile(backend='neuron') ran during the compiled steps: " + why
+            + "; the compiled mode was not checked")
+
+
 def _device_steps(loaded, cfg, steps: int, compiled: bool) -> dict:
     """N steps on the device, eager or ``torch.compile(backend="neuron")`` (forward and
     backward graphs compiled by AOTAutograd); peak memory and device warnings recorded."""
@@ -138,11 +173,14 @@ def _device_steps(loaded, cfg, steps: int, compiled: bool) -> dict:
     if compiled:
         torch._dynamo.reset()
     torch.neuron.reset_peak_memory_stats(dev)
+    runs0, fallbacks0 = _graph_counts()
     with warnings.catch_warnings(record=True) as caught:   # gathered in the report's warnings section
         warnings.simplefilter("always")
         d = _steps(run_model, _to(loaded.inputs, dev), loaded.loss_fn, cfg.device, steps, cfg.torch_dtype,
                    T.synchronizer(dev), loaded.train_step, params_of=model)
     if compiled:
+        runs1, fallbacks1 = _graph_counts()
+        d["graph_runs"], d["fallback_graphs"] = runs1 - runs0, fallbacks1 - fallbacks0
         torch._dynamo.reset()
     d["warnings"] = sorted({str(w.message).split(" (Triggered")[0] for w in caught})
     d["peak"] = torch.neuron.max_memory_allocated(dev)
@@ -153,13 +191,27 @@ def _steps_text(at: list[int]) -> str:
     return f"{at[0]}-{at[-1]}" if len(at) > 2 and at == list(range(at[0], at[-1] + 1)) else ", ".join(map(str, at))
 
 
+def scaled_atol(fp64_series: list, tol: float) -> float:
+    """The absolute tolerance for a per-step scalar series (losses, one group's gradient
+    norms): ``tol * min(1, max |fp64|)`` over its finite values (``tol`` when all are 0 or
+    non-finite). A loss of 1e-12 is then judged against its own size, not passed by an
+    absolute tolerance a hundred million times larger; series of magnitude >= 1 keep ``tol``."""
+    v = torch.stack([x.detach().to("cpu", torch.float64).reshape(()) for x in fp64_series]).abs()
+    v = v[torch.isfinite(v)]
+    top = float(v.max()) if v.numel() else 0.0
+    return tol * min(1.0, top) if top > 0 else tol
+
+
 def _compare(d: dict, r: dict, g: dict, steps: int, cfg) -> dict:
     tol, dt = cfg.effective_tol, cfg.torch_dtype
     per_step = []
     judged: dict[str, list] = {}   # phase 2's rule: non-finite on both sides passes allclose, with a warning
+    loss_atol = scaled_atol(g["losses"], tol)
+    norm_atol = [scaled_atol([s[j] for s in g["grad_norms"]], tol) for j in range(len(d["groups"]))]
     for i in range(steps):
-        c = phase2.compare(d["losses"][i], r["losses"][i], g["losses"][i], tol, dt)
-        norms = {name: phase2.compare(d["grad_norms"][i][j], r["grad_norms"][i][j], g["grad_norms"][i][j], tol, dt)
+        c = phase2.compare(d["losses"][i], r["losses"][i], g["losses"][i], tol, dt, atol=loss_atol)
+        norms = {name: phase2.compare(d["grad_norms"][i][j], r["grad_norms"][i][j], g["grad_norms"][i][j], tol, dt,
+                                      atol=norm_atol[j])
                  for j, name in enumerate(d["groups"])}
         for what, v in [("loss", c)] + [(f"gradient norm ({k})", n) for k, n in norms.items()]:
             if v.get("warning"):
@@ -181,7 +233,7 @@ def _compare(d: dict, r: dict, g: dict, steps: int, cfg) -> dict:
     bad_steps = [s["step"] for s in per_step if not s["loss_passed"] or not all(s["grad_norm_passed"].values())]
     steady = d["times_s"][1:] or d["times_s"]    # the first step compiles/allocates
     return {
-        "per_step": per_step,
+        "per_step": per_step, "loss_atol": loss_atol, "grad_norm_atol": dict(zip(d["groups"], norm_atol)),
         "final_params": {"compared": len(params), "failed": bad_params,
                          "worst": max(params.items(), key=lambda kv: kv[1].get("max_abs") or 0)[0] if params else None},
         "step_time": {"device_p50_s": stats.percentile(steady, 50),
@@ -200,7 +252,8 @@ def run(loaded, cfg, ui, steps: int) -> dict:
     Eager steps fill the top-level keys (``--mode eager|both``); compiled steps
     (``--mode compile|both``) fill ``compiled`` with the same keys, or its ``error`` when
     compilation failed (stage, op, source as phase 1 reports them). ``status`` is "fail"
-    when either mode failed; ``warnings`` lists what the rule cannot judge (non-finite on both
+    when either mode failed (compiled: also when no compiled graph ran in its steps, ``graph_runs``
+0, e.g. a step calling ``model.inner``); ``warnings`` lists what the rule cannot judge (non-finite on both
     sides). CheckUsageError (exit 2): the model has no trainable parameter, or the factory's
     loss_fn or step raised on the reference or float64 run, called backward() itself, or
     returned something that is not a scalar floating loss with a gradient."""
@@ -218,9 +271,9 @@ def run(loaded, cfg, ui, steps: int) -> dict:
     # the reference and the golden run first: a bad loss_fn/step is a usage error (exit 2)
     r = _steps(copy.deepcopy(loaded.model).to(cfg.reference), _to(loaded.inputs, cfg.reference), loaded.loss_fn,
                cfg.reference, steps, cfg.torch_dtype, T.synchronizer(cfg.reference), loaded.train_step,
-               on_reference=True)
+               run=f"the reference run ({cfg.reference})")
     g = _steps(copy.deepcopy(loaded.model).double(), _to(loaded.inputs, "cpu", torch.float64), loaded.loss_fn,
-               "cpu", steps, torch.float32, lambda: None, loaded.train_step, on_reference=True)
+               "cpu", steps, torch.float32, lambda: None, loaded.train_step, run=GOLDEN_RUN)
     if "eager" in modes:
         try:
             d = _device_steps(loaded, cfg, steps, compiled=False)
@@ -237,7 +290,11 @@ def run(loaded, cfg, ui, steps: int) -> dict:
         from . import phase1
         from .compiled import _compile_failure
         try:
-            c = _compare(_device_steps(loaded, cfg, steps, compiled=True), r, g, steps, cfg)
+            dc = _device_steps(loaded, cfg, steps, compiled=True)
+            why = _not_compiled_reason(dc, loaded.train_step is not None)
+            # no compiled graph ran: the figures are eager ones, not shown under the compiled label
+            c = ({"status": "fail", "reason": why, "graph_runs": 0, "device_warnings": dc["warnings"]} if why
+                 else _compare(dc, r, g, steps, cfg) | {"graph_runs": dc["graph_runs"]})
         except CheckUsageError:
             raise
         except Exception as e:

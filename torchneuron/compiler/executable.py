@@ -18,7 +18,7 @@ import torch
 import torch.utils.dlpack
 
 from .. import _C
-from . import config
+from . import config, metrics
 from .plan import GraphPlan
 
 
@@ -169,6 +169,7 @@ class CompiledGraph:
                 _C._cpu_alias(dst).copy_(_C._cpu_alias(src))
 
         _C._launch_compiled(device.index, self.name, run)
+        metrics.count("graph_runs")   # callers can tell a compiled run from an eager one
         # counted per launch, as eager counts its calls (passes/narrow_64bit.py)
         if self.plan.narrowed:
             _C._note_compiled_narrowing(self.plan.narrowed, False)

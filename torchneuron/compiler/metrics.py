@@ -6,7 +6,7 @@ graph_node_count, timestamp, fx_passes_us, lower_us, compile_us; times in
 microseconds) and ours (cache: "compiled", "disk" or "memory"; recompile_reason:
 None for a first compile, else what changed; fallback: the error when the graph
 runs eagerly instead). Dynamo's ``torch._dynamo.utils.counters["neuron"]`` counts
-graphs, cache hits, recompiles and fallbacks.
+graphs, cache hits, recompiles, fallbacks and ``graph_runs`` (compiled-graph launches).
 """
 from __future__ import annotations
 
