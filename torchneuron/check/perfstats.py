@@ -207,13 +207,13 @@ REGRESSION_MARGIN: dict[str, float] = {"model_or_inputs": math.exp(0.12),
 #: runs a graph on a pool of threads that wait for each other: preempted, they spend more
 #: CPU waiting, so a check on a loaded host reads the compiled model slower than a baseline
 #: saved on a quiet one. Measured 2026-12-02, baselines saved without burners (load
-#: 0.6-1.9), re-checks under two burners (load 2.4-5.5), unchanged builds: a two-Linear
-#: model (0.5 ms compiled step) x1.08-x1.29 in 8 re-checks, 3 of them with the whole
-#: interval above +10 % (x1.15-x1.41: false regressions without a margin); ``blocks``
-#: x1.01-x1.11 in 8. Log mean 0.11, standard deviation 0.08 over the 16; the margin is
-#: exp(mean + 2 sd) = x1.31: at +10 % a compiled-alone regression needs its interval above
-#: x1.44; below that and above x1.10 it reads inconclusive.
-COMPILED_MARGIN = math.exp(0.27)
+#: 0.6-1.9), re-checks under two burners, unchanged builds: a two-Linear model (a 0.5 ms
+#: compiled step) read x1.08-x1.29 in 8 re-checks (load 2.4-5.5) and x1.45-x1.80 in 4 more
+#: (load 1.1-2.2; intervals up to x1.63-x2.05); ``blocks`` x1.01-x1.11 in 8. The margin
+#: is x2.0: at +10 % a compiled-alone regression needs its interval above x2.2; between
+#: x1.10 and there it reads inconclusive. On a shared host the compiled comparison catches
+#: gross slowdowns only (docs/check.md).
+COMPILED_MARGIN = 2.0
 
 
 def work_times(cpu: Sequence[float], wall: Sequence[float]) -> np.ndarray:
