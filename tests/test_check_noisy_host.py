@@ -39,22 +39,23 @@ def burners():
         p.wait()
 
 
+def _save(tmp_path_factory, name: str, run: list) -> str:
+    d = tmp_path_factory.mktemp("noisy") / name
+    code, out, err = cli("check", fixture("blocks"), *run, "--save-baseline", d)
+    assert code == 0, out + err
+    return str(d)
+
+
 @pytest.fixture(scope="module")
 def quiet_baseline(tmp_path_factory, burners):
     """The baseline, saved on the loaded host (as a CI runner saves it, then re-checks)."""
-    d = tmp_path_factory.mktemp("noisy") / "blocks"
-    code, out, err = cli("check", fixture("blocks"), *RUN, "--save-baseline", d)
-    assert code == 0, out + err
-    return str(d)
+    return _save(tmp_path_factory, "blocks", RUN)
 
 
 @pytest.fixture(scope="module")
 def default_mode_baseline(tmp_path_factory, burners):
     """The same, saved in the default mode (--mode both)."""
-    d = tmp_path_factory.mktemp("noisy") / "blocks_both"
-    code, out, err = cli("check", fixture("blocks"), *COMMON, "--save-baseline", d)
-    assert code == 0, out + err
-    return str(d)
+    return _save(tmp_path_factory, "blocks_both", COMMON)
 
 
 def _check(baseline, tmp_path, *extra, run=RUN):
