@@ -1,7 +1,8 @@
 """Special functions and integer/bit ops that had no lowering
 (torchneuron/compiler/decompositions_special.py), compiled against the CPU over wide
 grids: beyond the sweep's values, large arguments, poles, the tails of erfc/erfinv,
-subnormal steps of nextafter, and gcd/lcm at each integer width's extremes."""
+subnormal steps of nextafter, gcd/lcm at each integer width's extremes, and the
+gradients of digamma (trigamma, polygamma(1, x)) and i0 (special_i1)."""
 import pytest
 import torch
 
@@ -27,7 +28,10 @@ def _compiled(f, *xs):
 # (rtol, atol) per dtype
 _TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2)}
 _UNARY = {"erfc": torch.erfc, "lgamma": torch.lgamma, "digamma": torch.digamma,
-          "erfinv": torch.erfinv, "i0": torch.i0}
+          "erfinv": torch.erfinv, "i0": torch.i0, "trigamma": lambda a: torch.polygamma(1, a),
+          "i1": torch.special.i1}
+_ATEN = {"trigamma": "polygamma", "i1": "special_i1"}   # the op's name where it differs
+_POLES = ("digamma", "trigamma")
 
 
 @pytest.mark.parametrize("name", list(_UNARY))
@@ -36,7 +40,7 @@ def test_float64_special_functions_do_not_lower_with_float32_grade_formulas(name
     # graph compiled once cannot follow): a float32-grade result (~1e-7) would differ from
     # it silently, so the lowering fails naming the op, and fallback_execution runs it eagerly
     x = torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)
-    with pytest.raises(Exception, match=f"aten.{name}"):
+    with pytest.raises(Exception, match=f"aten.{_ATEN.get(name, name)}"):
         _compiled(_UNARY[name], x)
     torch._dynamo.reset()
     g = torch.compile(_UNARY[name], backend="neuron", options={"fallback_execution": True})
@@ -50,15 +54,85 @@ def test_special_functions_match_cpu(dtype):
     names = list(_UNARY)
     out = _compiled(lambda a: [_UNARY[n](a) for n in names], x)
     for n, o in zip(names, out):
-        r = _UNARY[n](x)
+        # ATen's float trigamma takes sin(pi x) of an unreduced x: 2e-4 off at -11.99
+        r = _UNARY[n](x.double()).to(dtype) if n == "trigamma" else _UNARY[n](x)
         o = o.cpu()
-        if n == "digamma":   # near the poles -pi/tan(pi x) is ill-conditioned: absolute
+        if n in _POLES:   # near the poles -pi/tan(pi x) is ill-conditioned; the CPU's
+            # float64 is a pole where x is an integer; trigamma's next test checks near them
             near = (x - x.round()).abs() < 1e-3
             o, r = o[~near], r[~near]
         rtol, atol = _TOL[dtype]
         torch.testing.assert_close(o, r, rtol=rtol, atol=atol, equal_nan=True, msg=n)
         z = (r == 0) & (o == 0)
         assert torch.equal(o[z].signbit(), r[z].signbit()), n
+
+
+def _near_poles_and_extremes():
+    k = torch.arange(-30.0, 1.0).repeat_interleave(6)
+    d = torch.tensor([1e-6, -1e-6, 1e-4, -1e-4, 0.01, -0.49]).repeat(31)
+    far = torch.tensor([1e-37, 1e-30, 1e-19, 3e-19, 1e-3, 0.3, 1.4616, 7.0, 9.99, 10.01, 50.0,
+                        87.0, 88.7, 1e4, 1e30, -1e3 + 0.5, -1e5 + 0.25, -7.5])
+    x = torch.cat([k + d, far, -far[:14]])
+    return x[(x - x.round()).abs() > 0]
+
+
+@pytest.mark.parametrize("name", ["trigamma", "i1"])
+def test_trigamma_and_i1_match_float64_near_poles_and_at_extremes(name):
+    """Against the CPU's float64 (the float32 kernels are the less accurate side near
+    trigamma's poles): within 2e-6 relative, overflow where float32 overflows."""
+    x = _near_poles_and_extremes()
+    o = _compiled(_UNARY[name], x).cpu()
+    r = _UNARY[name](x.double())
+    if name == "i1":   # as ATen's float kernel: exp(x) overflows past 88.72
+        r = torch.where(x.abs() > 88.72, r * float("inf"), r)
+    torch.testing.assert_close(o, r.float(), rtol=2e-6, atol=0)
+
+
+def test_trigamma_and_i1_special_values():
+    x = torch.tensor([_NAN, _INF, -_INF, 0.0, -0.0, -1.0, -30.0, -1e30, 1e30])
+    out = _compiled(lambda a: (torch.polygamma(1, a), torch.special.i1(a)), x)
+    # trigamma: ATen's float kernels give a large finite value at the negative poles
+    # (their sin(pi x) is not reduced); the pole is inf
+    inf, nan = _INF, _NAN
+    torch.testing.assert_close(out[0].cpu(), torch.tensor([nan, 0, nan, inf, inf, inf, inf, inf,
+                                                           1e-30]), equal_nan=True)
+    r = torch.special.i1(x)   # NaN at +-inf (ATen's inf * 0), +0.0 at -0.0
+    torch.testing.assert_close(out[1].cpu(), r, equal_nan=True)
+    assert torch.equal(out[1].cpu().signbit(), r.signbit())
+
+
+def test_polygamma_orders():
+    x = torch.tensor([-2.5, -0.3, 0.2, 1.0, 3.5, 25.0])
+    out = _compiled(lambda a: torch.polygamma(0, a), x).cpu()
+    torch.testing.assert_close(out, torch.polygamma(0, x), rtol=2e-5, atol=2e-5)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="aten.polygamma"):   # n >= 2: not decomposed
+        _compiled(lambda a: torch.polygamma(2, a), x)
+
+
+def _grad_inputs():
+    x = torch.cat([torch.linspace(-6.45, 14.55, 211), torch.tensor([0.05, 1e-3, 30.0, 100.0])])
+    return x[(x - x.round()).abs() > 1e-2]
+
+
+@pytest.mark.parametrize("name", ["digamma", "i0", "both"])
+def test_gradients_of_digamma_and_i0_match_cpu(name):
+    """digamma's backward is polygamma(1, x), i0's special_i1: both failed to lower."""
+    f = {"digamma": lambda a, b: torch.digamma(a).sum(),
+         "i0": lambda a, b: (torch.i0(b) * a).sum(),
+         "both": lambda a, b: (torch.digamma(a) * torch.i0(b).log()).sum()}[name]
+    a = _grad_inputs()
+    b = torch.linspace(-85.0, 85.0, a.numel())
+    cpu = [a.clone().requires_grad_(), b.clone().requires_grad_()]
+    dev = [t.to("neuron").requires_grad_() for t in (a, b)]
+    f(*cpu).backward()
+    torch.compile(f, backend="neuron")(*dev).backward()
+    for d, c in zip(dev, cpu):
+        if c.grad is None:   # "digamma" does not use b
+            assert d.grad is None
+            continue
+        torch.testing.assert_close(d.grad.cpu(), c.grad, rtol=2e-5, atol=1e-6)
+    assert all(r["fallback"] is None for r in torch.neuron.get_dynamo_metrics())
 
 
 def test_erfc_tail_keeps_relative_precision():

@@ -37,7 +37,7 @@ FAST = {
     ("plain", torch.float32): ["exp", "log1p", "tanh", "sigmoid", "softmax", "logsumexp",
                                "std", "round decimals", "div", "atan2", "maximum", "where",
                                "sort", "argmax", "cumsum", "pow 0.5", "logcumsumexp",
-                               "cummax", "hypot", "isclose", "mm"],
+                               "cummax", "hypot", "isclose", "mm", "i1"],
     ("strided", torch.float64): ["exp", "add", "mul 2.5", "sum", "cummin", "max dim", "cat",
                                  "nan_to_num", "div floor"],
     ("plain", torch.int64): ["add", "floor_divide", "remainder", "bitwise_and", "rshift",
@@ -76,8 +76,13 @@ _known(_NONEMPTY, cs.I, ["copysign"], _ZERO)
 _known(("plain",), (torch.float32, torch.bfloat16), ["gelu"], _GELU)
 # float32-grade formulas only (decompositions_special._float_op): a float64 one fails to
 # lower, naming the op, rather than differing from eager's full width by ~1e-7
-_known(_NONEMPTY, (torch.float64,), ["erfc", "lgamma", "digamma", "erfinv", "i0"],
+_known(_NONEMPTY, (torch.float64,), ["erfc", "lgamma", "digamma", "erfinv", "i0", "i1",
+                                      "trigamma"],
        "no float64-precision lowering (docs/compile.md)")
+# x = -1.0: the compiled trigamma gives the pole's inf; ATen's float32/bfloat16 kernels a
+# large finite value (1.3e15: their sin(pi x) is not reduced; float16 overflows to inf too)
+_known(_NONEMPTY, (torch.float32, torch.bfloat16), ["trigamma"],
+       "trigamma at a negative integer: inf (docs/compile.md)")
 
 
 @functools.lru_cache(maxsize=None)

@@ -88,7 +88,7 @@ def _graph_name(model_name: str) -> str:
     return f"{model_name}_{aot.split('__', 1)[-1]}"
 
 
-def _make_compiler(opts: dict, reason_box: list):
+def _make_compiler(opts: dict, reason_box: list, hint=None):
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         name = _graph_name(opts["model_name"])
 
@@ -97,7 +97,7 @@ def _make_compiler(opts: dict, reason_box: list):
             try:
                 from .graph_compiler import compile_graph
 
-                return compile_graph(gm, example_inputs, name, opts["model_name"], reason)
+                return compile_graph(gm, example_inputs, name, opts["model_name"], reason, hint)
             except NeuronCompileError as e:
                 if not opts["fallback_execution"]:
                     raise
@@ -124,13 +124,13 @@ def _make_compiler(opts: dict, reason_box: list):
     return compiler
 
 
-def _aot(opts: dict, reason: str | None):
+def _aot(opts: dict, reason: str | None, hint=None):
     from torch._dynamo.backends.common import aot_autograd
 
     from .decompositions import decomposition_table
 
     box = [reason]
-    comp = _make_compiler(opts, box)
+    comp = _make_compiler(opts, box, hint)
     return aot_autograd(fw_compiler=comp, bw_compiler=comp, inference_compiler=comp,
                         decompositions=decomposition_table(),
                         keep_inference_input_mutations=True)
@@ -187,8 +187,12 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mo
         _frame_shapes[cid.frame_id] = sig
     if _is_symbolic(example_inputs):
         return _ShapeSpecializer(gm, opts, prev)
+    from . import prefetch
+
+    # a warm start's executables load while AOTAutograd traces (prefetch.py)
+    hint = prefetch.start(gm, example_inputs, opts["model_name"])
     with _math_attention():
-        return _aot(opts, reason)(gm, example_inputs)
+        return _aot(opts, reason, hint)(gm, example_inputs)
 
 
 def _math_attention():

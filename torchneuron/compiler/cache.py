@@ -7,7 +7,8 @@ and renamed into place (readers never see half an entry); a per-key file lock
 compiles, the others wait and read. Entry format: magic ``TNNEFF1\\n``, 8-byte
 little-endian payload length, 32-byte SHA-256 of the payload, payload (the
 compiler's serialized executable). A truncated or corrupt entry fails that check:
-it is reported with a warning and rebuilt.
+it is reported with a warning and rebuilt. ``prefetch()`` loads entries on a background
+thread ahead of their lookup (prefetch.py); a lookup takes a loaded one only under its key.
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import pickle
 import struct
 import tempfile
 import threading
+import time
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from . import config
 
@@ -27,6 +30,9 @@ MAGIC = b"TNNEFF1\n"
 _HEADER = len(MAGIC) + 8 + 32
 _memory: dict[str, object] = {}
 _memory_lock = threading.Lock()
+# Background loads started by prefetch(): key -> Future of (exe, payload, seconds) or None.
+_pending: dict[str, Future] = {}
+_loader: ThreadPoolExecutor | None = None
 
 
 def cache_key(stablehlo: str, io_spec: list, target: str, lnc: int, opt_level: int,
@@ -86,14 +92,31 @@ def get_or_compile(key: str, compile_fn, serialize_fn, deserialize_fn):
     payload the executable's serialized bytes (None from memory).
     serialize_fn(exe) -> bytes; deserialize_fn(bytes) -> exe.
     """
+    exe, source, payload, _ = get_or_compile_timed(key, compile_fn, serialize_fn, deserialize_fn)
+    return exe, source, payload
+
+
+def get_or_compile_timed(key: str, compile_fn, serialize_fn, deserialize_fn):
+    """get_or_compile, plus the seconds a background load (prefetch) spent on this
+    executable (0.0 when it was not prefetched): that time is not waited for here."""
     with _memory_lock:
         if key in _memory:
-            return _memory[key], "memory", None
+            return _memory[key], "memory", None, 0.0
+        fut = _pending.pop(key, None)
+    if fut is not None and fut.cancel():
+        fut = None                # not started (the loader is on another key): load here
+    if fut is not None:
+        loaded = fut.result()     # waits only for what the background load has left
+        if loaded is not None:
+            exe, payload, secs = loaded
+            with _memory_lock:
+                _memory[key] = exe
+            return exe, "disk", payload, secs
     if config.neff_cache_disabled():
         exe = compile_fn()
         with _memory_lock:
             _memory[key] = exe
-        return exe, "compiled", serialize_fn(exe)
+        return exe, "compiled", serialize_fn(exe), 0.0
     path = entry_path(key)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path[:-len(".neff")] + ".lock", "a+") as lock:
@@ -120,14 +143,64 @@ def get_or_compile(key: str, compile_fn, serialize_fn, deserialize_fn):
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     with _memory_lock:
         _memory[key] = exe
-    return exe, source, payload
+    return exe, source, payload, 0.0
+
+
+def _load(path: str, deserialize_fn):
+    """The background half of prefetch(): (exe, payload, seconds), or None when the entry
+    is missing, corrupt or does not load (the foreground lookup then warns and rebuilds)."""
+    t0 = time.perf_counter()
+    try:
+        with open(path, "rb") as f:
+            payload = decode(f.read())
+        if payload is None:
+            return None
+        return deserialize_fn(payload), payload, time.perf_counter() - t0
+    except Exception:
+        return None
+
+
+def prefetch(key: str, deserialize_fn) -> None:
+    """Starts loading the disk entry of ``key`` on a background thread (XLA's deserialization
+    releases the GIL); get_or_compile then takes it, waiting for what is left. Nothing is
+    started when the key is in memory or already loading, or the cache is disabled."""
+    global _loader
+    if config.neff_cache_disabled():
+        return
+    path = entry_path(key)
+    with _memory_lock:
+        if key in _memory or key in _pending:
+            return
+        if _loader is None:
+            _loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neuron-prefetch")
+        _pending[key] = _loader.submit(_load, path, deserialize_fn)
+
+
+def _after_fork_in_child() -> None:
+    # the loader's thread does not exist in a forked child: a new one is made on demand
+    global _loader
+    _loader = None
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def discard_prefetch(keys) -> None:
+    """Forgets background loads of ``keys`` (a stale hint's): not yet started ones are
+    cancelled, finished ones freed."""
+    with _memory_lock:
+        futs = [_pending.pop(k) for k in keys if k in _pending]
+    for f in futs:
+        f.cancel()
 
 
 def clear_memory_cache() -> None:
-    """Drops the in-memory caches (the next lookup reads the disk)."""
+    """Drops the in-memory caches and forgets background loads (the next lookup reads the disk)."""
     with _memory_lock:
         _memory.clear()
         _index_memory.clear()
+        _pending.clear()
 
 
 def store_entry(key: str, payload: bytes) -> None:

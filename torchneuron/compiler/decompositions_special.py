@@ -23,6 +23,18 @@ Measured precision: docs/compile.md. Textbook formulas, not ATen's tables:
   outside [-1, 1] NaN.
 - ``i0``: Abramowitz & Stegun 9.8.1/9.8.2 polynomials (below/above 3.75); overflows to
   inf where ATen's ``exp(x)`` does, NaN at +-inf (ATen's: ``inf * 0``).
+- ``polygamma(1, x)`` (trigamma, digamma's derivative): ``sum 1/(y + k)^2`` for k < 10
+  (squares of reciprocals: no subnormal on the way to 1e38) plus the asymptotic series
+  at ``y + 10``; below 0 the reflection ``pi^2 / sin^2(pi x) - trigamma(1 - x)`` with
+  ``sin`` of ``x - round(x)``; inf at 0 and the negative integers (ATen's float kernels
+  give a large finite value there: their ``sin(pi x)`` is not reduced), NaN at -inf.
+  ``polygamma(0, x)`` is ``digamma``; n >= 2 is not decomposed (the lowering fails
+  naming ``aten.polygamma``).
+- ``special_i1`` (``i0``'s derivative): the power series ``(x/2) sum (x^2/4)^k /
+  (k! (k+1)!)`` (positive terms) below 10, above it the asymptotic series
+  ``exp(x) / sqrt(2 pi x) sum (-1)^k a_k / x^k`` taken as ``exp(x) * rsqrt(x) * P(1/x)``,
+  so it overflows to inf where ATen's ``exp(x)`` does (past 88.7); odd through
+  ``|x|`` and a sign flip as ATen (``i1(-0.0)`` is 0.0), NaN at +-inf (ATen's ``inf * 0``).
 - ``nextafter``: on the bits (``view.dtype`` as the same-width integer) as an ordered
   key (a negative float's key is minus its magnitude), so subnormals and zeros step
   exactly (float compares would read subnormals as 0: compiled graphs set DAZ).
@@ -240,6 +252,76 @@ def _i0(x):
     return _where(aten.lt.Scalar(ax, 3.75), small, large)
 
 
+def _trigamma_asymptotic(z):
+    """trigamma(z) for z >= 10: 1/z + 1/(2z^2) + sum B_2k / z^(2k+1) (error below 1e-13)."""
+    r = aten.reciprocal.default(z)
+    r2 = aten.mul.Tensor(r, r)
+    tail = aten.mul.Tensor(r, _horner(r2, (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66)))
+    return aten.add.Tensor(r, aten.mul.Tensor(r2, aten.add.Tensor(tail, 0.5)))
+
+
+def _trigamma(x):
+    neg = aten.lt.Scalar(x, 0)
+    r = _off_integer(x)
+    y = _where(neg, aten.rsub.Scalar(x, 1.0), x)
+    acc = aten.zeros_like.default(y)
+    for k in range(10):
+        inv = aten.reciprocal.default(aten.add.Tensor(y, float(k)))
+        acc = aten.add.Tensor(acc, aten.mul.Tensor(inv, inv))
+    shifted = aten.add.Tensor(_trigamma_asymptotic(aten.add.Tensor(y, 10.0)), acc)
+    pos = _where(aten.lt.Scalar(y, 10.0), shifted, _trigamma_asymptotic(y))
+    s = aten.sin.default(aten.mul.Tensor(r, math.pi))
+    refl = aten.sub.Tensor(aten.div.Tensor(_full(x, math.pi ** 2), aten.mul.Tensor(s, s)), pos)
+    out = _where(neg, refl, pos)
+    pole = aten.logical_and(aten.le.Scalar(x, 0), aten.eq.Scalar(r, 0))   # 0, -0.0, -k
+    out = _where(pole, _full(x, _INF), out)
+    return _where(aten.isinf.default(x), _where(neg, _full(x, float("nan")), _full(x, 0.0)),
+                  out)
+
+
+def polygamma(n, x):
+    """polygamma(0, x) = digamma, polygamma(1, x) = trigamma; other n: NotImplemented (the
+    lowering then fails naming the op)."""
+    if n == 0:
+        return _float_op(_digamma)(x)
+    if n == 1:
+        return _float_op(_trigamma)(x)
+    return NotImplemented
+
+
+def _i1_series_coeffs(terms: int) -> tuple:
+    """1 / (k! (k+1)!), k < terms: i1(x) = (x/2) sum c_k (x^2/4)^k."""
+    return tuple(1.0 / (math.factorial(k) * math.factorial(k + 1)) for k in range(terms))
+
+
+_I1_SMALL = _i1_series_coeffs(20)   # x < 10: the last term is below 1e-10 relative
+
+
+def _i1_asymptotic_coeffs(terms: int) -> tuple:
+    """(-1)^k a_k(1) / sqrt(2 pi), a_k(nu) = prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! 8^k)."""
+    out, a = [], 1.0
+    for k in range(terms):
+        if k:
+            a *= (4 - (2 * k - 1) ** 2) / (8 * k)
+        out.append((-1) ** k * a / math.sqrt(2 * math.pi))
+    return tuple(out)
+
+
+_I1_LARGE = _i1_asymptotic_coeffs(13)   # x >= 10: the last term is below 1e-8 relative
+
+
+def _i1(x):
+    z = aten.abs.default(x)
+    q = aten.mul.Tensor(aten.mul.Tensor(z, 0.5), aten.mul.Tensor(z, 0.5))
+    small = aten.mul.Tensor(aten.mul.Tensor(z, 0.5), _horner(q, _I1_SMALL))
+    safe = aten.maximum.default(z, _full(z, 10.0))   # no 1/0 in the branch not taken
+    # exp(z) * rsqrt(z) first: inf at z = inf gives NaN, as ATen's
+    large = aten.mul.Tensor(aten.mul.Tensor(aten.exp.default(safe), aten.rsqrt.default(safe)),
+                            _horner(aten.reciprocal.default(safe), _I1_LARGE))
+    out = _where(aten.lt.Scalar(z, 10.0), small, large)
+    return _where(aten.lt.Scalar(x, 0), aten.neg.default(out), out)
+
+
 _BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16,
          torch.float32: torch.int32, torch.float64: torch.int64}
 
@@ -296,5 +378,6 @@ def lcm(a, b):
 
 TABLE = {aten.erfc.default: _float_op(_erfc), aten.lgamma.default: _float_op(_lgamma),
          aten.digamma.default: _float_op(_digamma), aten.erfinv.default: _float_op(_erfinv),
-         aten.i0.default: _float_op(_i0),
+         aten.i0.default: _float_op(_i0), aten.polygamma.default: polygamma,
+         aten.special_i1.default: _float_op(_i1),
          aten.nextafter.default: nextafter, aten.gcd.default: gcd, aten.lcm.default: lcm}

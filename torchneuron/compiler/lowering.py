@@ -67,7 +67,7 @@ def node_source(node: torch.fx.Node) -> str | None:
 
 
 def find_node(gm: torch.fx.GraphModule, op_name: str) -> torch.fx.Node | None:
-    """The first call node whose ATen overload packet is named ``op_name`` (e.g. "special_i1")."""
+    """The first call node whose ATen overload packet is named ``op_name`` (e.g. "special_i1e")."""
     base = op_name.split(".")[0]
     for n in gm.graph.nodes:
         if n.op == "call_function" and hasattr(n.target, "__name__"):

@@ -5,7 +5,9 @@ graph_name ``{model}_{aot_id}_{forward|backward|inference}_{n}``, model_name,
 graph_node_count, timestamp, fx_passes_us, lower_us, compile_us; times in
 microseconds) and ours (cache: "compiled", "disk" or "memory"; recompile_reason:
 None for a first compile, else what changed; fallback: the error when the graph
-runs eagerly instead). Dynamo's ``torch._dynamo.utils.counters["neuron"]`` counts
+runs eagerly instead; background_load_us: the time a background load (prefetch.py)
+spent on the executable while AOTAutograd traced, not in compile_us, which counts
+only the wait for it). Dynamo's ``torch._dynamo.utils.counters["neuron"]`` counts
 graphs, cache hits, recompiles, fallbacks and ``graph_runs`` (compiled-graph launches).
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ class GraphMetrics:
     cache: str
     recompile_reason: str | None = None
     fallback: str | None = None
+    background_load_us: float = 0.0
 
 
 def _counters():
