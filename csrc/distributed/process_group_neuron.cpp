@@ -376,22 +376,35 @@ std::shared_ptr<ProcessGroupNeuron::Exchange> ProcessGroupNeuron::post_fingerpri
   // exchange overlaps the kernels queued before the collective. Each peer's
   // receive is posted one collective ahead: when a rank sends, its peer's
   // receive is already known to it, and Gloo writes at once (else the two
-  // sides first trade ready notices).
-  try {
-    if (inbox_.empty()) {
-      inbox_.resize(size_);
-      for (int r = 0; r < size_; ++r)
-        if (r != rank_) inbox_[r] = post_fingerprint_recv(r);
+  // sides first trade ready notices). The sends go first: the peers wait for
+  // them, and the next slot's ready notices would otherwise be written, and
+  // read by the peers' Gloo threads, before them.
+  // A failed send still takes the receives of its slot, so that the next
+  // collective reads the peers' next fingerprints.
+  auto guard = [&](const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (...) {
+      if (!x->error) x->error = std::current_exception();
     }
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      x->recvs[r] = std::exchange(inbox_[r], post_fingerprint_recv(r));
+  };
+  guard([&] {
+    if (!inbox_.empty()) return;
+    inbox_.resize(size_);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) inbox_[r] = post_fingerprint_recv(r);
+  });
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    guard([&] {
       std::vector<at::Tensor> m{x->mine};
       x->sends.push_back(gloo_->send(m, r, kFingerprintTag));
-    }
-  } catch (...) {
-    x->error = std::current_exception();
+    });
   }
+  guard([&] {
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && !inbox_.empty()) x->recvs[r] = std::exchange(inbox_[r], post_fingerprint_recv(r));
+  });
   return x;
 }
 
@@ -557,9 +570,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     return c10::make_intrusive<NeuronWork>(rank_, type, p.slot, ordering, device_,
                                            std::move(outputs), nullptr);
   }
-  std::ostringstream label;
-  label << "neuron c10d " << name << " (rank " << rank_ << " of " << size_ << ")";
-  queue_->sweep();
   const bool collective = ordering != Ordering::kPeer;
   if (then_check || then_post) {
     then.push_back([then_check, then_post] {
@@ -572,13 +582,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
   // (the kernel below still orders later kernels after it).
   bool idle = false;
   translate_errors([&] { idle = device_runtime().query_stream(device, current_stream_id(device)); });
-  post_check();
-  auto op = std::make_shared<CommOp>(label.str(), std::move(checks), std::move(posts), collective,
+  post_check();  // first: the peers wait for it
+  std::string label = std::string("neuron c10d ") + name + " (rank " + std::to_string(rank_) + " of " +
+                      std::to_string(size_) + ")";
+  auto op = std::make_shared<CommOp>(std::move(label), std::move(checks), std::move(posts), collective,
                                      std::move(then));
   if (ordering != Ordering::kStream)
     op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
   if (idle) op->signal_ready();
   queue_->push(op);
+  queue_->sweep();
   if (ordering == Ordering::kStream) {
     // The kernel owns the tensors: released on the stream, as any kernel's.
     launch(device, name, [op, tensors] {
