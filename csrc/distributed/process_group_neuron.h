@@ -4,6 +4,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <c10/util/FunctionRef.h>
 
 #include <functional>
 #include <memory>
@@ -131,8 +132,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   // peers' same collective raises at once, naming this rank and the reason;
   // every rank still uses one slot per call) and rethrows; inside a
   // coalescing block the error is kept for endCoalescing instead.
-  template <class F>
-  c10::intrusive_ptr<c10d::Work> guarded(const char* name, c10d::OpType type, F&& body);
+  c10::intrusive_ptr<c10d::Work> guarded(const char* name, c10d::OpType type,
+                                         c10::function_ref<c10::intrusive_ptr<c10d::Work>()> body);
   // Posts the failed fingerprint; returns a wait for the exchange (never throws).
   std::function<void()> post_failed(c10d::OpType type, const std::string& reason);
 
