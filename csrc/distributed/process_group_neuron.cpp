@@ -250,6 +250,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
   if (idle) op->signal_ready();
   queue_->push(op);
+  call_posted_ = true;  // its exchanges are queued: a later failure is the op's
   queue_->sweep();
   if (ordering == Ordering::kStream) {
     // The kernel owns the tensors: released on the stream, as any kernel's.
