@@ -657,6 +657,48 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
         dist.all_reduce(n)
         same(n, torch.full((3,), float(sum(range(WS)) + WS * i)), f"all_reduce after {what}")
         ok(f"one rank's bad argument ({what}) is an error on every rank")
+    # send/recv: a bad argument on one end (the last rank) raises there at the call;
+    # its peer (rank 0) raises at its next sync point, naming that rank and the reason,
+    # not after the group's timeout; no data moves; the pair's next send/recv is right.
+    partner = 0
+    nc = torch.arange(6.0, device=dev).reshape(3, 2).t()  # not contiguous
+    p2p_cases = [("send", "recv", nc, "must be contiguous"), ("recv", "send", nc, "must be contiguous")]
+    if other_core:
+        p2p_cases.append(("recv", "send", torch.ones(2, 3, device=other_core),
+                          "but rank %d of this process group uses neuron:" % bad))
+    for bad_op, peer_op, bad_t, reason in p2p_cases:
+        if RANK not in (bad, partner):
+            continue
+        start = time.monotonic()
+        if me:
+            try:
+                getattr(dist, bad_op)(bad_t, partner)
+                raise AssertionError(f"{bad_op}: the faulty rank did not raise at the call")
+            except RuntimeError as e:
+                assert reason in str(e), (bad_op, e)
+        else:
+            t = torch.full((2, 3), -3.0, device=dev)
+            getattr(dist, peer_op)(t, bad)
+            try:
+                torch.neuron.synchronize()
+                raise AssertionError(f"{peer_op}: rank {RANK} did not raise")
+            except RuntimeError as e:
+                took = time.monotonic() - start
+                msg = str(e)
+                assert took < 20, (peer_op, took, msg)  # a bound on a hang (timeout 60 s)
+                assert f"rank {bad} failed this call (its {bad_op.upper()})" in msg and reason in msg, msg
+                assert f"neuron c10d {peer_op} (rank {RANK} of {WS})" in msg, msg
+                assert "timeout" not in msg.lower() and "timed out" not in msg.lower(), msg
+            same(t, torch.full((2, 3), -3.0), f"{peer_op} buffer intact after the peer's bad {bad_op}")
+        # The pair's checks stay in step, both ways, on the same tag.
+        for src in (partner, bad):
+            got = torch.zeros(4, device=dev)
+            if RANK == src:
+                dist.send(torch.full((4,), 5.0 + src, device=dev), bad if src == partner else partner)
+            else:
+                dist.recv(got, src)
+                same(got, torch.full((4,), 5.0 + src), f"send/recv after a bad {bad_op}")
+        ok(f"one rank's bad {bad_op} is an error on its peer")
     # ReduceOp.AVG on bool on every rank: NCCL's TypeError, at the call.
     try:
         dist.all_reduce(torch.ones(3, device=dev, dtype=torch.bool), op=dist.ReduceOp.AVG)

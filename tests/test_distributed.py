@@ -102,12 +102,15 @@ def test_bad_argument_on_one_rank_is_an_error_on_every_rank(nprocs):
     inputs of the wrong shape, a wrong output size,
     a negative split, a dtype Gloo lacks, AVG on integers, inside a coalescing block,
     the wrong core): it raises at its call; the others raise naming it, well within
-    the group's 60 s timeout; the next all_reduce is right on every rank."""
+    the group's 60 s timeout; the next all_reduce is right on every rank. The same for
+    a send or recv (not contiguous, the wrong core) and its peer; the pair's next
+    send/recv is right."""
     env = {"DIST_CHECKS": "one_rank_fails", "DIST_TIMEOUT": "60"}
     if nprocs == 2:
         env["NEURON_RT_VISIBLE_CORES"] = "0-3"  # the wrong-core case needs a second core
     out = assert_all_ok(run_world("all", nprocs, env))
     assert "bad argument (in_a_coalescing_block)" in out
+    assert "bad send is an error on its peer" in out and "bad recv is an error on its peer" in out
     if nprocs == 2:
         assert "bad argument (wrong_core)" in out
 

@@ -4,6 +4,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <c10/util/FunctionRef.h>
 
 #include <functional>
 #include <memory>
@@ -104,6 +105,11 @@ class ProcessGroupNeuron : public c10d::Backend {
   // each side checks them before the data moves (a mismatch fails both).
   c10::intrusive_ptr<c10d::Work> point_to_point(const char* name, std::vector<at::Tensor>& tensors,
                                                 int peer, int tag, bool sending);
+  // A send/recv with a neuron tensor that failed at the call (`error`): posts
+  // a failed pair check to `peer`, whose matching call then raises naming this
+  // rank and the reason. Nothing when the peer is unknown or invalid.
+  void post_failed_pair(c10d::OpType type, int peer, int tag, bool sending,
+                        const std::exception& error);
   // True if every tensor is on the CPU (served by Gloo as is); throws on a mix,
   // on another device type or core, or on a non-contiguous neuron tensor.
   bool on_cpu(const char* name, const std::vector<at::Tensor>& tensors, bool typed = true);
@@ -131,8 +137,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   // peers' same collective raises at once, naming this rank and the reason;
   // every rank still uses one slot per call) and rethrows; inside a
   // coalescing block the error is kept for endCoalescing instead.
-  template <class F>
-  c10::intrusive_ptr<c10d::Work> guarded(const char* name, c10d::OpType type, F&& body);
+  c10::intrusive_ptr<c10d::Work> guarded(const char* name, c10d::OpType type,
+                                         c10::function_ref<c10::intrusive_ptr<c10d::Work>()> body);
   // Posts the failed fingerprint; returns a wait for the exchange (never throws).
   std::function<void()> post_failed(c10d::OpType type, const std::string& reason);
 
@@ -143,7 +149,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   // Per rank, the receive of its fingerprint for this group's next checked
   // collective (empty until the first; null for this rank).
   std::vector<Inbox> inbox_;
-  // The call in progress (guarded): it has a neuron tensor / posted its fingerprint.
+  // The call in progress (guarded, send, recv): it has a neuron tensor / posted
+  // its fingerprint or queued its operation.
   bool call_neuron_ = false, call_posted_ = false;
 };
 
