@@ -91,3 +91,20 @@ def test_mode_option_with_a_sweep_is_bad_usage():
     # each point's mode is the grid's: --mode compile would have run eager points
     code, out, err = cli("check", "mlp", "--sweep", "batch=2", "--mode", "compile", "--iterations", "5")
     assert code == 2 and "--mode compile cannot be used with --sweep" in err and "mode=compile" in err, out + err
+
+
+@pytest.mark.parametrize("opt,value,axis", [("--batch-size", "4", "batch=1,2"), ("--dtype", "bfloat16", "dtype=float32")])
+def test_an_option_the_grid_overrides_is_bad_usage(opt, value, axis):
+    # the axis set it at every point: the option was silently ignored
+    code, out, err = cli("check", "mlp", "--sweep", axis, opt, value, "--iterations", "5")
+    assert code == 2 and f"{opt} cannot be used with the sweep axis {axis.split('=')[0]}=" in err, out + err
+
+
+def test_model_name_after_the_sweep_items_is_the_model(tmp_path):
+    # --sweep takes one or more items: the model name after them was read as an item
+    j = tmp_path / "s.json"
+    code, out, err = cli("check", "--sweep", "batch=2", "mlp", "--iterations", "5", "--max-warmup", "5",
+                         "--sweep-plot", tmp_path / "s.svg", "--json", j)
+    assert code == 0, out + err
+    pts = json.loads(j.read_text())["points"]
+    assert [(p["batch"], p["status"]) for p in pts] == [(2, "pass")]

@@ -203,3 +203,17 @@ def test_loss_fn_failing_only_in_the_float64_run_says_so():
     assert code == 2, out + err
     assert "raised RuntimeError in the float64 golden run (it ran on the reference)" in err, err
     assert "move or cast closed-over tensors with .to(output)" in err and "Traceback" not in out + err
+
+
+def test_junit_eager_training_case_does_not_carry_the_compiled_failure(tmp_path):
+    x, j = tmp_path / "r.xml", tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable_no_lowering"), *FAST, "--junit", x, "--json", j)
+    assert code == 1, out + err
+    tr = json.loads(j.read_text())["training"]
+    assert tr["compiled"]["status"] == "fail" and tr["eager_verdict"]["status"] == "pass", tr
+    import xml.etree.ElementTree as ET
+
+    cases = {c.get("name"): c for c in ET.parse(x).getroot().iter("testcase")}
+    assert cases["training.eager"].find("failure") is None
+    assert "compiled training raised" in cases["training.compiled"].find("failure").get("message", "") + \
+        (cases["training.compiled"].find("failure").text or "")

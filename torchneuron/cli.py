@@ -167,6 +167,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if a.list:
         report_terminal.list_models(_console())
         return 0
+    if a.sweep and not a.model and "=" not in a.sweep[-1]:
+        a.model = a.sweep.pop()    # `--sweep batch=1,8 MODEL`: nargs="+" took the model name
     if not a.model:
         print("torchneuron check: error: MODEL is required (or --list)", file=sys.stderr)
         return EXIT_USAGE
@@ -201,6 +203,12 @@ def _sweep(a, argv) -> int:
     try:
         cfg = _config(a, argv)
         grid = sweep.parse(a.sweep)
+        given = {"batch": a.batch_size is not None,
+                 "dtype": any(x == "--dtype" or x.startswith("--dtype=") for x in argv)}
+        for axis, opt in (("batch", "--batch-size"), ("dtype", "--dtype")):
+            if given[axis] and any(i.startswith(axis + "=") for i in a.sweep):
+                raise CheckUsageError(f"{opt} cannot be used with the sweep axis {axis}=: the axis sets it "
+                                      "at each point (drop one of them)")
         res = sweep.run(cfg, grid, plot_path=a.sweep_plot)
     except CheckUsageError as e:
         print(f"torchneuron check: error: {e}", file=sys.stderr)

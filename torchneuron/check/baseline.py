@@ -19,7 +19,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -48,16 +47,9 @@ class Baseline:
 
 
 def _write_atomic(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from .._atomic_file import write_atomic
+
+    write_atomic(path, data)
 
 
 def _json_bytes(obj: Any) -> bytes:

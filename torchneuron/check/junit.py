@@ -92,7 +92,8 @@ def build(result: dict) -> ET.Element:
               failure=pc.get("reason") if pc.get("status") == "fail" else None)
     tr = result.get("training") or {}
     if tr.get("status") not in (None, "skipped"):
-        parts = [("training.eager", tr if "eager" in tr.get("modes", ["eager"]) else None),
+        eager = dict(tr, **tr.get("eager_verdict", {}))    # without compiled's failure text
+        parts = [("training.eager", eager if "eager" in tr.get("modes", ["eager"]) else None),
                  ("training.compiled", tr.get("compiled"))]
         for name, part in parts:
             if part is None:

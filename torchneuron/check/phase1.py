@@ -224,7 +224,7 @@ def _outputs_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
             continue
         same = torch.equal(x, y) or bool(torch.equal(torch.isnan(x), torch.isnan(y)) and
                                          torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)))
-        diff = 0.0 if same else float((x.double() - y.double()).abs().nan_to_num().max())
+        diff = 0.0 if same else T.max_abs_diff(x, y, nan_to_num=True)
         per[k] = {"identical": same, "max_abs_diff": diff}
     return {"identical": all(v["identical"] for v in per.values()) and set(a) == set(b),
             "outputs": per}
@@ -320,15 +320,16 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
             res["cold_latency_s"] = time.perf_counter() - t0
             timed += res["cold_latency_s"]
             res["uncomparable_outputs"] = []
-            out1 = T.flatten(raw, uncomparable=res["uncomparable_outputs"])
-            if not out1:
+            out1 = T.flatten(raw, uncomparable=res["uncomparable_outputs"], numbers=True)
+            if not T.flatten(raw):
                 raise NoTensorsError(f"the model returned no tensors on {dev}: it returned {describe_value(raw)}")
             del raw
             session.outputs = T.to_cpu(out1)
             del out1
             stage = "second forward pass (determinism)"
             t0 = time.perf_counter()
-            out2 = T.to_cpu(T.flatten(T.call(session.model, session.inputs, dev.type, cfg.torch_dtype)))
+            out2 = T.to_cpu(T.flatten(T.call(session.model, session.inputs, dev.type, cfg.torch_dtype),
+                                      numbers=True))
             session.sync()
             timed += time.perf_counter() - t0
             res["determinism"] = _outputs_identical(session.outputs, out2)

@@ -11,6 +11,8 @@ tensor:
    with ``m = 2`` for float32 and ``m = 3`` for bfloat16/float16;
 3. else fail.
 
+Complex outputs are compared as their real and imaginary parts (``torch.view_as_real``);
+Python numbers in the output arrive as 0-dim tensors (``tensors.flatten(numbers=True)``).
 Before the rule, NaN or infinite elements on the device where the reference is finite fail
 the output; non-finite elements on both sides are counted and warned about.
 The result says which rule decided each output.
@@ -50,9 +52,17 @@ def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
         res.update(passed=False, decided_by="shape mismatch",
                    detail=f"device {list(d.shape)}, reference {list(r.shape)}, fp64 {list(g.shape)}")
         return res
+    if d.is_complex() or r.is_complex():
+        if not (d.is_complex() and r.is_complex()):
+            res.update(passed=False, decided_by="dtype mismatch",
+                       detail=f"device {res['dtype']}, reference {str(r.dtype).replace('torch.', '')}")
+            return res
+        # both parts compared: .double() of a complex tensor would drop the imaginary part
+        d, r, g = (torch.view_as_real(x.resolve_conj() if x.is_complex() else x.to(torch.complex128))
+                   for x in (d, r, g))
     if not (d.is_floating_point() or d.is_complex()):
         equal = torch.equal(d, r)
-        res.update(max_abs=float((d.double() - r.double()).abs().max()) if d.numel() else 0.0,
+        res.update(max_abs=T.max_abs_diff(d, r),
                    max_rel=None, cosine=None, rmse_device_fp64=None, rmse_reference_fp64=None,
                    allclose=equal, rmse_bound=None, passed=equal,
                    decided_by="exact equality (integer output)")
@@ -94,7 +104,7 @@ def golden_outputs(loaded: LoadedModel) -> dict[str, torch.Tensor]:
     float64, no autocast): the golden values of the accuracy rule."""
     m64 = T.model_copy(loaded.model, "cpu", torch.float64)
     inp = T.to_device(loaded.inputs, "cpu", torch.float64)
-    return T.to_cpu(T.flatten(T.call(m64, inp, "cpu", torch.float32)))
+    return T.to_cpu(T.flatten(T.call(m64, inp, "cpu", torch.float32), numbers=True))
 
 
 def reference_outputs(loaded: LoadedModel, cfg: CheckConfig) -> tuple[torch.nn.Module, Any, dict, float]:
@@ -108,7 +118,7 @@ def reference_outputs(loaded: LoadedModel, cfg: CheckConfig) -> tuple[torch.nn.M
     sync = T.synchronizer(ref)
     sync()
     t0 = time.perf_counter()
-    out = T.flatten(T.call(model, inputs, torch.device(ref).type, cfg.torch_dtype))
+    out = T.flatten(T.call(model, inputs, torch.device(ref).type, cfg.torch_dtype), numbers=True)
     sync()
     cold = time.perf_counter() - t0
     return model, inputs, T.to_cpu(out), cold
@@ -127,8 +137,7 @@ def compiled_section(compiled: dict[str, torch.Tensor], eager: dict[str, torch.T
             continue
         outs[name] = compare(c, ref[name], gold[name], tol, cfg.torch_dtype)
         if name in eager and eager[name].shape == c.shape:
-            outs[name]["max_abs_vs_eager"] = float((c.double() - eager[name].double()).abs().max()) \
-                if c.numel() else 0.0
+            outs[name]["max_abs_vs_eager"] = T.max_abs_diff(c, eager[name])
     for name in sorted(set(ref) - set(compiled)):
         outs[name] = {"passed": False, "decided_by": "output missing in the compiled model"}
     return {"status": "pass" if all(o["passed"] for o in outs.values()) else "fail", "outputs": outs}

@@ -62,18 +62,28 @@ def _cache_layers(x: Any) -> Optional[list]:
     return None
 
 
-def flatten(out: Any, prefix: str = "", uncomparable: Optional[list] = None) -> dict[str, torch.Tensor]:
+_NUMBER_DTYPES = ((bool, torch.bool), (int, torch.int64), (float, torch.float64),
+                  (complex, torch.complex128))
+
+
+def flatten(out: Any, prefix: str = "", uncomparable: Optional[list] = None,
+            numbers: bool = False) -> dict[str, torch.Tensor]:
     """Named output tensors of a model's output: a tensor (``output``), tuples and lists
     (``output[0]``), dicts, transformers' ModelOutput and dataclasses (their keys or
     fields, nested with ``.``), and transformers' ``Cache`` objects (a KV cache:
-    ``past_key_values.layers[i].key`` / ``.value``). ``None`` is skipped; any other
-    non-tensor leaf is appended to ``uncomparable`` as ``{"name", "type"}`` when a list
-    is given (nothing is dropped silently)."""
+    ``past_key_values.layers[i].key`` / ``.value``). ``None`` is skipped; with
+    ``numbers``, Python bool/int/float/complex leaves become 0-dim CPU tensors (bool,
+    int64, float64, complex128) so that they are compared too; any other non-tensor leaf
+    is appended to ``uncomparable`` as ``{"name", "type"}`` when a list is given (nothing
+    is dropped silently)."""
     res: dict[str, torch.Tensor] = {}
 
     def walk(x: Any, name: str) -> None:
         if isinstance(x, torch.Tensor):
             res[name or "output"] = x
+        elif numbers and isinstance(x, (bool, int, float, complex)):
+            dtype = next(d for t, d in _NUMBER_DTYPES if isinstance(x, t))   # bool before int
+            res[name or "output"] = torch.tensor(x, dtype=dtype)
         elif x is None:
             return
         elif isinstance(x, dict) or hasattr(x, "items") and hasattr(x, "keys"):
@@ -95,6 +105,21 @@ def flatten(out: Any, prefix: str = "", uncomparable: Optional[list] = None) -> 
 
     walk(out, prefix)
     return res
+
+
+def max_abs_diff(a: torch.Tensor, b: torch.Tensor, nan_to_num: bool = False) -> Optional[float]:
+    """max |a - b| in float64 (complex: the modulus of the difference, in complex128);
+    0.0 for empty tensors; None when the shapes differ. ``nan_to_num``: NaN differences
+    count as 0 and infinities as the largest finite float64."""
+    if a.shape != b.shape:
+        return None
+    if a.numel() == 0:
+        return 0.0
+    if a.is_complex() or b.is_complex():
+        d = (a.detach().to("cpu", torch.complex128) - b.detach().to("cpu", torch.complex128)).abs()
+    else:
+        d = (a.detach().to("cpu", torch.float64) - b.detach().to("cpu", torch.float64)).abs()
+    return float((d.nan_to_num() if nan_to_num else d).max())
 
 
 def to_cpu(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -286,6 +286,8 @@ def run(loaded, cfg, ui, steps: int) -> dict:
     else:
         res |= {"status": "pass", "reason": None, "device_warnings": [], "warnings": [],
                 "note": "--mode compile: eager training steps not run"}
+    # eager's own verdict (the top-level status and reason below also carry compiled's)
+    res["eager_verdict"] = {"status": res["status"], "reason": res["reason"]}
     if "compile" in modes:
         from . import phase1
         from .compiled import _compile_failure

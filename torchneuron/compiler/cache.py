@@ -18,7 +18,6 @@ import json
 import os
 import pickle
 import struct
-import tempfile
 import threading
 import time
 import warnings
@@ -69,20 +68,9 @@ def decode(data: bytes) -> bytes | None:
 
 
 def _write_atomic(path: str, data: bytes) -> None:
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".neff")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from .._atomic_file import write_atomic
+
+    write_atomic(path, data, fsync=True)
 
 
 def get_or_compile(key: str, compile_fn, serialize_fn, deserialize_fn):
