@@ -136,29 +136,102 @@ def _aot(opts: dict, reason: str | None, hint=None):
                         keep_inference_input_mutations=True)
 
 
+def _is_item(node: torch.fx.Node) -> bool:
+    return (node.op == "call_method" and node.target == "item") or (
+        node.op == "call_function" and node.target in (torch.Tensor.item, torch.ops.aten._local_scalar_dense.default,
+                                                       torch.ops.aten.item.default))
+
+
+def _item_only_inputs(gm: torch.fx.GraphModule) -> set[int]:
+    """Indices of inputs read only with ``.item()``: how Dynamo passes a Python float that
+    changed between calls (a 0-dim tensor)."""
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {i for i, n in enumerate(phs) if n.users and all(_is_item(u) for u in n.users)}
+
+
+def _static_key(args, item_only: set[int]) -> tuple:
+    """What a static specialization depends on: each tensor's shape and dtype, and the
+    value of each Python scalar and of each input read only with ``.item()`` (Dynamo
+    passes an int or float that changed between calls as a symbolic input; the static
+    graph bakes its value in)."""
+    return tuple(("item", a.item()) if i in item_only and isinstance(a, torch.Tensor) and a.numel() == 1
+                 else (tuple(a.shape), str(a.dtype)) if isinstance(a, torch.Tensor)
+                 else (type(a).__name__, repr(a)) for i, a in enumerate(args))
+
+
+def _bake_scalars(gm: torch.fx.GraphModule, args, item_only: set[int]) -> tuple[torch.fx.GraphModule, list[int]]:
+    """A copy of ``gm`` with each Python-scalar input, and each ``.item()`` of an input read
+    only that way, replaced by its value in ``args``; and the indices of the inputs it
+    still takes."""
+    from .graph_compiler import copy_graph
+
+    def put(node, value):
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda n: value if n is node else n)
+            user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda n: value if n is node else n)
+
+    g = copy_graph(gm)
+    keep = []
+    for i, (node, a) in enumerate(zip([n for n in g.graph.nodes if n.op == "placeholder"], args)):
+        if isinstance(a, torch.Tensor) and not (i in item_only and a.numel() == 1):
+            keep.append(i)
+            continue
+        if isinstance(a, torch.Tensor):
+            for item in list(node.users):
+                put(item, a.item())
+                g.graph.erase_node(item)
+        else:
+            put(node, a)
+        g.graph.erase_node(node)
+    g.recompile()
+    return g, keep
+
+
+def _static_fakes(args) -> list:
+    """Fake tensors of ``args`` with static shapes, in a fake mode that has a ShapeEnv:
+    a float Dynamo passes as a 0-dim tensor is read with ``.item()`` in the graph, which
+    AOTAutograd can trace only with one (as under Dynamo's own fake mode)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+    return [mode.from_tensor(a, static_shapes=True) for a in args]
+
+
 class _ShapeSpecializer:
-    """Runs a graph Dynamo made dynamic (after a shape change) as static graphs, one per
-    input signature, compiled on first use: the Neuron compiler never sees symbols."""
+    """Runs a graph Dynamo made dynamic (after a shape or Python-scalar change) as static
+    graphs, one per input shapes and scalar values, compiled on first use: the Neuron
+    compiler never sees symbols."""
 
     def __init__(self, gm, opts: dict, prev_sig):
         self.gm, self.opts = gm, opts
         self.compiled: dict = {}
         self.last_sig = prev_sig  # the static signature compiled before (None: none)
         self.lock = threading.Lock()
+        self.item_only = _item_only_inputs(gm)
+        self.last_key = None
 
     def __call__(self, *args):
-        sig = tuple(map(str, _signature(args)))
-        fn = self.compiled.get(sig)
+        key = _static_key(args, self.item_only)
+        fn = self.compiled.get(key)
         if fn is None:
             with self.lock:
-                fn = self.compiled.get(sig)
+                fn = self.compiled.get(key)
                 if fn is None:
                     reason = None if self.last_sig is None else _describe_change(
                         list(self.last_sig), _signature(args))
+                    if self.last_key is not None and len(self.last_key) == len(key) and \
+                            reason == "guards failed (same input shapes)":
+                        changed = [f"input {i}: {a[1]} -> {b[1]}" for i, (a, b) in
+                                   enumerate(zip(self.last_key, key)) if a != b and a[0] == b[0] and
+                                   not isinstance(a[0], tuple)]
+                        reason = "Python scalar inputs changed: " + "; ".join(changed[:4]) if changed else reason
+                    gm, keep = _bake_scalars(self.gm, args, self.item_only)
                     with _math_attention():
-                        fn = _aot(self.opts, reason)(self.gm, list(args))
-                    self.compiled[sig] = fn
-                    self.last_sig = _signature(args)
+                        aot = _aot(self.opts, reason)(gm, _static_fakes([args[i] for i in keep]))
+                    fn = (lambda *a, aot=aot, keep=keep: aot(*[a[i] for i in keep]))
+                    self.compiled[key] = fn
+                    self.last_sig, self.last_key = _signature(args), key
         return fn(*args)
 
 
