@@ -215,7 +215,8 @@ def _sweep(a, argv) -> int:
             t.add_row(str(p["batch"] or "default"), p["dtype"], p["mode"], p.get("reason") or p["status"], "", "", "", "")
             continue
         t.add_row(str(p["batch"]), p["dtype"], p["mode"], p["status"], f"{p['p50_s'] * 1e3:.3f}",
-                  f"{p['throughput_samples_per_s']:,.0f}", f"{p['peak_allocated_bytes'] / 2**20:.2f}",
+                  f"{p['throughput_samples_per_s']:,.0f}", (f"{p['peak_allocated_bytes'] / 2**20:.2f}" if p.get("peak_allocated_bytes") is not None
+                   else "not measured"),
                   f"{p['usd_per_million']:.4g}" if p.get("usd_per_million") else "")
     _console().print(t)
     path = sweep.plot(res, a.sweep_plot)

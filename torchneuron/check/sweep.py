@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 from typing import Optional
 
+from . import memory
 from .config import DTYPES, CheckConfig
 from .errors import CheckUsageError
 
@@ -127,7 +128,9 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: Optional[st
         pt |= {"status": r["verdict"], "batch": r["model"]["batch_size"], "measured": measured,
                "compiled_graphs": comp.get("compiled_graphs"),
                "p50_s": d.get("p50_s"), "throughput_samples_per_s": d.get("throughput_samples_per_s"),
-               "peak_allocated_bytes": r["phase1"]["memory"]["peak_allocated_bytes"],
+               # mode=compile: the compiled model's own peak (None: not measured), never eager's
+               "peak_allocated_bytes": memory.measured_peak(r["phase1"])[0],
+               "peak_allocated_basis": memory.measured_peak(r["phase1"])[1],
                "usd_per_million": (r["cost"].get("device") or {}).get("usd_per_million"),
                "failures": r["failures"]}
         points.append(pt)
