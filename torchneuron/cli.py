@@ -208,6 +208,8 @@ def _sweep(a, argv) -> int:
     from rich.table import Table
 
     t = Table(title=f"Sweep of {a.model} (emulated device on this host: not Trainium figures)", title_justify="left")
+    t.caption = "samples/s = batch / p50 (the median iteration) and USD / 1M samples from it; mean-based: --json"
+    t.caption_justify = "left"
     for col in ("batch", "dtype", "mode", "result", "p50 ms", "samples/s", "peak MiB", "USD / 1M samples"):
         t.add_column(col, justify="right")
     for p in res["points"]:
