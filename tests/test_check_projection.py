@@ -109,6 +109,14 @@ def test_check_projection_section(tmp_path):
     assert p["trn3"]["latency_s_per_core"] < p["trn2"]["latency_s_per_core"]
     assert p["trn2"]["cores_per_instance"] == 128
     assert "ESTIMATE" in out and "not a measurement" in out
+    # the serial HBM row and the rest of the ops are on the terminal: the table adds up to the pass
+    a = p["trn2"]
+    assert projection.WEIGHTS_ROW in out and "of the pass" in out
+    from torchneuron.check import formatting
+    shown = formatting.projected_top(a, 8)
+    label, rest = formatting.projected_rest(a, shown)
+    assert label in out and float(rest.split()[0]) * 1e-6 + sum(r["time_s"] for r in shown) == pytest.approx(
+        a["latency_s_per_core"], rel=1e-2)
 
 
 def test_projection_prices_with_the_users_price(tmp_path):

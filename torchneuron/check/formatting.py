@@ -109,6 +109,14 @@ def projected_top(x: dict, n: int) -> list:
     return rows + [r for r in x["top_ops"][n:] if r["engine"] == "dma"]
 
 
+def projected_rest(x: dict, shown: list) -> tuple[str, str]:
+    """The ops not shown in a projection's top table: ``("N other operations", "T µs")``, so
+    the table's times add up to the pass."""
+    n = x["operations"] + 1 - len(shown)    # + 1: the serial HBM row
+    rest = x["latency_s_per_core"] - sum(r["time_s"] for r in shown)
+    return f"{n} other operations", f"{max(rest, 0.0) * 1e6:.3g} µs"
+
+
 def projected_cost(x: dict) -> str:
     """A projection's USD per million samples, or how to give the price it lacks."""
     if not x["usd_per_million"]:

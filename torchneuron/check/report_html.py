@@ -432,6 +432,9 @@ def _projection(p: Optional[dict]) -> str:
         ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"))]
     top = [[_e(r["op"]), _e(r["shape"]), _e(r["engine"]), _e(f"{r['flops'] / 1e9:.3g}"),
             _e(f"{r['time_s'] * 1e6:.3g}"), _e(r["bound"])] for r in a["top_ops"]]
+    label, rest = F.projected_rest(a, a["top_ops"])
+    if not label.startswith("0 "):
+        top.append([_e(label), "", "", "", _e(rest.replace(" µs", "")), ""])
     return (head + f'<div class="note">{_e(p["note"])}. Lowered with {_e(p["how"])}.</div>'
             + _table(["", f"{a['chip']} ({a['core']})", f"{b['chip']} ({b['core']})"], rows)
             + "<h3>Top operations by projected time (Trainium2)</h3>"

@@ -424,9 +424,13 @@ def projection_tables(p: Optional[dict]) -> list:
     top = Table(title="Top operations by projected time (Trainium2)", title_justify="left", box=box.SIMPLE)
     for col in ("op", "shape", "engine", "GFLOP", "time", "bound"):
         top.add_column(col)
-    for r in F.projected_top(a, 8):
+    shown = F.projected_top(a, 8)
+    for r in shown:
         top.add_row(r["op"], r["shape"], r["engine"], f"{r['flops'] / 1e9:.3g}", f"{r['time_s'] * 1e6:.3g} µs",
                     r["bound"])
+    label, rest = F.projected_rest(a, shown)
+    if not label.startswith("0 "):
+        top.add_row(label, "", "", "", rest, "")
     return [t, top, Text(f"{p['note']}; lowered with {p['how']}; matmuls at the TensorE {a['matmul_dtype'].upper()} "
                          "rate (Neuron's default matmul autocast); see docs/check.md", style="dim")]
 
