@@ -55,10 +55,13 @@ def test_compile_mode_figures_are_the_compiled_models(tmp_path):
     # an eager re-check does not compare its eager peak with the compiled one
     j2 = tmp_path / "eager.json"
     code, out, err = cli("check", fixture("compiled_only"), *FAST, "--mode", "eager", "--baseline", base,
-                         "--max-latency-regression", "3", "--json", j2)
+                         "--max-latency-regression", "3", "--json", j2, "--html", tmp_path / "r.html")
     m = json.loads(j2.read_text())["baseline"]["memory"]
     assert m["regressed"] is False and m["note"].startswith("not compared"), m
     assert "compiled model's" in m["note"] and "eager model's" in m["note"]
+    html = (tmp_path / "r.html").read_text()
+    assert "the baseline&#x27;s peak is the compiled model&#x27;s" in html or \
+        "the baseline's peak is the compiled model's" in html
 
 
 def test_sweep_compile_points_report_the_compiled_peak(tmp_path):
