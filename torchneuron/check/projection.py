@@ -257,7 +257,9 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
     rate used for dot_general/convolution. Returns seconds per pass on one core, samples/s
     per core and per instance (every core serving its own replica), USD per million
     samples when ``price_per_hour`` is known, and the ``top`` ops by projected time, each
-    compute- or memory-bound. Raises ValueError when the module has no costed operation.
+    compute- or memory-bound, with the serial HBM row (``WEIGHTS_ROW``) always among them;
+    the pass's seconds are the sum of every op row and that row. Raises ValueError when
+    the module has no costed operation.
     """
     ops = parse(module_text)
     if not ops:
