@@ -51,8 +51,13 @@ test-protected: build
 test: test-runtime test-python test-protected
 
 # The main job: the three-phase check of all-MiniLM-L6-v2 (real weights), report.html.
+# prices.csv has no verified trn2.48xlarge on-demand price. To show the projection's cost line
+# the demo passes this figure as the user's price (the report marks it "(your price)"): an
+# example, NOT a published AWS price. Set yours: make demo DEMO_TRN2_USD_PER_HOUR=...
+DEMO_TRN2_USD_PER_HOUR ?= 40
 demo: build
-	$(VENV)/bin/torchneuron check minilm --html report.html --iterations 30 --max-warmup 30 --projection
+	$(VENV)/bin/torchneuron check minilm --html report.html --iterations 30 --max-warmup 30 --projection \
+		--instance trn2.48xlarge --price-per-hour $(DEMO_TRN2_USD_PER_HOUR)
 	$(PY) examples/compile_demo.py
 
 bench: build

@@ -18,6 +18,16 @@ def test_sweep_grid_table_plots_and_json(tmp_path):
     assert [p["batch"] for p in eager] == [2, 8] and all(p["status"] == "pass" for p in eager)
     assert all(p["p50_s"] > 0 and p["peak_allocated_bytes"] > 0 and p["usd_per_million"] > 0 for p in eager)
     assert all(p["measured"] == "eager" for p in eager)
+    # throughput is batch / p50 (a preemption spike moves the mean, not the median), and the
+    # cost is the formula at that throughput: trn1.2xlarge's table price, the point's overhead
+    from torchneuron.check import cost
+    price = cost.load_prices()["trn1.2xlarge"]["usd_per_hour"]
+    for p in eager:
+        assert p["throughput_samples_per_s"] == pytest.approx(p["batch"] / p["p50_s"], rel=1e-12)
+        assert p["throughput_basis"].startswith("batch / p50") and p["throughput_mean_samples_per_s"] > 0
+        assert p["usd_per_million"] == pytest.approx(price / 3600 * (1e6 / p["throughput_samples_per_s"]
+                                                                     + p["overhead_s"] * 1e6 / 1_000_000))
+    assert "batch / p50" in out
     comp = [p for p in pts if p["mode"] == "compile"]
     if not sweep.compile_available():
         assert all(p["reason"] == "compile path not available" for p in comp)

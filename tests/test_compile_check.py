@@ -57,8 +57,8 @@ def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
 
     real = compiled.check_compile
 
-    def planted(session, cfg, eager, error_info):
-        res = real(session, cfg, eager, error_info)
+    def planted(session, cfg, eager, error_info, *rest):
+        res = real(session, cfg, eager, error_info, *rest)
         session.compiled_outputs = {k: v + 0.5 for k, v in session.compiled_outputs.items()}
         return res
 

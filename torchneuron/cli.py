@@ -216,6 +216,8 @@ def _sweep(a, argv) -> int:
     from rich.table import Table
 
     t = Table(title=f"Sweep of {a.model} (emulated device on this host: not Trainium figures)", title_justify="left")
+    t.caption = "samples/s = batch / p50 (the median iteration) and USD / 1M samples from it; mean-based: --json"
+    t.caption_justify = "left"
     for col in ("batch", "dtype", "mode", "result", "p50 ms", "samples/s", "peak MiB", "USD / 1M samples"):
         t.add_column(col, justify="right")
     for p in res["points"]:
@@ -223,7 +225,8 @@ def _sweep(a, argv) -> int:
             t.add_row(str(p["batch"] or "default"), p["dtype"], p["mode"], p.get("reason") or p["status"], "", "", "", "")
             continue
         t.add_row(str(p["batch"]), p["dtype"], p["mode"], p["status"], f"{p['p50_s'] * 1e3:.3f}",
-                  f"{p['throughput_samples_per_s']:,.0f}", f"{p['peak_allocated_bytes'] / 2**20:.2f}",
+                  f"{p['throughput_samples_per_s']:,.0f}", (f"{p['peak_allocated_bytes'] / 2**20:.2f}" if p.get("peak_allocated_bytes") is not None
+                   else "not measured"),
                   f"{p['usd_per_million']:.4g}" if p.get("usd_per_million") else "")
     _console().print(t)
     path = sweep.plot(res, a.sweep_plot)

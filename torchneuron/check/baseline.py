@@ -25,6 +25,7 @@ from typing import Any, Optional
 import torch
 
 from . import manifest as manifest_mod
+from . import memory as memory_mod
 from .config import DEFAULT_THRESHOLDS
 from .errors import CheckUsageError
 
@@ -96,8 +97,9 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "work_time_basis": p3.get("work_time_basis"),
             "compiled_cpu_clock": p3.get("compiled_cpu_clock"),
             "compiled_work_time_basis": p3.get("compiled_work_time_basis"),
-            "peak_allocated_bytes": p1["memory"]["peak_allocated_bytes"],
-            "peak_allocated_basis": p1["memory"].get("peak_allocated_basis"),
+            # --mode compile: the compiled model's own peak (memory.measured_peak)
+            "peak_allocated_bytes": memory_mod.measured_peak(p1)[0],
+            "peak_allocated_basis": memory_mod.measured_peak(p1)[1],
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
             "fallback_ops": sorted(p1["fallback"]["ops"]),
             "narrowing": p1["narrowing"],
@@ -273,8 +275,16 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
                                skip=("model_or_inputs",) if "model_or_inputs" in (res["latency"].get("statistics") or {})
                                else ())
     res["regressions"] += res["compiled"]["regressions"]
-    cur_mem = result["phase1"]["memory"]["peak_allocated_bytes"]
-    if bmx.get("peak_allocated_bytes"):
+    cur_mem, cur_basis = memory_mod.measured_peak(result["phase1"])
+    base_basis = bmx.get("peak_allocated_basis") or "run ahead"
+    if bmx.get("peak_allocated_bytes") and ((base_basis == "compiled") != (cur_basis == "compiled")
+                                            or cur_mem is None):
+        # a compiled model's peak is never compared with an eager one's
+        res["memory"] = {"regressed": False, "note": "not compared: " + (
+            "this run's compiled peak was not measured" if cur_mem is None else
+            f"the baseline's peak is the {'compiled' if base_basis == 'compiled' else 'eager'} model's, "
+            f"this run's the {'compiled' if cur_basis == 'compiled' else 'eager'} model's")}
+    elif bmx.get("peak_allocated_bytes"):
         base_mem = bmx["peak_allocated_bytes"]
         limit = max(base_mem * (1 + th["peak_memory"]), base_mem + th["peak_memory_min_bytes"])
         change = cur_mem / base_mem - 1
@@ -283,8 +293,7 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
                          "threshold": th["peak_memory"], "min_increase_bytes": th["peak_memory_min_bytes"],
                          "limit_bytes": limit, "regressed": cur_mem > limit,
                          # older baselines hold the run-ahead peak (phase1 / memory.py), never below in-order
-                         "basis": {"baseline": bmx.get("peak_allocated_basis") or "run ahead",
-                                   "current": result["phase1"]["memory"].get("peak_allocated_basis")}}
+                         "basis": {"baseline": base_basis, "current": cur_basis}}
         if res["memory"]["regressed"]:
             res["regressions"].append(f"memory: peak allocated {cur_mem / 2**20:.2f} MiB is {change:+.1%} vs "
                                       f"the baseline's {bmx['peak_allocated_bytes'] / 2**20:.2f} MiB "

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from . import memory
 from . import tensors as T
 
 
@@ -53,9 +54,11 @@ def _explain(session, cfg, dev_type) -> dict:
             "break_reasons": reasons}
 
 
-def check_compile(session, cfg, eager: dict, error_info) -> dict:
+def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0) -> dict:
     """Compiles ``session.model`` with backend "neuron"; ``error_info(e, stage)`` builds
-    the error record. Returns the JSON-ready result (keys as phase 1's compile entry)."""
+    the error record. Returns the JSON-ready result (keys as phase 1's compile entry),
+    with ``memory``: the compiled model's own peak (``memory.compiled_peak``;
+    ``resident_bytes``: the model's and inputs' device bytes)."""
     from torchneuron.compiler import cache
 
     dev_type = torch.device(session.device).type
@@ -99,6 +102,8 @@ def check_compile(session, cfg, eager: dict, error_info) -> dict:
         res["warm_compile_s"] = time.perf_counter() - t0
         res["warm_backend_compile_s"] = _backend_seconds()
         res["warm_cache_hits"] = sum(r["cache"] == "disk" for r in torch.neuron.get_dynamo_metrics())
+        stage = "peak memory of a warm call"
+        res["memory"] = memory.compiled_peak(session, compiled, cfg.torch_dtype, resident_bytes)
         res["ok"] = True
     except Exception as e:
         res["error"] = error_info(e, f"torch.compile(backend='neuron'): {stage}")

@@ -69,8 +69,26 @@ def peak_memory(m: dict) -> str:
     ahead = m.get("peak_allocated_run_ahead_bytes")
     basis = (f" in program order ({nbytes(ahead)} with the host running ahead)"
              if m.get("peak_allocated_basis") == "in order" else "")
-    return (f"allocated {nbytes(m['peak_allocated_bytes'])}{basis}, reserved {nbytes(m['peak_reserved_bytes'])}, "
+    line = (f"allocated {nbytes(m['peak_allocated_bytes'])}{basis}, reserved {nbytes(m['peak_reserved_bytes'])}, "
             f"weights {nbytes(m.get('weights_bytes'))}, capacity {nbytes(m['capacity_bytes'])}")
+    c = m.get("compiled_peak_detail")
+    if not c:
+        return line
+    if c.get("peak_allocated_bytes") is None:
+        return f"eager: {line}; compiled: not measured ({c.get('note')})"
+    return (f"eager: {line}; compiled: {nbytes(c['peak_allocated_bytes'])} (a warm call's rise "
+            f"{nbytes(c['rise_bytes'])} + its graphs' temporaries {nbytes(c['temp_bytes'])})")
+
+
+def cold_label(p3: dict) -> str:
+    """Phase 3's cold row: under ``--mode compile`` the compiled model's first call, compile included."""
+    return ("cold (first call, compile included)" if (p3.get("cold_basis") or "").startswith("compiled")
+            else "cold (first iteration)")
+
+
+def peak_label(mem: dict) -> str:
+    """The baseline comparison's memory row: ``(compiled)`` when the compiled model's peaks are compared."""
+    return "peak memory (allocated)" + (" (compiled)" if (mem.get("basis") or {}).get("current") == "compiled" else "")
 
 
 def projected_instance(x: dict) -> str:
@@ -78,10 +96,32 @@ def projected_instance(x: dict) -> str:
     return f"{x['instance']} ({x['cores_per_instance']} cores" + (", assumed" if x.get("instance_assumed") else "") + ")"
 
 
+def projected_serial(x: dict) -> str:
+    """A projection's serial HBM row (weights and inputs read, outputs written): time, share, bytes."""
+    share = x.get("weights_and_inputs_share")
+    return (f"{x['weights_and_inputs_s'] * 1e6:.4g} µs" + (f" ({share:.0%} of the pass)" if share is not None else "")
+            + f", {nbytes(x['weights_and_inputs_bytes'] + x.get('outputs_bytes', 0))}")
+
+
+def projected_top(x: dict, n: int) -> list:
+    """The first ``n`` top ops, and the serial HBM row when it ranks lower."""
+    rows = x["top_ops"][:n]
+    return rows + [r for r in x["top_ops"][n:] if r["engine"] == "dma"]
+
+
+def projected_rest(x: dict, shown: list) -> tuple[str, str]:
+    """The ops not shown in a projection's top table: ``("N other operations", "T µs")``, so
+    the table's times add up to the pass."""
+    n = x["operations"] + 1 - len(shown)    # + 1: the serial HBM row
+    rest = x["latency_s_per_core"] - sum(r["time_s"] for r in shown)
+    return f"{n} other operations", f"{max(rest, 0.0) * 1e6:.3g} µs"
+
+
 def projected_cost(x: dict) -> str:
     """A projection's USD per million samples, or how to give the price it lacks."""
     if not x["usd_per_million"]:
-        return f"no verified price: --instance {x['instance']} --price-per-hour USD"
+        return (f"not priced: no verified {x['instance']} price in prices.csv; give yours with "
+                f"--instance {x['instance']} --price-per-hour USD")
     return usd(x["usd_per_million"]) + (" (your price)" if x.get("price_source") == "--price-per-hour" else "")
 
 

@@ -60,3 +60,43 @@ def in_order_peak(session, dtype: torch.dtype, resident_bytes: int) -> dict[str,
     finally:
         del out
     return {"peak_allocated_bytes": int(resident_bytes + torch.neuron.max_memory_allocated(dev) - start)}
+
+
+def compiled_peak(session, compiled, dtype: torch.dtype, resident_bytes: int) -> dict[str, Any]:
+    """The compiled model's own peak, from one warm call of ``compiled`` (its executables
+    already built): ``resident_bytes`` + the call's peak rise of the device allocator (its
+    outputs, and the tensors of any eager code between graphs) + the largest temporaries of
+    the graphs it ran (``temp_bytes`` of ``torch.neuron.get_dynamo_metrics()``: XLA's buffer
+    assignment, which the emulator holds in host memory, outside the device allocator; on a
+    NeuronCore they are in HBM). The rise and the temporaries may not peak together: the sum
+    is an upper bound. Returns ``{"peak_allocated_bytes", "rise_bytes", "temp_bytes"}`` in
+    bytes, or ``{"peak_allocated_bytes": None, "note": why}`` when the call raised. Resets
+    the device's peak statistics."""
+    dev = torch.device(session.device)
+    temp = max((int(r.get("temp_bytes") or 0) for r in torch.neuron.get_dynamo_metrics()), default=0)
+    gc.collect()
+    session.sync()
+    torch.neuron.reset_peak_memory_stats(dev)
+    start = torch.neuron.memory_allocated(dev)
+    out: Optional[Any] = None
+    try:
+        out = T.call(compiled, session.inputs, dev.type, dtype)
+        session.sync()
+    except Exception as e:
+        return {"peak_allocated_bytes": None,
+                "note": f"the compiled call raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    finally:
+        del out
+    rise = int(torch.neuron.max_memory_allocated(dev) - start)
+    return {"peak_allocated_bytes": int(resident_bytes + rise + temp), "rise_bytes": rise, "temp_bytes": temp}
+
+
+def measured_peak(phase1: dict) -> tuple[Optional[int], Optional[str]]:
+    """The peak a baseline saves and compares, and its basis: under ``--mode compile`` (phases
+    2 and 3 measured the compiled model) the compiled model's own (``compiled``, None when
+    not measured), never the eager one's; otherwise the eager peak (``in order`` or ``run
+    ahead``)."""
+    m = phase1.get("memory") or {}
+    if (phase1.get("compile") or {}).get("phases_2_3") == "compiled":
+        return m.get("compiled_peak_allocated_bytes"), "compiled"
+    return m.get("peak_allocated_bytes"), m.get("peak_allocated_basis")

@@ -271,7 +271,8 @@ def _quiet_stderr_fd():
         os.close(devnull)
 
 
-def _check_compile(session: DeviceSession, cfg: CheckConfig, eager: dict[str, torch.Tensor]) -> dict:
+def _check_compile(session: DeviceSession, cfg: CheckConfig, eager: dict[str, torch.Tensor],
+                   resident_bytes: int) -> dict:
     if not compile_backend_available("neuron"):
         return {"checked": False, "modes": ["eager"],
                 "note": "torch.compile(backend='neuron') does not exist in this build "
@@ -281,7 +282,7 @@ def _check_compile(session: DeviceSession, cfg: CheckConfig, eager: dict[str, to
     if cfg.mode == "eager":
         return {"checked": False, "modes": ["eager"],
                 "note": "--mode eager: torch.compile(backend='neuron') was not checked"}
-    res = check_compile(session, cfg, eager, _error_info)
+    res = check_compile(session, cfg, eager, _error_info, resident_bytes)
     if cfg.mode == "compile" and res.get("ok"):
         use_compiled(session, cfg)
         res["phases_2_3"] = "compiled"
@@ -373,7 +374,7 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
         # the compiled runs' device warnings (64-bit narrowing of ops eager did not run) go to
         # the report's warnings section, not raw to stderr
         with _fallback_ctx(cfg.fallback), warnings.catch_warnings(record=True) as caught_c:   # filters kept
-            res["compile"] = _check_compile(session, cfg, session.outputs)
+            res["compile"] = _check_compile(session, cfg, session.outputs, res["weights_bytes"])
         res["warnings"] = sorted(set(res["warnings"]) | {f"{w.category.__name__}: {w.message}" for w in caught_c})
         if res["compile"].get("checked"):
             after = torch.neuron.narrowing_stats()
@@ -410,6 +411,10 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
         "weights_bytes": res.pop("weights_bytes", None),
         "capacity_bytes": torch.neuron.get_device_properties(dev.index if dev.index is not None else None).total_memory,
     }
+    # the figures above are the eager model's; the compiled model's own (memory.compiled_peak)
+    cmem = (res.get("compile") or {}).get("memory") or {}
+    res["memory"]["compiled_peak_allocated_bytes"] = cmem.get("peak_allocated_bytes")
+    res["memory"]["compiled_peak_detail"] = cmem or None
     if "compile" not in res:
         res["compile"] = {"checked": False, "modes": ["eager"],
                           "note": ("only eager mode was checked, and it failed; torch.compile(backend='neuron') "

@@ -1,17 +1,21 @@
 """A projection of Trainium time and cost from a StableHLO module: an estimate from a
 roofline model, not a measurement.
 
-Per operation: FLOPs (``dot_general``/``convolution`` on the TensorEngine; elementwise
-math on the Vector or Scalar engine; reductions on the VectorEngine) and bytes moved
-between HBM and the core. Time = max(FLOPs / engine rate, bytes / HBM bandwidth per core):
-compute- or memory-bound. The model assumes what the Neuron compiler does by default:
-matmuls of float32 models run in BF16 (``--auto-cast matmult``, the "Matmult-BF16" of
-AWS's published benchmarks); elementwise chains are fused with their producer; weights and
-inputs are read from HBM once and outputs written once; the results of matmuls,
-reductions and rearrangements (transpose, gather, concatenate) that do not fit in half
-the SBUF go through HBM. Not modelled: engine overlap
-(the sum of the ops' times is taken), DMA and instruction overheads, collectives.
-Figures: ``hardware.py``.
+Per operation: FLOPs (``dot_general``/``convolution`` on the TensorEngine at the BF16 rate
+by default: the Neuron compiler's ``--auto-cast matmult``, the "Matmult-BF16" of AWS's
+published benchmarks; transcendental elementwise ops (``SCALAR_OPS``) on the ScalarEngine;
+other elementwise ops and reductions on the VectorEngine; one FLOP per output element, per
+input element for reductions; ops on constants only are folded, 0) and the bytes the op
+moves to or from HBM: the result of a matmul, convolution, reduction or rearrangement
+(``FUSION_ROOTS``) written and read back when it exceeds half the SBUF (elementwise chains
+are fused with their producer and stay on chip), plus, for a gather or slice of a weight or
+input, the bytes it reads (``hbm_reads``). Time per op = max(FLOPs / engine rate, bytes /
+HBM bandwidth per core): compute- or memory-bound. The pass = the sum of the ops' times
+(no engine overlap) + one serial row (``WEIGHTS_ROW``): every other weight and input read
+from HBM once, and the outputs written once, at the core's HBM bandwidth, overlapping
+nothing. torch-mlir emits erf (GELU) as a ~25-op polynomial: it is costed as one ScalarE
+op per element (``_fold_erf``). Not modelled: DMA and instruction overheads, fixed costs
+per execution, collectives. Figures: ``hardware.py``.
 """
 from __future__ import annotations
 
@@ -42,6 +46,9 @@ MOVE_OPS = {"transpose", "reshape", "broadcast_in_dim", "concatenate", "slice", 
 #: Ops whose result is materialized (the compiler does not fuse through them).
 FUSION_ROOTS = REDUCE_OPS | {"transpose", "gather", "scatter", "concatenate", "sort", "dynamic_update_slice"}
 
+#: The top-ops row of the serial read of weights and inputs (engine "dma").
+WEIGHTS_ROW = "HBM: weights and inputs read, outputs written"
+
 _TENSOR = re.compile(r"tensor<([^<>]*(?:<[^<>]*>)?)>")
 _OP = re.compile(r"^\s*(?:%[\w#:]+(?:\s*,\s*%[\w#:]+)*\s*=\s*)?\"?(stablehlo|chlo|mhlo)\.([a-z_]+)\"?")
 
@@ -60,6 +67,8 @@ class Op:
     dtype: str
     text: str = field(repr=False, default="")
     constant_operands: bool = False   # every operand a constant (a weight): folded at compile time
+    operands: list = field(default_factory=list)   # SSA names, e.g. ["%cst_1", "%arg0"]
+    lines: str = ""                   # the source lines when several ops were costed as one (erf)
 
 
 def parse_tensor(t: str) -> tuple[list[int], str]:
@@ -98,11 +107,19 @@ def _dims_attr(line: str, name: str) -> list[int]:
     return [int(x) for x in m.group(1).split(",") if x.strip()] if m else []
 
 
+_SPLAT = re.compile(r"^\s*(%[\w#]+)\s*=\s*stablehlo\.constant dense<([-+0-9.eE]+)>")
+
+
 def parse(module_text: str) -> list[Op]:
     """The costed operations of a StableHLO module's text (constants and returns skipped).
-    Unknown ops are kept with engine ``none`` (listed, not costed beyond their bytes)."""
+    Unknown ops are kept with engine ``none`` (listed, not costed beyond their bytes).
+    torch-mlir's polynomial for erf is costed as one ``erf`` (``_fold_erf``)."""
     ops: list[Op] = []
+    splats: dict[str, float] = {}
     for no, line in enumerate(module_text.splitlines(), 1):
+        c = _SPLAT.match(line)
+        if c:
+            splats[c.group(1)] = float(c.group(2))
         m = _OP.match(line)
         if not m:
             continue
@@ -142,24 +159,93 @@ def parse(module_text: str) -> list[Op]:
             engine = "move"
         operands = re.findall(r"%[\w#]+", line.split("=", 1)[1].split(" : ")[0]) if "=" in line else []
         const = bool(operands) and all(o.startswith("%cst") for o in operands)
+        if const:   # computed from constants only: folded by the compiler, no work at run time
+            flops = 0.0
         ops.append(Op(no, name, engine, flops, out_bytes, in_bytes, "x".join(map(str, odims)), odt, line.strip(),
-                      const))
-    return ops
+                      const, operands))
+    return _fold_erf(ops, splats)
 
 
-def _arg_bytes(module_text: str) -> tuple[int, int]:
-    """Bytes of the function's arguments and of its non-splat constants (weights)."""
-    args = 0
+def _clamp_bounds(op: Op, splats: dict[str, float]) -> Optional[tuple[float, float]]:
+    if op.name != "clamp" or len(op.operands) != 3:
+        return None
+    lo, hi = splats.get(op.operands[0]), splats.get(op.operands[2])
+    return (lo, hi) if lo is not None and hi is not None else None
+
+
+def _fold_erf(ops: list[Op], splats: dict[str, float]) -> list[Op]:
+    """torch-mlir lowers ``erf`` (GELU's) to a rational polynomial: clamp(x, -4, 4), two
+    polynomials in x^2, a divide, clamp(.., -1, 1) -- about 25 elementwise ops, no erf op.
+    That span is costed as one ``erf`` on the ScalarEngine (one op per element: a function
+    of the activation unit), not as 25 VectorEngine ops."""
+    out: list[Op] = []
+    i = 0
+    while i < len(ops):
+        op = ops[i]
+        if _clamp_bounds(op, splats) == (-4.0, 4.0):
+            for j in range(i + 1, min(i + 40, len(ops))):
+                if _clamp_bounds(ops[j], splats) == (-1.0, 1.0) and ops[j].shape == op.shape:
+                    end = ops[j]
+                    numel = math.prod(int(d) for d in end.shape.split("x") if d) if end.shape else 1
+                    out.append(Op(op.line, "erf", "scalar", float(numel), end.out_bytes, op.in_bytes, end.shape,
+                                  end.dtype, f"erf: torch-mlir's polynomial, lines {op.line}-{end.line}",
+                                  False, op.operands, lines=f"{op.line}-{end.line}"))
+                    i = j + 1
+                    break
+            else:
+                out.append(op)
+                i += 1
+            continue
+        out.append(op)
+        i += 1
+    return out
+
+
+def _hbm_values(module_text: str) -> dict[str, int]:
+    """``{name: bytes}`` of what starts in HBM: the function's arguments (``%arg0``) and its
+    non-splat constants (weights, ``dense_resource``)."""
+    vals: dict[str, int] = {}
     m = re.search(r"func\.func @\w+\((.*?)\)\s*->", module_text, re.S)
     if m:
-        args = sum(_bytes(*parse_tensor(t)) for t in _TENSOR.findall(m.group(1)))
-    weights = 0
+        for name, t in re.findall(r"(%[\w#]+)\s*:\s*tensor<([^<>]*(?:<[^<>]*>)?)>", m.group(1)):
+            vals[name] = _bytes(*parse_tensor(t))
     for line in module_text.splitlines():
         if "stablehlo.constant" in line and "dense_resource" in line:
-            ts = _TENSOR.findall(line)
-            if ts:
-                weights += _bytes(*parse_tensor(ts[-1]))
-    return args, weights
+            name, ts = re.match(r"\s*(%[\w#]+)", line), _TENSOR.findall(line)
+            if name and ts:
+                vals[name.group(1)] = _bytes(*parse_tensor(ts[-1]))
+    return vals
+
+
+#: Ops that read only part of their first operand: its result's bytes (rows gathered x row bytes).
+PARTIAL_READS = {"gather", "dynamic_gather", "dynamic_slice", "real_dynamic_slice", "slice"}
+
+
+def _output_bytes(module_text: str) -> int:
+    """Bytes of the function's results (written to HBM once)."""
+    m = re.search(r"func\.func @\w+\(.*?\)\s*->\s*(.*?)\s*\{\s*$", module_text, re.S | re.M)
+    return sum(_bytes(*parse_tensor(t)) for t in _TENSOR.findall(m.group(1))) if m else 0
+
+
+def hbm_reads(module_text: str, ops: list[Op]) -> tuple[int, dict[int, int]]:
+    """What the pass reads of the values that start in HBM (``_hbm_values``), each once:
+    ``(serial_bytes, {op index: bytes})``. A value read only as the first operand of
+    gathers or slices (an embedding table) counts the bytes those ops read, attributed to
+    them; any other used value counts whole in ``serial_bytes``; an unused one counts 0."""
+    vals = _hbm_values(module_text)
+    uses: dict[str, list[tuple[int, int]]] = {}
+    for i, op in enumerate(ops):
+        for k, name in enumerate(op.operands):
+            if name in vals:
+                uses.setdefault(name, []).append((i, k))
+    serial, partial = 0, {}
+    for name, us in uses.items():
+        if all(ops[i].name in PARTIAL_READS and k == 0 for i, k in us):
+            for i, _ in us:
+                partial[i] = partial.get(i, 0) + min(ops[i].out_bytes, vals[name])
+        else:
+            serial += vals[name]
+    return serial, partial
 
 
 def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = "bf16",
@@ -171,7 +257,9 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
     rate used for dot_general/convolution. Returns seconds per pass on one core, samples/s
     per core and per instance (every core serving its own replica), USD per million
     samples when ``price_per_hour`` is known, and the ``top`` ops by projected time, each
-    compute- or memory-bound. Raises ValueError when the module has no costed operation.
+    compute- or memory-bound, with the serial HBM row (``WEIGHTS_ROW``) always among them;
+    the pass's seconds are the sum of every op row and that row. Raises ValueError when
+    the module has no costed operation.
     """
     ops = parse(module_text)
     if not ops:
@@ -180,22 +268,28 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
     rates = {"tensor": rate, "vector": core.vector_fp32, "scalar": core.scalar_fp32}
     bw = core.hbm_bytes_per_s_core
     resident = core.sbuf_bytes / 2          # an intermediate up to this size stays on chip
-    args_b, weights_b = _arg_bytes(module_text)
+    read_b, partial = hbm_reads(module_text, ops)
+    out_b = _output_bytes(module_text)
+    serial_b = read_b + out_b
     rows = []
-    for op in ops:
+    for i, op in enumerate(ops):
         # fused: elementwise chains stream through SBUF with their producer; only a fusion
         # root's result (matmul, convolution, reduction, data rearrangement) goes to HBM
         # (written, later read), and only when it is too big to stay in SBUF
         hbm = 2 * op.out_bytes if (op.name in FUSION_ROOTS or op.engine == "tensor") and op.out_bytes > resident \
             and not op.constant_operands else 0     # a weight's transpose is folded by the compiler
+        hbm += partial.get(i, 0)    # the rows a gather/slice reads of a table in HBM
         t_compute = op.flops / rates[op.engine] if op.engine in rates else 0.0
         t_mem = hbm / bw
         rows.append({"line": op.line, "op": op.name, "engine": op.engine, "shape": op.shape, "dtype": op.dtype,
                      "flops": op.flops, "hbm_bytes": hbm, "compute_s": t_compute, "memory_s": t_mem,
                      "time_s": max(t_compute, t_mem),
                      "bound": "compute" if t_compute >= t_mem else "memory"})
-    io_s = (args_b + weights_b) / bw        # inputs and weights read once
-    total = sum(r["time_s"] for r in rows) + io_s
+    io_s = serial_b / bw        # the other weights and inputs read once, the outputs written once
+    rows.append({"line": None, "op": WEIGHTS_ROW, "engine": "dma", "shape": "", "dtype": "",
+                 "flops": 0.0, "hbm_bytes": serial_b, "compute_s": 0.0, "memory_s": io_s, "time_s": io_s,
+                 "bound": "memory"})
+    total = sum(r["time_s"] for r in rows)
     per_engine = {}
     for r in rows:
         per_engine[r["engine"]] = per_engine.get(r["engine"], 0.0) + r["time_s"]
@@ -213,9 +307,12 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
         "price_per_hour": price_per_hour,
         "usd_per_million": usd,
         "total_flops": sum(r["flops"] for r in rows),
-        "weights_and_inputs_bytes": args_b + weights_b, "weights_and_inputs_s": io_s,
-        "time_by_engine_s": per_engine, "operations": len(rows),
-        "top_ops": rows[:top],
+        "weights_and_inputs_bytes": read_b, "outputs_bytes": out_b, "weights_and_inputs_s": io_s,
+        "weights_and_inputs_share": io_s / total if total > 0 else None,
+        "gathered_bytes": sum(partial.values()),
+        "time_by_engine_s": per_engine, "operations": len(ops),
+        # the serial weights-and-inputs read is always listed (ranked, or last when below the top)
+        "top_ops": rows[:top] + [r for r in rows[top:] if r["op"] == WEIGHTS_ROW],
         "constants": {"tensor_flops": rate, "vector_flops": core.vector_fp32, "scalar_flops": core.scalar_fp32,
                       "hbm_bytes_per_s_core": bw, "sbuf_bytes": core.sbuf_bytes},
         "sources": core.sources,

@@ -184,7 +184,8 @@ def _phase1(p1: dict) -> str:
                                           + (f", op {comp['error']['op']}" if (comp.get("error") or {}).get("op") else "")))]
               if comp.get("checked") else []),
             ("fallback mode", _e(p1.get("fallback_mode"))),
-            ("cold latency (first iteration)", _e(F.ms(p1.get("cold_latency_s")))),
+            ("cold latency (" + ("eager " if comp.get("checked") else "") + "first iteration)",
+             _e(F.ms(p1.get("cold_latency_s")))),
             ("CPU fallback ops", "none" if not fb["ops"] else
              _e(f"{len(fb['ops'])} op(s), {F.ms(fb['total_seconds'])} = {F.pct(fb['share'])} of device run time")),
             ("64-bit narrowing", _e(F.narrowing(p1))),
@@ -270,7 +271,7 @@ def _phase3(p3: dict, reference: str) -> str:
         return "–" if not x or not x.get("median_ci95_s") else _e(
             f"{F.ms(x['median_ci95_s'][0])} – {F.ms(x['median_ci95_s'][1])}")
 
-    rows = [["cold (first iteration)", _e(F.ms(d.get("cold_s"))), _e(F.ms(g("cold_s"))), ""],
+    rows = [[_e(F.cold_label(p3)), _e(F.ms(d.get("cold_s"))), _e(F.ms(g("cold_s"))), ""],
             ["warm-up", wu(d), wu(r), ""],
             ["measured iterations", _e(d["iterations"]), _e(g("iterations") or "–"), ""]]
     for k, label in (("p50_s", "p50 latency"), ("p90_s", "p90 latency"), ("p99_s", "p99 latency")):
@@ -333,8 +334,11 @@ def _baseline(b: Optional[dict]) -> str:
     if comp:
         rows += _latency_rows(comp.get("latency") or {}, " (compiled)")
     mem = b.get("memory") or {}
-    if mem:
-        rows.append(["peak memory (allocated)", _e(F.nbytes(mem["baseline_peak_allocated_bytes"])),
+    if mem.get("note"):   # not compared (a compiled peak against an eager one)
+        rows.append(["peak memory (allocated)", "", "", _e(mem["note"]), "", "not compared"])
+        mem = {}
+    elif mem:
+        rows.append([_e(F.peak_label(mem)), _e(F.nbytes(mem["baseline_peak_allocated_bytes"])),
                      _e(F.nbytes(mem["current_peak_allocated_bytes"])), _e(F.signed_pct(mem["change"])),
                      _e(f"+{mem['threshold']:.0%} and +{F.nbytes(mem['min_increase_bytes'])}"),
                      _status("fail" if mem["regressed"] else "pass")])
@@ -420,6 +424,7 @@ def _projection(p: Optional[dict]) -> str:
     a, b = p["trn2"], p["trn3"]
     rows = [[_e(label), _e(fn(a)), _e(fn(b))] for label, fn in (
         ("latency per pass, one core (µs)", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g}"),
+        ("of which HBM weights/inputs/outputs (serial)", F.projected_serial),
         ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
         ("priced as", F.projected_instance),
         ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
@@ -427,6 +432,9 @@ def _projection(p: Optional[dict]) -> str:
         ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"))]
     top = [[_e(r["op"]), _e(r["shape"]), _e(r["engine"]), _e(f"{r['flops'] / 1e9:.3g}"),
             _e(f"{r['time_s'] * 1e6:.3g}"), _e(r["bound"])] for r in a["top_ops"]]
+    label, rest = F.projected_rest(a, a["top_ops"])
+    if not label.startswith("0 "):
+        top.append([_e(label), "", "", "", _e(rest.replace(" µs", "")), ""])
     return (head + f'<div class="note">{_e(p["note"])}. Lowered with {_e(p["how"])}.</div>'
             + _table(["", f"{a['chip']} ({a['core']})", f"{b['chip']} ({b['core']})"], rows)
             + "<h3>Top operations by projected time (Trainium2)</h3>"

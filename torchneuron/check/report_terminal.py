@@ -88,7 +88,8 @@ def phase1_tables(p1: dict) -> list:
                   + (f", from {e['raised_at']}" if e.get("raised_at") else ""))
     t.add_row("fallback mode", p1.get("fallback_mode") or "–")
     if p1.get("cold_latency_s") is not None:
-        t.add_row("cold latency (first iteration)", F.ms(p1["cold_latency_s"]))
+        t.add_row("cold latency (" + ("eager " if (p1.get("compile") or {}).get("checked") else "")
+                  + "first iteration)", F.ms(p1["cold_latency_s"]))
     fb = p1["fallback"]
     t.add_row("CPU fallback ops", "none" if not fb["ops"] else
               f"{len(fb['ops'])} op(s), {F.ms(fb['total_seconds'])} = {F.pct(fb['share'])} of device run time")
@@ -236,7 +237,7 @@ def phase3_tables(p3: dict, reference: str) -> list:
             f"{F.ms(x['median_ci95_s'][0])} – {F.ms(x['median_ci95_s'][1])}"
 
     g = (lambda k: r.get(k) if r else None)
-    add_row("cold (first iteration)", F.ms(d.get("cold_s")), F.ms(g("cold_s")), "", key="cold_s")
+    add_row(F.cold_label(p3), F.ms(d.get("cold_s")), F.ms(g("cold_s")), "", key="cold_s")
     add_row("warm-up", wu(d), wu(r), "", cx=(wu(c), ""))
     add_row("measured iterations", str(d["iterations"]), str(g("iterations") or "–"), "",
             cx=(str(c["iterations"]) if c else "", ""))
@@ -319,8 +320,11 @@ def baseline_table(b: Optional[dict]) -> list:
     if comp:
         _latency_rows(t, comp.get("latency") or {}, " (compiled)")
     mem = b.get("memory") or {}
-    if mem:
-        t.add_row("peak memory (allocated)", F.nbytes(mem["baseline_peak_allocated_bytes"]),
+    if mem.get("note"):   # not compared (a compiled peak against an eager one)
+        t.add_row("peak memory (allocated)", "", "", mem["note"], "", "not compared")
+        mem = {}
+    elif mem:
+        t.add_row(F.peak_label(mem), F.nbytes(mem["baseline_peak_allocated_bytes"]),
                   F.nbytes(mem["current_peak_allocated_bytes"]), F.signed_pct(mem["change"]),
                   f"+{mem['threshold']:.0%} and +{F.nbytes(mem['min_increase_bytes'])}",
                   status_text("fail" if mem["regressed"] else "pass"))
@@ -410,6 +414,7 @@ def projection_tables(p: Optional[dict]) -> list:
         t.add_column(f"{p[key]['chip']} ({p[key]['core']})", justify="right")
     a, b = p["trn2"], p["trn3"]
     for label, fn in (("latency per pass, one core", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g} µs"),
+                      ("of which HBM weights/inputs/outputs (serial)", F.projected_serial),
                       ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
                       ("priced as", F.projected_instance),
                       ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
@@ -419,9 +424,13 @@ def projection_tables(p: Optional[dict]) -> list:
     top = Table(title="Top operations by projected time (Trainium2)", title_justify="left", box=box.SIMPLE)
     for col in ("op", "shape", "engine", "GFLOP", "time", "bound"):
         top.add_column(col)
-    for r in a["top_ops"][:8]:
+    shown = F.projected_top(a, 8)
+    for r in shown:
         top.add_row(r["op"], r["shape"], r["engine"], f"{r['flops'] / 1e9:.3g}", f"{r['time_s'] * 1e6:.3g} µs",
                     r["bound"])
+    label, rest = F.projected_rest(a, shown)
+    if not label.startswith("0 "):
+        top.add_row(label, "", "", "", rest, "")
     return [t, top, Text(f"{p['note']}; lowered with {p['how']}; matmuls at the TensorE {a['matmul_dtype'].upper()} "
                          "rate (Neuron's default matmul autocast); see docs/check.md", style="dim")]
 

@@ -1,6 +1,8 @@
 """``--sweep batch=1,8,32 dtype=float32,bfloat16 mode=eager,compile``: one check per grid
 point, a table and plots of latency, throughput, memory and cost per million samples
-against batch size (one line per dtype and mode).
+against batch size (one line per dtype and mode). A point's throughput is batch / p50 and
+its cost is computed from that (``THROUGHPUT_BASIS``); the check's own mean-based figures
+are kept beside them.
 
 A ``mode=compile`` point is the check with ``--mode compile`` (phases 2 and 3 time the
 compiled model); without the compile path (``torch.compile(backend="neuron")``) those
@@ -12,10 +14,14 @@ import dataclasses
 import itertools
 from typing import Optional
 
+from . import cost as cost_mod
+from . import memory
 from .config import DTYPES, CheckConfig
 from .errors import CheckUsageError
 
 AXES = ("batch", "dtype", "mode")
+#: What a point's throughput (and its cost) is computed from.
+THROUGHPUT_BASIS = "batch / p50 (median iteration); the check's mean-based figure in throughput_mean_samples_per_s"
 MODES = ("eager", "compile")
 
 
@@ -124,11 +130,22 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: Optional[st
                                 "reason": "torch.compile(backend='neuron') failed: "
                                           + (err.get("short_message") or (err.get("message") or "")[:240] or "see the check's phase 1")})
             continue
+        dc = r["cost"].get("device") or {}
+        thr = r["model"]["batch_size"] / d["p50_s"] if d.get("p50_s") else None
         pt |= {"status": r["verdict"], "batch": r["model"]["batch_size"], "measured": measured,
                "compiled_graphs": comp.get("compiled_graphs"),
-               "p50_s": d.get("p50_s"), "throughput_samples_per_s": d.get("throughput_samples_per_s"),
-               "peak_allocated_bytes": r["phase1"]["memory"]["peak_allocated_bytes"],
-               "usd_per_million": (r["cost"].get("device") or {}).get("usd_per_million"),
+               "p50_s": d.get("p50_s"),
+               # batch / p50: points run minutes apart on a shared host, and the mean of a
+               # point's iterations is dominated by its preemption spikes (docs/check.md, Sweep)
+               "throughput_samples_per_s": thr, "throughput_basis": THROUGHPUT_BASIS,
+               "throughput_mean_samples_per_s": d.get("throughput_samples_per_s"),
+               "usd_per_million_mean": dc.get("usd_per_million"), "overhead_s": dc.get("overhead_s"),
+               # mode=compile: the compiled model's own peak (None: not measured), never eager's
+               "peak_allocated_bytes": memory.measured_peak(r["phase1"])[0],
+               "peak_allocated_basis": memory.measured_peak(r["phase1"])[1],
+               "usd_per_million": (cost_mod.cost_per_million(dc["usd_per_hour"], thr, dc.get("overhead_s") or 0.0,
+                                                             cfg.amortize_samples)
+                                   if thr and dc.get("usd_per_hour") else None),
                "failures": r["failures"]}
         points.append(pt)
     failed = any(p["status"] == "fail" for p in points)
@@ -147,9 +164,9 @@ def plot(sweep: dict, path: str) -> Optional[str]:
     if not ran:
         return None
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
-    panels = [("p50_s", "p50 latency (ms)", 1e3), ("throughput_samples_per_s", "throughput (samples/s)", 1),
+    panels = [("p50_s", "p50 latency (ms)", 1e3), ("throughput_samples_per_s", "throughput, batch / p50 (samples/s)", 1),
               ("peak_allocated_bytes", "peak device memory (MiB)", 1 / 2**20),
-              ("usd_per_million", "USD per 1M samples", 1)]
+              ("usd_per_million", "USD per 1M samples (at batch / p50)", 1)]
     for (key, label, scale), ax in zip(panels, axes):
         for (dt, mode), group in itertools.groupby(sorted(ran, key=lambda p: (p["dtype"], p["mode"], p["batch"])),
                                                    key=lambda p: (p["dtype"], p["mode"])):

@@ -29,8 +29,9 @@ def _lnc() -> int:
         return 2
 
 
-def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> None:
-    """Static device memory of the graph vs the core's HBM (neuronx-cc fails at compile time)."""
+def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> int:
+    """Static device memory of the graph vs the core's HBM (neuronx-cc fails at compile time).
+    Returns the executable's temporaries in bytes (0 when XLA does not say)."""
     def nbytes(shape, dtype):
         n = 1
         for s in shape:
@@ -49,6 +50,7 @@ def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> None:
             f"neuron compiler: graph {name} needs {io + temp} bytes of device memory "
             f"(inputs and outputs {io}, temporaries {temp}), more than the NeuronCore's "
             f"HBM capacity of {cap} bytes")
+    return temp
 
 
 def compiler_options(graph_name: str) -> "neuron_cc.CompilerOptions":
@@ -147,7 +149,7 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
         cache_artifacts.record(key, payload, fx_key, rec)
     t3 = time.perf_counter()
     plan, in_specs, out_specs = rec["plan"], rec["in_specs"], rec["out_specs"]
-    _check_hbm(graph_name, exe, in_specs, out_specs)
+    temp_bytes = _check_hbm(graph_name, exe, in_specs, out_specs)
     if artifacts.enabled():
         lower()
         artifacts.save(graph_name, {
@@ -164,5 +166,5 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
         graph_id=key, graph_name=graph_name, model_name=model_name, graph_node_count=n_nodes,
         timestamp=time.time(), fx_passes_us=(t1 - t0) * 1e6, lower_us=(t2 - t1) * 1e6,
         compile_us=(t3 - t2) * 1e6, cache=source, recompile_reason=recompile_reason,
-        background_load_us=background_s * 1e6))
+        background_load_us=background_s * 1e6, temp_bytes=temp_bytes))
     return CompiledGraph(graph_name, exe, plan, out_specs)

@@ -7,7 +7,8 @@ microseconds) and ours (cache: "compiled", "disk" or "memory"; recompile_reason:
 None for a first compile, else what changed; fallback: the error when the graph
 runs eagerly instead; background_load_us: the time a background load (prefetch.py)
 spent on the executable while AOTAutograd traced, not in compile_us, which counts
-only the wait for it). Dynamo's ``torch._dynamo.utils.counters["neuron"]`` counts
+only the wait for it; temp_bytes: the executable's temporaries, XLA's buffer assignment,
+which the emulator holds in host memory outside the device allocator). Dynamo's ``torch._dynamo.utils.counters["neuron"]`` counts
 graphs, cache hits, recompiles, fallbacks and ``graph_runs`` (compiled-graph launches).
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ class GraphMetrics:
     recompile_reason: str | None = None
     fallback: str | None = None
     background_load_us: float = 0.0
+    temp_bytes: int = 0
 
 
 def _counters():
