@@ -7,7 +7,9 @@ kernel (device memory accessible, also under TORCHNEURON_PROTECT_MEMORY=1) the
 inputs reach XLA as zero-copy DLPack views of device memory (XLA copies a buffer
 that is not 64-byte aligned; the HBM allocator's blocks are), the executable runs,
 and its results are copied into the outputs (one host memcpy per output: XLA
-allocates its own result buffers). Mutated inputs are written back in place.
+allocates its own result buffers). Outputs that alias each other in eager (y and
+y[0] of an intermediate y) are views of one buffer, as eager's. Mutated inputs are
+written back in place.
 """
 from __future__ import annotations
 
@@ -119,9 +121,53 @@ class CompiledGraph:
     kernel's name in errors and traces.
     """
 
-    def __init__(self, name: str, exe, plan: GraphPlan, out_specs: list):
+    def __init__(self, name: str, exe, plan: GraphPlan, out_specs: list, alias_outputs: bool = True):
         self.name, self.exe, self.plan, self.out_specs = name, exe, plan, out_specs
         self._views = _ViewCache()
+        # outputs that alias each other (plan.out_aliases), kept for inference graphs
+        # only: in training AOTAutograd regenerates the aliases that require grad from
+        # its base, and an output of its autograd.Function must not be a view.
+        # j -> (group, stride, offset, flat positions when the view overlaps itself,
+        # e.g. an expand, else None); the member that is the whole storage (y itself)
+        # is the group's buffer, not a view of it, as in eager.
+        self._groups = list(getattr(plan, "out_aliases", ())) if alias_outputs else []
+        self._aliased: dict[int, tuple] = {}
+        self._roots: dict[int, int] = {}   # group -> j of its whole-storage member
+        for g, (nbytes, members) in enumerate(self._groups):
+            for j, stride, off in members:
+                shape, dtype = out_specs[j]
+                pos = torch.arange(nbytes // dtype.itemsize).as_strided(shape, stride, off)
+                if g not in self._roots and off == 0 and pos.numel() * dtype.itemsize == nbytes \
+                        and torch.equal(pos.reshape(-1), torch.arange(pos.numel())):
+                    self._roots[g] = j
+                pos = pos.reshape(-1) if pos.unique().numel() < pos.numel() else None
+                self._aliased[j] = (g, stride, off, pos)
+
+    def _outputs(self, device) -> tuple[list, dict]:
+        """The output tensors, and for self-overlapping views (j -> (flat buffer of
+        their dtype, positions)) where a plain copy cannot write them."""
+        bufs = []
+        for g, (nbytes, _) in enumerate(self._groups):
+            root = self._roots.get(g)
+            if root is None:
+                bufs.append(torch.empty(nbytes, dtype=torch.uint8, device=device))
+            else:
+                bufs.append(torch.empty(self.out_specs[root][0], dtype=self.out_specs[root][1],
+                                        device=device))
+        outs, scatter = [], {}
+        for j, (shape, dtype) in enumerate(self.out_specs):
+            a = self._aliased.get(j)
+            if a is None:
+                outs.append(torch.empty(shape, dtype=dtype, device=device))
+                continue
+            if self._roots.get(a[0]) == j:
+                outs.append(bufs[a[0]])
+                continue
+            flat = bufs[a[0]].view(-1).view(torch.uint8).view(dtype)
+            outs.append(flat.as_strided(shape, a[1], a[2]))
+            if a[3] is not None:
+                scatter[j] = (flat, a[3])
+        return outs, scatter
 
     def _device(self, args) -> torch.device:
         for a in args:
@@ -154,16 +200,19 @@ class CompiledGraph:
                 t = t.contiguous()
             staged[i] = t
             ins.append(t)
-        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.out_specs]
+        outs, scatter = self._outputs(device)
         mut_dst = [(staged[i], outs[j]) for i, j in self.plan.mutations]
         exe = self.exe
         cache = self._views
 
         def run():
             res = exe.execute(cache.views(ins))
-            for r, dst in zip(res, outs):
+            for j, (r, dst) in enumerate(zip(res, outs)):
                 r.block_until_ready()
-                if dst.numel():
+                if j in scatter:   # aliased positions get the same value from each
+                    flat, pos = scatter[j]
+                    _C._cpu_alias(flat)[pos] = torch.from_dlpack(r).reshape(-1)
+                elif dst.numel():
                     _C._cpu_alias(dst).copy_(torch.from_dlpack(r))
             for dst, src in mut_dst:
                 _C._cpu_alias(dst).copy_(_C._cpu_alias(src))
