@@ -114,6 +114,23 @@ class _ViewCache:
         return out
 
 
+_cpu_warned = False
+
+
+def _warn_cpu_graph(name: str, device) -> None:
+    global _cpu_warned
+    if _cpu_warned:
+        return
+    _cpu_warned = True
+    import warnings
+
+    warnings.warn(
+        f"neuron backend: compiled graph {name} got its tensors on the CPU: it runs on "
+        f"{device}, with its inputs copied there and its outputs copied back to the CPU at "
+        "every call. Move the model and its inputs to the device (model.to('neuron'), "
+        "x.to('neuron')) to keep them there. Warned once.", UserWarning, stacklevel=3)
+
+
 class CompiledGraph:
     """Callable over the AOT graph's flat arguments; returns its flat outputs (a list).
 
@@ -143,9 +160,9 @@ class CompiledGraph:
                 pos = pos.reshape(-1) if pos.unique().numel() < pos.numel() else None
                 self._aliased[j] = (g, stride, off, pos)
 
-    def _outputs(self, device) -> tuple[list, dict]:
-        """The output tensors, and for self-overlapping views (j -> (flat buffer of
-        their dtype, positions)) where a plain copy cannot write them."""
+    def _outputs(self, device) -> tuple[list, dict, list]:
+        """The output tensors; for self-overlapping views (j -> (flat buffer of their
+        dtype, positions)) where a plain copy cannot write them; the groups' buffers."""
         bufs = []
         for g, (nbytes, _) in enumerate(self._groups):
             root = self._roots.get(g)
@@ -167,7 +184,27 @@ class CompiledGraph:
             outs.append(flat.as_strided(shape, a[1], a[2]))
             if a[3] is not None:
                 scatter[j] = (flat, a[3])
-        return outs, scatter
+        return outs, scatter, bufs
+
+    def _to_cpu(self, outs: list, bufs: list, cpu: tuple) -> list:
+        """``outs`` with the outputs ``cpu`` copied to the CPU; aliased ones as views of
+        their group's buffer copied once, so they stay aliases."""
+        res, cpu_bufs = list(outs), {}
+        for j in cpu:
+            a = self._aliased.get(j)
+            if a is None:
+                res[j] = outs[j].cpu()
+                continue
+            g = a[0]
+            if g not in cpu_bufs:
+                cpu_bufs[g] = bufs[g].cpu()
+            if self._roots.get(g) == j:
+                res[j] = cpu_bufs[g]
+            else:
+                shape, dtype = self.out_specs[j]
+                flat = cpu_bufs[g].view(-1).view(torch.uint8).view(dtype)
+                res[j] = flat.as_strided(shape, a[1], a[2])
+        return res
 
     def _device(self, args) -> torch.device:
         for a in args:
@@ -200,7 +237,7 @@ class CompiledGraph:
                 t = t.contiguous()
             staged[i] = t
             ins.append(t)
-        outs, scatter = self._outputs(device)
+        outs, scatter, bufs = self._outputs(device)
         mut_dst = [(staged[i], outs[j]) for i, j in self.plan.mutations]
         exe = self.exe
         cache = self._views
@@ -228,6 +265,10 @@ class CompiledGraph:
         for i, j in self.plan.mutations:
             if staged[i] is not args[i]:
                 args[i].copy_(staged[i])
+        cpu = getattr(self.plan, "cpu_outputs", ())
+        if cpu:   # all inputs on the CPU: the outputs go back there, as eager's
+            _warn_cpu_graph(self.name, device)
+            outs = self._to_cpu(outs, bufs, cpu)
         result = []
         for kind, v in self.plan.outputs:
             result.append(outs[v] if kind == "out" else v)

@@ -12,7 +12,7 @@ import torch
 from . import artifacts, cache, config, graph_key, metrics, neuron_cc
 from .lowering import lower_to_stablehlo
 from .passes import run_passes
-from .plan import GraphPlan, output_alias_groups
+from .plan import GraphPlan, cpu_outputs, output_alias_groups
 
 # The core's target name as neuronx-cc spells it (the emulated core is a Trn2 one).
 DEFAULT_TARGET = "trn2"
@@ -106,6 +106,7 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
             plan = GraphPlan.identity(gm)
             g = run_passes(copy_graph(gm), plan, list(example_inputs))
             plan.out_aliases = output_alias_groups(gm, plan)
+            plan.cpu_outputs = cpu_outputs(gm, plan)
             phs = [n for n in g.graph.nodes if n.op == "placeholder"]
             out = next(n for n in g.graph.nodes if n.op == "output")
             out_vals = [o.meta["val"] for o in out.args[0]]

@@ -32,6 +32,9 @@ class GraphPlan:
     # (storage bytes, ((executable output j, stride, storage offset), ...)); the
     # executable returns them as views of one buffer (output_alias_groups)
     out_aliases: list = field(default_factory=list)
+    # executable outputs whose eager value is on the CPU (every input was): returned
+    # there, as eager (cpu_outputs)
+    cpu_outputs: tuple = ()
 
     @classmethod
     def identity(cls, gm: torch.fx.GraphModule) -> "GraphPlan":
@@ -70,3 +73,18 @@ def output_alias_groups(gm: torch.fx.GraphModule, plan: GraphPlan) -> list:
         g[1][plan.outputs[k][1]] = (tuple(v.stride()), v.storage_offset())
     return [(nbytes, tuple((j, st, off) for j, (st, off) in m.items()))
             for nbytes, m in groups.values() if len(m) > 1]
+
+
+def cpu_outputs(gm: torch.fx.GraphModule, plan: GraphPlan) -> tuple:
+    """The executable outputs (j) whose value in the AOT graph is on the CPU: a graph
+    whose tensors are all on the CPU (a model left there) runs on neuron, and these
+    come back to the CPU, where eager leaves them (and the backward's gradients then
+    reach CPU parameters)."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+    js = []
+    for k, o in enumerate(outs[:len(plan.outputs)]):
+        v = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
+        if isinstance(v, torch.Tensor) and v.device.type == "cpu" and plan.outputs[k][0] == "out":
+            js.append(plan.outputs[k][1])
+    return tuple(sorted(set(js)))
