@@ -14,6 +14,7 @@ written back in place.
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 
 import torch
@@ -114,6 +115,26 @@ class _ViewCache:
         return out
 
 
+def _contiguous_strides(shape) -> tuple:
+    st, acc = [], 1
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= max(int(n), 1)
+    return tuple(reversed(st))
+
+
+def _overlaps_itself(shape, stride) -> bool:
+    """Whether a view's elements share memory (an expand's stride 0, an unfold):
+    dims of size > 1 by stride, each stride must pass the extent of the smaller ones."""
+    dims = sorted((abs(int(st)), int(n)) for n, st in zip(shape, stride) if int(n) > 1)
+    extent = 0   # elements spanned by the dims so far, minus one
+    for st, n in dims:
+        if st <= extent:
+            return True
+        extent += (n - 1) * st
+    return False
+
+
 _cpu_warned = False
 
 
@@ -143,21 +164,25 @@ class CompiledGraph:
         self._views = _ViewCache()
         # outputs that alias each other (plan.out_aliases), kept for inference graphs
         # only: in training AOTAutograd regenerates the aliases that require grad from
-        # its base, and an output of its autograd.Function must not be a view.
-        # j -> (group, stride, offset, flat positions when the view overlaps itself,
-        # e.g. an expand, else None); the member that is the whole storage (y itself)
-        # is the group's buffer, not a view of it, as in eager.
+        # their base, and views there let an in-place change of an output reach a tensor
+        # saved for backward unnoticed (tried: a gradient of the changed value where
+        # eager raises). j -> (group, stride, offset, flat positions when the view
+        # overlaps itself, e.g. an expand, else None); the member that is the whole
+        # storage (y itself) is the group's buffer, not a view of it, as in eager.
         self._groups = list(getattr(plan, "out_aliases", ())) if alias_outputs else []
         self._aliased: dict[int, tuple] = {}
         self._roots: dict[int, int] = {}   # group -> j of its whole-storage member
         for g, (nbytes, members) in enumerate(self._groups):
             for j, stride, off in members:
                 shape, dtype = out_specs[j]
-                pos = torch.arange(nbytes // dtype.itemsize).as_strided(shape, stride, off)
-                if g not in self._roots and off == 0 and pos.numel() * dtype.itemsize == nbytes \
-                        and torch.equal(pos.reshape(-1), torch.arange(pos.numel())):
+                n = math.prod(shape)
+                if g not in self._roots and off == 0 and n * dtype.itemsize == nbytes and \
+                        tuple(stride) == _contiguous_strides(shape):
                     self._roots[g] = j
-                pos = pos.reshape(-1) if pos.unique().numel() < pos.numel() else None
+                pos = None
+                if _overlaps_itself(shape, stride):
+                    pos = torch.arange(nbytes // dtype.itemsize).as_strided(shape, stride, off)
+                    pos = pos.reshape(-1)
                 self._aliased[j] = (g, stride, off, pos)
 
     def _outputs(self, device) -> tuple[list, dict, list]:
