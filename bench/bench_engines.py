@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import glob
 import os
 import statistics
 import sys
@@ -73,7 +74,10 @@ def _lowered(name, model, inputs):
     if any(src[0] != "arg" for src in cg.plan.inputs):
         raise RuntimeError(f"{name}: graph has non-argument inputs (random ops)")
     ins = [np.ascontiguousarray(args[i].detach().cpu().numpy()) for _, i in cg.plan.inputs]
-    with open(os.path.join(dbg, gname, "stablehlo.mlir")) as f:
+    from torchneuron.compiler import artifacts
+
+    (path,) = glob.glob(os.path.join(dbg, "run_*", artifacts.folder_name(gname), "stablehlo.mlir"))
+    with open(path) as f:
         return f.read(), ins
 
 

@@ -1,5 +1,6 @@
 """The Dynamo backend "neuron": registration, options, modes, dynamic=True, recompiles,
 graph breaks, failures that raise (stage, op, source line) or fall back to eager."""
+import os
 import re
 
 import pytest
@@ -135,7 +136,9 @@ def test_known_compiler_flags_and_opt_level_reach_the_compiler(monkeypatch, tmp_
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     out = torch.compile(lambda t: t * 2 + 1, backend="neuron")(torch.ones(3, device="neuron"))
     assert out.cpu().tolist() == [3.0, 3.0, 3.0]
-    (d,) = list((tmp_path / "dbg").iterdir())   # one graph: <model>_<aot id>_inference_<n>
+    (run,) = list((tmp_path / "dbg").iterdir())   # this process's run folder
+    assert run.name.startswith("run_") and run.name.endswith(f"_{os.getpid()}")
+    (d,) = list(run.iterdir())   # one graph: <model>_<aot id>_inference_<n>
     assert d.name.startswith("model_") and "_inference_" in d.name
     assert sorted(p.name for p in d.iterdir()) == ["compiler.txt", "fx_graph.txt", "graph.neff",
                                                    "stablehlo.mlir", "torch_mlir_raw.mlir"]

@@ -7,7 +7,9 @@ and renamed into place (readers never see half an entry); a per-key file lock
 compiles, the others wait and read. Entry format: magic ``TNNEFF1\\n``, 8-byte
 little-endian payload length, 32-byte SHA-256 of the payload, payload (the
 compiler's serialized executable). A truncated or corrupt entry fails that check:
-it is reported with a warning and rebuilt. ``prefetch()`` loads entries on a background
+it is reported with a warning and rebuilt. A folder that cannot be written warns once
+(``warn_unwritable``) and nothing is stored; a folder in an entry's place is named in a
+warning and the graph compiles uncached. ``prefetch()`` loads entries on a background
 thread ahead of their lookup (prefetch.py); a lookup takes a loaded one only under its key.
 """
 from __future__ import annotations
@@ -106,32 +108,80 @@ def get_or_compile_timed(key: str, compile_fn, serialize_fn, deserialize_fn):
             _memory[key] = exe
         return exe, "compiled", serialize_fn(exe), 0.0
     path = entry_path(key)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path[:-len(".neff")] + ".lock", "a+") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            exe, source, payload = None, "compiled", None
-            if os.path.exists(path):
-                with open(path, "rb") as f:
-                    payload = decode(f.read())
-                if payload is None:
-                    warnings.warn(f"neuron compile cache: entry {path} is truncated or corrupt; "
-                                  "rebuilding it", RuntimeWarning, stacklevel=2)
-                else:
-                    try:
-                        exe, source = deserialize_fn(payload), "disk"
-                    except Exception as e:  # written by an incompatible compiler build
-                        warnings.warn(f"neuron compile cache: entry {path} cannot be loaded "
-                                      f"({e}); rebuilding it", RuntimeWarning, stacklevel=2)
-            if exe is None:
-                exe = compile_fn()
-                payload = serialize_fn(exe)
-                _write_atomic(path, encode(payload))
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        lock = open(path[:-len(".neff")] + ".lock", "a+")
+    except OSError as e:   # read-only or unwritable folder: read what is there, store nothing
+        warn_unwritable(path, e)
+        exe, source, payload = _disk_or_compile(path, compile_fn, serialize_fn, deserialize_fn,
+                                                store=False)
+    else:
+        with lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                exe, source, payload = _disk_or_compile(path, compile_fn, serialize_fn,
+                                                        deserialize_fn, store=True)
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     with _memory_lock:
         _memory[key] = exe
     return exe, source, payload, 0.0
+
+
+_unwritable: set = set()   # cache folders warned about
+
+
+def warn_unwritable(path: str, e: OSError) -> None:
+    """Warns once per cache folder that ``path`` in it cannot be written: executables
+    are then compiled and used, not cached."""
+    root = config.neff_cache_dir()
+    with _memory_lock:
+        if root in _unwritable:
+            return
+        _unwritable.add(root)
+    warnings.warn(f"neuron compile cache: cannot write {path} in the cache folder {root} "
+                  f"({type(e).__name__}: {e.strerror or e}); compiled executables will not be "
+                  "cached there (set TORCH_NEURONX_NEFF_CACHE_DIR to a writable folder, or "
+                  "TORCH_NEURONX_DISABLE_NEFF_CACHE=1). Warned once per folder.",
+                  RuntimeWarning, stacklevel=3)
+
+
+def _disk_or_compile(path: str, compile_fn, serialize_fn, deserialize_fn, store: bool):
+    """(exe, source, payload) from the entry at ``path``, else compiled (and stored when
+    ``store``)."""
+    exe, source, payload = None, "compiled", None
+    if os.path.isdir(path):
+        warnings.warn(f"neuron compile cache: entry path {path} is a folder, not a cache "
+                      "entry; compiling the graph without caching it (remove that folder)",
+                      RuntimeWarning, stacklevel=3)
+        store = False
+    elif os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                payload = decode(f.read())
+        except OSError as e:
+            warnings.warn(f"neuron compile cache: entry {path} cannot be read ({e}); "
+                          "rebuilding it", RuntimeWarning, stacklevel=3)
+            payload = None
+        else:
+            if payload is None:
+                warnings.warn(f"neuron compile cache: entry {path} is truncated or corrupt; "
+                              "rebuilding it", RuntimeWarning, stacklevel=3)
+            else:
+                try:
+                    exe, source = deserialize_fn(payload), "disk"
+                except Exception as e:  # written by an incompatible compiler build
+                    warnings.warn(f"neuron compile cache: entry {path} cannot be loaded "
+                                  f"({e}); rebuilding it", RuntimeWarning, stacklevel=3)
+    if exe is None:
+        exe = compile_fn()
+        payload = serialize_fn(exe)
+        if store:
+            try:
+                _write_atomic(path, encode(payload))
+            except OSError as e:
+                warn_unwritable(path, e)
+    return exe, source, payload
 
 
 def _load(path: str, deserialize_fn):
@@ -269,5 +319,8 @@ def index_store(fx_key: str, rec: dict) -> None:
     if config.neff_cache_disabled():
         return
     path = index_path(fx_key)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    _write_atomic(path, encode(index_payload(rec)))
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _write_atomic(path, encode(index_payload(rec)))
+    except OSError as e:   # a warm start then lowers again; nothing else is lost
+        warn_unwritable(path, e)

@@ -8,11 +8,24 @@ from __future__ import annotations
 import os
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
 def _flag(name: str, default: bool) -> bool:
+    """A boolean variable: 1/true/yes/on or 0/false/no/off (any case); unset or empty:
+    ``default``. Another value is a ValueError naming the variable (it was read as 1:
+    a typo such as "ture" or "disable" silently turned a switch on)."""
     v = os.environ.get(name)
     if v is None or v.strip() == "":
         return default
-    return v.strip().lower() not in ("0", "false", "no", "off")
+    w = v.strip().lower()
+    if w in _TRUE:
+        return True
+    if w in _FALSE:
+        return False
+    raise ValueError(f"{name}={v!r} is not a boolean; use 1 or 0 "
+                     f"(also accepted: true/false, yes/no, on/off)")
 
 
 def fallback_execution_disabled() -> bool:

@@ -7,11 +7,14 @@ kernel (device memory accessible, also under TORCHNEURON_PROTECT_MEMORY=1) the
 inputs reach XLA as zero-copy DLPack views of device memory (XLA copies a buffer
 that is not 64-byte aligned; the HBM allocator's blocks are), the executable runs,
 and its results are copied into the outputs (one host memcpy per output: XLA
-allocates its own result buffers). Mutated inputs are written back in place.
+allocates its own result buffers). Outputs that alias each other in eager (y and
+y[0] of an intermediate y) are views of one buffer, as eager's. Mutated inputs are
+written back in place.
 """
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 
 import torch
@@ -112,6 +115,43 @@ class _ViewCache:
         return out
 
 
+def _contiguous_strides(shape) -> tuple:
+    st, acc = [], 1
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= max(int(n), 1)
+    return tuple(reversed(st))
+
+
+def _overlaps_itself(shape, stride) -> bool:
+    """Whether a view's elements share memory (an expand's stride 0, an unfold):
+    dims of size > 1 by stride, each stride must pass the extent of the smaller ones."""
+    dims = sorted((abs(int(st)), int(n)) for n, st in zip(shape, stride) if int(n) > 1)
+    extent = 0   # elements spanned by the dims so far, minus one
+    for st, n in dims:
+        if st <= extent:
+            return True
+        extent += (n - 1) * st
+    return False
+
+
+_cpu_warned = False
+
+
+def _warn_cpu_graph(name: str, device) -> None:
+    global _cpu_warned
+    if _cpu_warned:
+        return
+    _cpu_warned = True
+    import warnings
+
+    warnings.warn(
+        f"neuron backend: compiled graph {name} got its tensors on the CPU: it runs on "
+        f"{device}, with its inputs copied there and its outputs copied back to the CPU at "
+        "every call. Move the model and its inputs to the device (model.to('neuron'), "
+        "x.to('neuron')) to keep them there. Warned once.", UserWarning, stacklevel=3)
+
+
 class CompiledGraph:
     """Callable over the AOT graph's flat arguments; returns its flat outputs (a list).
 
@@ -119,9 +159,77 @@ class CompiledGraph:
     kernel's name in errors and traces.
     """
 
-    def __init__(self, name: str, exe, plan: GraphPlan, out_specs: list):
+    def __init__(self, name: str, exe, plan: GraphPlan, out_specs: list, alias_outputs: bool = True):
         self.name, self.exe, self.plan, self.out_specs = name, exe, plan, out_specs
         self._views = _ViewCache()
+        # outputs that alias each other (plan.out_aliases), kept for inference graphs
+        # only: in training AOTAutograd regenerates the aliases that require grad from
+        # their base, and views there let an in-place change of an output reach a tensor
+        # saved for backward unnoticed (tried: a gradient of the changed value where
+        # eager raises). j -> (group, stride, offset, flat positions when the view
+        # overlaps itself, e.g. an expand, else None); the member that is the whole
+        # storage (y itself) is the group's buffer, not a view of it, as in eager.
+        self._groups = list(getattr(plan, "out_aliases", ())) if alias_outputs else []
+        self._aliased: dict[int, tuple] = {}
+        self._roots: dict[int, int] = {}   # group -> j of its whole-storage member
+        for g, (nbytes, members) in enumerate(self._groups):
+            for j, stride, off in members:
+                shape, dtype = out_specs[j]
+                n = math.prod(shape)
+                if g not in self._roots and off == 0 and n * dtype.itemsize == nbytes and \
+                        tuple(stride) == _contiguous_strides(shape):
+                    self._roots[g] = j
+                pos = None
+                if _overlaps_itself(shape, stride):
+                    pos = torch.arange(nbytes // dtype.itemsize).as_strided(shape, stride, off)
+                    pos = pos.reshape(-1)
+                self._aliased[j] = (g, stride, off, pos)
+
+    def _outputs(self, device) -> tuple[list, dict, list]:
+        """The output tensors; for self-overlapping views (j -> (flat buffer of their
+        dtype, positions)) where a plain copy cannot write them; the groups' buffers."""
+        bufs = []
+        for g, (nbytes, _) in enumerate(self._groups):
+            root = self._roots.get(g)
+            if root is None:
+                bufs.append(torch.empty(nbytes, dtype=torch.uint8, device=device))
+            else:
+                bufs.append(torch.empty(self.out_specs[root][0], dtype=self.out_specs[root][1],
+                                        device=device))
+        outs, scatter = [], {}
+        for j, (shape, dtype) in enumerate(self.out_specs):
+            a = self._aliased.get(j)
+            if a is None:
+                outs.append(torch.empty(shape, dtype=dtype, device=device))
+                continue
+            if self._roots.get(a[0]) == j:
+                outs.append(bufs[a[0]])
+                continue
+            flat = bufs[a[0]].view(-1).view(torch.uint8).view(dtype)
+            outs.append(flat.as_strided(shape, a[1], a[2]))
+            if a[3] is not None:
+                scatter[j] = (flat, a[3])
+        return outs, scatter, bufs
+
+    def _to_cpu(self, outs: list, bufs: list, cpu: tuple) -> list:
+        """``outs`` with the outputs ``cpu`` copied to the CPU; aliased ones as views of
+        their group's buffer copied once, so they stay aliases."""
+        res, cpu_bufs = list(outs), {}
+        for j in cpu:
+            a = self._aliased.get(j)
+            if a is None:
+                res[j] = outs[j].cpu()
+                continue
+            g = a[0]
+            if g not in cpu_bufs:
+                cpu_bufs[g] = bufs[g].cpu()
+            if self._roots.get(g) == j:
+                res[j] = cpu_bufs[g]
+            else:
+                shape, dtype = self.out_specs[j]
+                flat = cpu_bufs[g].view(-1).view(torch.uint8).view(dtype)
+                res[j] = flat.as_strided(shape, a[1], a[2])
+        return res
 
     def _device(self, args) -> torch.device:
         for a in args:
@@ -154,16 +262,19 @@ class CompiledGraph:
                 t = t.contiguous()
             staged[i] = t
             ins.append(t)
-        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.out_specs]
+        outs, scatter, bufs = self._outputs(device)
         mut_dst = [(staged[i], outs[j]) for i, j in self.plan.mutations]
         exe = self.exe
         cache = self._views
 
         def run():
             res = exe.execute(cache.views(ins))
-            for r, dst in zip(res, outs):
+            for j, (r, dst) in enumerate(zip(res, outs)):
                 r.block_until_ready()
-                if dst.numel():
+                if j in scatter:   # aliased positions get the same value from each
+                    flat, pos = scatter[j]
+                    _C._cpu_alias(flat)[pos] = torch.from_dlpack(r).reshape(-1)
+                elif dst.numel():
                     _C._cpu_alias(dst).copy_(torch.from_dlpack(r))
             for dst, src in mut_dst:
                 _C._cpu_alias(dst).copy_(_C._cpu_alias(src))
@@ -179,6 +290,10 @@ class CompiledGraph:
         for i, j in self.plan.mutations:
             if staged[i] is not args[i]:
                 args[i].copy_(staged[i])
+        cpu = getattr(self.plan, "cpu_outputs", ())
+        if cpu:   # all inputs on the CPU: the outputs go back there, as eager's
+            _warn_cpu_graph(self.name, device)
+            outs = self._to_cpu(outs, bufs, cpu)
         result = []
         for kind, v in self.plan.outputs:
             result.append(outs[v] if kind == "out" else v)

@@ -12,7 +12,7 @@ import torch
 from . import artifacts, cache, config, graph_key, metrics, neuron_cc
 from .lowering import lower_to_stablehlo
 from .passes import run_passes
-from .plan import GraphPlan
+from .plan import GraphPlan, cpu_outputs, output_alias_groups
 
 # The core's target name as neuronx-cc spells it (the emulated core is a Trn2 one).
 DEFAULT_TARGET = "trn2"
@@ -107,6 +107,8 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
         if st["gm"] is None:
             plan = GraphPlan.identity(gm)
             g = run_passes(copy_graph(gm), plan, list(example_inputs))
+            plan.out_aliases = output_alias_groups(gm, plan)
+            plan.cpu_outputs = cpu_outputs(gm, plan)
             phs = [n for n in g.graph.nodes if n.op == "placeholder"]
             out = next(n for n in g.graph.nodes if n.op == "output")
             out_vals = [o.meta["val"] for o in out.args[0]]
@@ -167,4 +169,6 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
         timestamp=time.time(), fx_passes_us=(t1 - t0) * 1e6, lower_us=(t2 - t1) * 1e6,
         compile_us=(t3 - t2) * 1e6, cache=source, recompile_reason=recompile_reason,
         background_load_us=background_s * 1e6, temp_bytes=temp_bytes))
-    return CompiledGraph(graph_name, exe, plan, out_specs)
+    # AOTAutograd's graph names end in {forward|backward|inference}_{n}
+    inference = graph_name.rsplit("_", 2)[-2:-1] == ["inference"]
+    return CompiledGraph(graph_name, exe, plan, out_specs, alias_outputs=inference)

@@ -4,8 +4,8 @@ One record per compiled graph with TorchNeuron's fields (graph_id = cache key,
 graph_name ``{model}_{aot_id}_{forward|backward|inference}_{n}``, model_name,
 graph_node_count, timestamp, fx_passes_us, lower_us, compile_us; times in
 microseconds) and ours (cache: "compiled", "disk" or "memory"; recompile_reason:
-None for a first compile, else what changed; fallback: the error when the graph
-runs eagerly instead; background_load_us: the time a background load (prefetch.py)
+None for a first compile, else what changed; fallback: None for a compiled graph,
+else the first line of the error after which it runs eagerly (a non-empty str); background_load_us: the time a background load (prefetch.py)
 spent on the executable while AOTAutograd traced, not in compile_us, which counts
 only the wait for it; temp_bytes: the executable's temporaries, XLA's buffer assignment,
 which the emulator holds in host memory outside the device allocator). Dynamo's ``torch._dynamo.utils.counters["neuron"]`` counts

@@ -28,6 +28,13 @@ class GraphPlan:
     # / full_width_stats() at each launch (passes/narrow_64bit.py)
     narrowed: tuple = ()
     full_width: tuple = ()
+    # outputs that share memory in eager (y and y[0] of an intermediate y): per group,
+    # (storage bytes, ((executable output j, stride, storage offset), ...)); the
+    # executable returns them as views of one buffer (output_alias_groups)
+    out_aliases: list = field(default_factory=list)
+    # executable outputs whose eager value is on the CPU (every input was): returned
+    # there, as eager (cpu_outputs)
+    cpu_outputs: tuple = ()
 
     @classmethod
     def identity(cls, gm: torch.fx.GraphModule) -> "GraphPlan":
@@ -36,3 +43,48 @@ class GraphPlan:
         n_out = len(out.args[0]) if isinstance(out.args[0], (tuple, list)) else 1
         return cls(len(phs), [("arg", i) for i in range(len(phs))],
                    [("out", j) for j in range(n_out)])
+
+
+def output_alias_groups(gm: torch.fx.GraphModule, plan: GraphPlan) -> list:
+    """The call's outputs that are views of one storage other than an input's (an
+    intermediate ``y`` returned with ``y[0]``, ``y.t()``, ...), from the AOT graph's
+    values, as ``GraphPlan.out_aliases``. AOTAutograd regenerates such aliases itself
+    only when they require grad; otherwise eager's aliasing is the graph's to keep
+    (an in-place change through one output shows in the others)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def val(n):
+        v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+        return v if isinstance(v, torch.Tensor) else None
+
+    inputs = {StorageWeakRef(v.untyped_storage()) for n in gm.graph.nodes
+              if n.op == "placeholder" and (v := val(n)) is not None}
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+    groups: dict = {}
+    for k, o in enumerate(outs[:len(plan.outputs)]):
+        v = val(o)
+        if v is None or plan.outputs[k][0] != "out":
+            continue
+        ref = StorageWeakRef(v.untyped_storage())
+        if ref in inputs:
+            continue   # AOTAutograd regenerates aliases of inputs from the input
+        g = groups.setdefault(ref, (v.untyped_storage().nbytes(), {}))
+        g[1][plan.outputs[k][1]] = (tuple(v.stride()), v.storage_offset())
+    return [(nbytes, tuple((j, st, off) for j, (st, off) in m.items()))
+            for nbytes, m in groups.values() if len(m) > 1]
+
+
+def cpu_outputs(gm: torch.fx.GraphModule, plan: GraphPlan) -> tuple:
+    """The executable outputs (j) whose value in the AOT graph is on the CPU: a graph
+    whose tensors are all on the CPU (a model left there) runs on neuron, and these
+    come back to the CPU, where eager leaves them (and the backward's gradients then
+    reach CPU parameters)."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+    js = []
+    for k, o in enumerate(outs[:len(plan.outputs)]):
+        v = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
+        if isinstance(v, torch.Tensor) and v.device.type == "cpu" and plan.outputs[k][0] == "out":
+            js.append(plan.outputs[k][1])
+    return tuple(sorted(set(js)))

@@ -97,8 +97,11 @@ class Hint:
             if self._stored[:len(keys)] == keys:
                 return            # a warm start writes nothing
         path = _path(self.key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        cache._write_atomic(path, cache.encode(pickle.dumps(keys)))
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            cache._write_atomic(path, cache.encode(pickle.dumps(keys)))
+        except OSError as e:   # a hint only: the next warm start loads without it
+            cache.warn_unwritable(path, e)
 
 
 def start(gm, example_inputs, model_name: str) -> Hint | None:
