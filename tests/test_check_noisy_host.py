@@ -41,7 +41,7 @@ def burners():
 
 def _save(tmp_path_factory, name: str, run: list) -> str:
     d = tmp_path_factory.mktemp("noisy") / name
-    code, out, err = cli("check", fixture("blocks"), *run, "--save-baseline", d)
+    code, out, err = cli("check", fixture("blocks"), *run, "--baseline-runs", "2", "--save-baseline", d)
     assert code == 0, out + err
     return str(d)
 

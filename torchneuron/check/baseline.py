@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 import torch
 
+from . import baseline_runs, baseline_setup
 from . import manifest as manifest_mod
 from .config import DEFAULT_THRESHOLDS
 from .errors import CheckUsageError
@@ -98,6 +99,10 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             # per-iteration seconds of the interleaved measurement (device, reference,
             # calibration): the samples the next run's latency interval is computed against
             "samples": p3.get("samples"),
+            # the sides phase 3 timed in the same iterations: a re-check must time the same (baseline_setup)
+            "interleaved": list(p3.get("samples") or {}) or None,
+            # each statistic's figure in each process phase 3 was measured in (--baseline-runs, baseline_runs.py)
+            "processes": p3.get("baseline_processes"),
             "cpu_samples": p3.get("cpu_samples"),
             "launch_samples": p3.get("launch_samples"),
             "cpu_clock": p3.get("cpu_clock"),
@@ -268,7 +273,10 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
                                       f"bound {c.get('rmse_bound') or 0:.3g}; max abs {c.get('max_abs', 0):.3g})")
     p3, seed = result["phase3"] or {}, result["config"].get("seed", 0)
     b_measured, c_measured = measured(base), _measured_now(result["phase1"])
-    if b_measured == "eager" and c_measured == "eager":
+    other_sides = baseline_setup.differs(bmx, p3)
+    if b_measured == "eager" and c_measured == "eager" and other_sides:
+        res["latency"] = _not_compared(other_sides)
+    elif b_measured == "eager" and c_measured == "eager":
         res["latency"] = latency(bmx, p3, th["latency_p50"], seed)
     else:
         res["latency"] = _not_compared(
@@ -489,6 +497,8 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
         if work:
             c = perfstats.compare_work(name, cur, base, threshold, seed,
                                        perfstats.COMPILED_MARGIN if compiled_alone else None)
+            if c is not None and side == "device":   # read against the baseline's processes' median
+                c = baseline_runs.adjust(c, name, bmx.get("processes"), threshold)
         else:
             c = perfstats.compare(name, cur, base, threshold, seed,
                                   perfstats.COMPILED_MARGIN if compiled_alone else 1.0)
