@@ -203,3 +203,20 @@ def test_loss_fn_failing_only_in_the_float64_run_says_so():
     assert code == 2, out + err
     assert "raised RuntimeError in the float64 golden run (it ran on the reference)" in err, err
     assert "move or cast closed-over tensors with .to(output)" in err and "Traceback" not in out + err
+
+
+def test_baselines_say_they_hold_no_training_figures(tmp_path):
+    # training step times and optimizer-state memory are not baselined: a training-only slowdown
+    # could not be caught there, so the report says so on save and on re-check (review item 5)
+    b, j = tmp_path / "b", tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable"), *FAST, "--mode", "eager", "--baseline-runs", "1",
+                         "--save-baseline", b)
+    assert code == 0, out + err
+    assert "baselines cover inference only" in " ".join((out + err).split())   # rich wraps lines
+    assert "training" not in json.load(open(b / "baseline.json"))["metrics"]
+    code, out, err = cli("check", fixture("trainable"), *FAST, "--mode", "eager", "--max-latency-regression", "3",
+                         "--baseline", b, "--json", j)
+    r = json.loads(j.read_text())
+    assert r["training"]["status"] == "pass"
+    assert "inference only" in r["baseline"]["training"]["note"]
+    assert any("inference only" in w for w in r["warnings"])

@@ -419,7 +419,9 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
     With per-iteration samples on both sides: ``device_alone`` and ``model_or_inputs``
     decide; ``device_over_device_calibration`` is reported only (it decides when the
     reference was not timed, ``--skip-reference-perf``); ``decision`` is
-    ``regressed`` when any statistic's interval lies entirely above ``1 + threshold``,
+    ``regressed`` when any statistic's interval lies entirely above ``1 + threshold`` (times
+    its margin; against a baseline measured in several processes, ``baseline_runs.adjust``:
+    read against their median, the margin at least their spread),
     ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
     (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
 

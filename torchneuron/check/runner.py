@@ -19,6 +19,10 @@ from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, CheckUsageError
 
 SCHEMA = "torchneuron.check.result/1"
 
+#: What a baseline does not hold (docs/check.md, "Baselines and regressions", "Training").
+TRAINING_NOT_BASELINED = ("training figures (step times, peak memory with optimizer state) are not saved in or "
+                          "compared with a baseline: baselines cover inference only")
+
 
 class NullUI:
     """A UI that shows nothing (library use and tests)."""
@@ -234,6 +238,12 @@ def run(cfg: CheckConfig, ui=None) -> dict:
                                   "reason": "phase 1 failed: only whether the model compiles was compared"}
     else:
         result["baseline"] = None
+    trained = result["training"].get("status") in ("pass", "fail")
+    if trained and (base is not None or cfg.save_baseline):
+        # the training check's step times and optimizer-state memory are reported, not baselined
+        result["warnings"].append(TRAINING_NOT_BASELINED)
+        if result["baseline"] is not None:
+            result["baseline"]["training"] = {"note": "not compared: " + TRAINING_NOT_BASELINED}
 
     # Cost
     result["cost"] = cost_mod.compute(p1, p3, cfg, device_price, reference_price, extra.get("reference_cold_s"),
@@ -293,7 +303,8 @@ def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:
 
     p3 = result["phase3"]
     own = baseline_runs.estimates(p3)
-    if cfg.baseline_runs < 2 or not own:
+    # --mode compile: the compiled figures are compared with their own margin, not these
+    if cfg.baseline_runs < 2 or not own or cfg.mode == "compile":
         p3["baseline_processes"] = baseline_runs.summary([own]) if own else None
         return
     extra = baseline_runs.measure(cfg, cfg.baseline_runs - 1, ui)
