@@ -5,7 +5,8 @@ A baseline folder holds four files:
 - ``baseline.json``: the model's identity (name, architecture fingerprint, inputs,
   outputs), the settings (dtype, seed, reference, tol, mode) and the metrics (latency
   percentiles, throughput, peak memory, per-output accuracy; whether the model compiled,
-  and the compiled model's figures when phase 3 timed it);
+  and the compiled model's figures when phase 3 timed it; the sides phase 3 interleaved and
+  each process's figures, ``--baseline-runs``; the training check's peak memory and step times);
 - ``thresholds.json``: the regression thresholds (fractions; 0.10 = +10 %);
 - ``manifest.json``: the version manifest of the run;
 - ``outputs.safetensors``: the outputs of that run: ``reference/<name>`` (the reference
@@ -112,6 +113,7 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "peak_allocated_bytes": p1["memory"]["peak_allocated_bytes"],
             "peak_allocated_basis": p1["memory"].get("peak_allocated_basis"),
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
+            "training": _training_figures(result.get("training") or {}),
             "fallback_ops": sorted(p1["fallback"]["ops"]),
             "narrowing": p1["narrowing"],
             "accuracy": {k: {m: v.get(m) for m in ("passed", "decided_by", "max_abs", "rmse_device_fp64",
@@ -289,6 +291,8 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
                                skip=("model_or_inputs",) if "model_or_inputs" in (res["latency"].get("statistics") or {})
                                else ())
     res["regressions"] += res["compiled"]["regressions"]
+    res["training"] = training(bmx, result.get("training") or {}, th)
+    res["regressions"] += res["training"].get("regressions", [])
     cur_mem = result["phase1"]["memory"]["peak_allocated_bytes"]
     if bmx.get("peak_allocated_bytes"):
         base_mem = bmx["peak_allocated_bytes"]
@@ -315,6 +319,47 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
     }
     res["status"] = "fail" if res["regressions"] else "pass"
     return res
+
+
+def _training_figures(t: dict) -> Optional[dict]:
+    """What a baseline keeps of the training check (a passing one): the device's peak memory
+    with the optimizer's state and the step times (shown on re-check, not decided)."""
+    if t.get("status") != "pass":
+        return None
+    return {"peak_allocated_bytes": t.get("peak_allocated_bytes"), "step_time": t.get("step_time")}
+
+
+#: Why training step times are shown, not decided, against a baseline.
+TRAINING_TIME_NOTE = ("step times shown, not decided: a few synchronized wall-time steps, not interleaved with a "
+                      "reference, give no interval a verdict could rest on on a shared host")
+
+
+def training(bmx: dict, t: dict, th: dict) -> dict:
+    """The training check against the baseline's: peak allocated device memory with the
+    optimizer's state by the inference memory rule (above ``baseline * (1 + peak_memory)`` and
+    by more than ``peak_memory_min_bytes``: a regression); step times listed beside."""
+    if t.get("status") not in ("pass", "fail"):
+        return _not_compared("this run has no training check (an inference factory, or it did not run)")
+    b = bmx.get("training")
+    if not b or not b.get("peak_allocated_bytes"):
+        return _not_compared("the baseline has no training figures (saved from an inference factory, from a failing "
+                             "training check, or by an earlier version: save it again)")
+    base_mem, cur_mem = b["peak_allocated_bytes"], t.get("peak_allocated_bytes") or 0
+    limit = max(base_mem * (1 + th["peak_memory"]), base_mem + th["peak_memory_min_bytes"])
+    bt, ct = b.get("step_time") or {}, t.get("step_time") or {}
+    out = {"baseline_peak_allocated_bytes": base_mem, "current_peak_allocated_bytes": cur_mem,
+           "change": cur_mem / base_mem - 1, "limit_bytes": limit, "regressed": cur_mem > limit,
+           "step_time": {"baseline_device_p50_s": bt.get("device_p50_s"), "current_device_p50_s": ct.get("device_p50_s"),
+                         "baseline_reference_p50_s": bt.get("reference_p50_s"),
+                         "current_reference_p50_s": ct.get("reference_p50_s"), "note": TRAINING_TIME_NOTE},
+           "regressions": []}
+    out["decision"] = "regressed" if out["regressed"] else "pass"
+    if out["regressed"]:
+        out["regressions"].append(
+            f"training memory: peak allocated with the optimizer's state {cur_mem / 2**20:.2f} MiB is "
+            f"{out['change']:+.1%} vs the baseline's {base_mem / 2**20:.2f} MiB (threshold +{th['peak_memory']:.0%}, "
+            f"at least {th['peak_memory_min_bytes'] / 1024:.0f} KiB)")
+    return out
 
 
 def _not_compared(why: str) -> dict:
