@@ -26,7 +26,7 @@ def _digest(folder):
 @pytest.fixture(scope="module")
 def mlp_baseline(tmp_path_factory):
     d = tmp_path_factory.mktemp("base") / "mlp"
-    code, out, err = cli("check", "mlp", *FAST, "--save-baseline", d)
+    code, out, err = cli("check", "mlp", *FAST, "--baseline-runs", "1", "--save-baseline", d)
     assert code == 0, out + err
     return str(d)
 
@@ -34,7 +34,7 @@ def mlp_baseline(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sleepy_baseline(tmp_path_factory):
     d = tmp_path_factory.mktemp("base") / "sleepy"
-    code, out, err = cli("check", fixture("sleepy"), *FAST, "--save-baseline", d)
+    code, out, err = cli("check", fixture("sleepy"), *FAST, "--baseline-runs", "1", "--save-baseline", d)
     assert code == 0, out + err
     return str(d)
 
@@ -236,7 +236,7 @@ def test_reports_may_not_write_into_the_baseline(mlp_baseline):
 def test_failing_run_does_not_replace_a_baseline(mlp_baseline, tmp_path):
     b = _copy(mlp_baseline, tmp_path)
     before = _digest(b)
-    code, out, _ = cli("check", fixture("perturbed"), *FAST, "--save-baseline", b)
+    code, out, _ = cli("check", fixture("perturbed"), *FAST, "--baseline-runs", "1", "--save-baseline", b)
     assert code == 1 and "baseline not saved" in out
     assert _digest(b) == before
 
@@ -245,7 +245,7 @@ def test_save_baseline_overwrites_only_its_files(mlp_baseline, tmp_path):
     b = _copy(mlp_baseline, tmp_path)
     open(os.path.join(b, "NOTES.txt"), "w").write("keep me")
     old = json.load(open(os.path.join(b, "baseline.json")))["created_utc"]
-    code, out, err = cli("check", "mlp", *FAST, *LOOSE, "--baseline", b, "--save-baseline", b)
+    code, out, err = cli("check", "mlp", *FAST, *LOOSE, "--baseline", b, "--baseline-runs", "1", "--save-baseline", b)
     assert code == 0, out + err
     assert open(os.path.join(b, "NOTES.txt")).read() == "keep me"
     assert set(os.listdir(b)) == FILES | {"NOTES.txt"}

@@ -21,7 +21,7 @@ MODEL = fixture("compiled_only")
 @pytest.fixture(scope="module")
 def compiled_baseline(tmp_path_factory):
     d = tmp_path_factory.mktemp("base") / "compiled_only"
-    code, out, err = cli("check", MODEL, *FAST, "--save-baseline", d)   # --mode both (the default)
+    code, out, err = cli("check", MODEL, *FAST, "--baseline-runs", "1", "--save-baseline", d)   # --mode both (the default)
     assert code == 0, out + err
     return str(d)
 

@@ -40,8 +40,10 @@ def burners():
 
 
 def _save(tmp_path_factory, name: str, run: list) -> str:
+    # --baseline-runs 2: phase 3 also in one fresh process (baseline_runs.py: re-checks read against
+    # the processes' median, regressions past their spread); two, not the default three, for CI time
     d = tmp_path_factory.mktemp("noisy") / name
-    code, out, err = cli("check", fixture("blocks"), *run, "--save-baseline", d)
+    code, out, err = cli("check", fixture("blocks"), *run, "--baseline-runs", "2", "--save-baseline", d)
     assert code == 0, out + err
     return str(d)
 
@@ -74,6 +76,9 @@ def test_baseline_keeps_interleaved_samples(quiet_baseline):
         assert all(t > 0 for k in s for t in s[k]) if key == "samples" else all(t >= 0 for k in s for t in s[k])
     assert len(m["launch_samples"]["device"]) == 240 and all(t > 0 for t in m["launch_samples"]["device"])
     assert m["work_time_basis"] and m["cpu_clock"].startswith("device sides: the NeuronCore's busy time")
+    p = m["processes"]          # the saving process's figures and one fresh process's
+    assert p["processes"] == 2 and p["failed"] == [] and len(p["values"]["device_alone"]) == 2
+    assert set(m["interleaved"]) == set(m["samples"])
 
 
 @pytest.mark.noisy_host

@@ -217,3 +217,33 @@ def test_junit_eager_training_case_does_not_carry_the_compiled_failure(tmp_path)
     assert cases["training.eager"].find("failure") is None
     assert "compiled training raised" in cases["training.compiled"].find("failure").get("message", "") + \
         (cases["training.compiled"].find("failure").text or "")
+
+
+def test_training_memory_is_compared_with_the_baseline(tmp_path):
+    # review item 5: the training's peak memory with the optimizer's state went from 554 KiB to
+    # 100 MiB on re-check and nothing was compared. Now it is, by the inference memory rule;
+    # step times are saved and shown, not decided (a few wall-time steps give no interval)
+    b, j = tmp_path / "b", tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable"), *FAST, "--mode", "eager", "--baseline-runs", "1",
+                         "--save-baseline", b)
+    assert code == 0, out + err
+    assert "only the training's peak memory" in " ".join((out + err).split())   # rich wraps lines
+    saved = json.load(open(b / "baseline.json"))["metrics"]["training"]
+    assert saved["peak_allocated_bytes"] > 0 and saved["step_time"]["device_p50_s"] > 0
+    common = [*FAST, "--mode", "eager", "--max-latency-regression", "3", "--baseline", b, "--json", j]
+    code, out, err = cli("check", fixture("trainable"), *common)
+    r = json.loads(j.read_text())
+    tr = r["baseline"]["training"]
+    assert tr["decision"] == "pass" and not tr["regressions"], out + err
+    assert tr["step_time"]["baseline_device_p50_s"] == saved["step_time"]["device_p50_s"]
+    # the accepted run's training peak was a tenth (the threshold's floor lowered: a tiny model)
+    meta = json.load(open(b / "baseline.json"))
+    meta["metrics"]["training"]["peak_allocated_bytes"] //= 10
+    json.dump(meta, open(b / "baseline.json", "w"))
+    th = json.load(open(b / "thresholds.json"))
+    th["peak_memory_min_bytes"] = 0
+    json.dump(th, open(b / "thresholds.json", "w"))
+    code, out, err = cli("check", fixture("trainable"), *common)
+    assert code == 1, out + err
+    assert "regression: training memory" in out
+    assert json.loads(j.read_text())["baseline"]["training"]["regressed"]

@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measurement rounds before a latency comparison too noisy to decide is "
                         "reported inconclusive (exit code 3), and the rounds a --save-baseline run "
                         "measures (default 3)")
+    g.add_argument("--baseline-runs", type=_int, default=3, metavar="N",
+                   help="with --save-baseline: measure phase 3 in N processes (this one and N-1 fresh ones) "
+                        "and keep each one's figures: re-checks are read against their median and a "
+                        "regression must exceed their spread (default 3)")
     g.add_argument("--max-memory-regression", type=float, metavar="FRACTION",
                    help="fail when peak device memory exceeds the baseline's by more than this (default 0.10)")
     g = c.add_argument_group("cost")
@@ -130,7 +134,7 @@ def _config(a: argparse.Namespace, argv: list[str]):
         model=a.model, batch_size=a.batch_size, dtype=a.dtype, seed=a.seed, device=a.device,
         reference=a.reference, tol=a.tol, fallback=a.fallback, mode=a.mode, iterations=iterations, seconds=a.seconds,
         max_warmup=a.max_warmup, cv_window=a.cv_window, cv_threshold=a.cv_threshold,
-        skip_reference_perf=a.skip_reference_perf, timing_threads=a.timing_threads, max_rounds=a.max_rounds, baseline=a.baseline, save_baseline=a.save_baseline,
+        skip_reference_perf=a.skip_reference_perf, timing_threads=a.timing_threads, max_rounds=a.max_rounds, baseline_runs=a.baseline_runs, baseline=a.baseline, save_baseline=a.save_baseline,
         max_latency_regression=a.max_latency_regression, max_memory_regression=a.max_memory_regression,
         instance=a.instance, price_per_hour=a.price_per_hour, reference_instance=a.reference_instance,
         reference_price_per_hour=a.reference_price_per_hour, amortize_samples=a.amortize_samples,

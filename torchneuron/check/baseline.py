@@ -5,7 +5,8 @@ A baseline folder holds four files:
 - ``baseline.json``: the model's identity (name, architecture fingerprint, inputs,
   outputs), the settings (dtype, seed, reference, tol, mode) and the metrics (latency
   percentiles, throughput, peak memory, per-output accuracy; whether the model compiled,
-  and the compiled model's figures when phase 3 timed it);
+  and the compiled model's figures when phase 3 timed it; the sides phase 3 interleaved and
+  each process's figures, ``--baseline-runs``; the training check's peak memory and step times);
 - ``thresholds.json``: the regression thresholds (fractions; 0.10 = +10 %);
 - ``manifest.json``: the version manifest of the run;
 - ``outputs.safetensors``: the outputs of that run: ``reference/<name>`` (the reference
@@ -24,6 +25,7 @@ from typing import Any, Optional
 
 import torch
 
+from . import baseline_runs, baseline_setup
 from . import manifest as manifest_mod
 from . import memory as memory_mod
 from .config import DEFAULT_THRESHOLDS
@@ -91,6 +93,10 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             # per-iteration seconds of the interleaved measurement (device, reference,
             # calibration): the samples the next run's latency interval is computed against
             "samples": p3.get("samples"),
+            # the sides phase 3 timed in the same iterations: a re-check must time the same (baseline_setup)
+            "interleaved": list(p3.get("samples") or {}) or None,
+            # each statistic's figure in each process phase 3 was measured in (--baseline-runs, baseline_runs.py)
+            "processes": p3.get("baseline_processes"),
             "cpu_samples": p3.get("cpu_samples"),
             "launch_samples": p3.get("launch_samples"),
             "cpu_clock": p3.get("cpu_clock"),
@@ -101,6 +107,7 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "peak_allocated_bytes": memory_mod.measured_peak(p1)[0],
             "peak_allocated_basis": memory_mod.measured_peak(p1)[1],
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
+            "training": _training_figures(result.get("training") or {}),
             "fallback_ops": sorted(p1["fallback"]["ops"]),
             "narrowing": p1["narrowing"],
             "accuracy": {k: {m: v.get(m) for m in ("passed", "decided_by", "max_abs", "rmse_device_fp64",
@@ -262,7 +269,10 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
                                       f"bound {c.get('rmse_bound') or 0:.3g}; max abs {c.get('max_abs', 0):.3g})")
     p3, seed = result["phase3"] or {}, result["config"].get("seed", 0)
     b_measured, c_measured = measured(base), _measured_now(result["phase1"])
-    if b_measured == "eager" and c_measured == "eager":
+    other_sides = baseline_setup.differs(bmx, p3)
+    if b_measured == "eager" and c_measured == "eager" and other_sides:
+        res["latency"] = _not_compared(other_sides)
+    elif b_measured == "eager" and c_measured == "eager":
         res["latency"] = latency(bmx, p3, th["latency_p50"], seed)
     else:
         res["latency"] = _not_compared(
@@ -275,6 +285,8 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
                                skip=("model_or_inputs",) if "model_or_inputs" in (res["latency"].get("statistics") or {})
                                else ())
     res["regressions"] += res["compiled"]["regressions"]
+    res["training"] = training(bmx, result.get("training") or {}, th)
+    res["regressions"] += res["training"].get("regressions", [])
     cur_mem, cur_basis = memory_mod.measured_peak(result["phase1"])
     base_basis = bmx.get("peak_allocated_basis") or "run ahead"
     if bmx.get("peak_allocated_bytes") and ((base_basis == "compiled") != (cur_basis == "compiled")
@@ -308,6 +320,47 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
     }
     res["status"] = "fail" if res["regressions"] else "pass"
     return res
+
+
+def _training_figures(t: dict) -> Optional[dict]:
+    """What a baseline keeps of the training check (a passing one): the device's peak memory
+    with the optimizer's state and the step times (shown on re-check, not decided)."""
+    if t.get("status") != "pass":
+        return None
+    return {"peak_allocated_bytes": t.get("peak_allocated_bytes"), "step_time": t.get("step_time")}
+
+
+#: Why training step times are shown, not decided, against a baseline.
+TRAINING_TIME_NOTE = ("step times shown, not decided: a few synchronized wall-time steps, not interleaved with a "
+                      "reference, give no interval a verdict could rest on on a shared host")
+
+
+def training(bmx: dict, t: dict, th: dict) -> dict:
+    """The training check against the baseline's: peak allocated device memory with the
+    optimizer's state by the inference memory rule (above ``baseline * (1 + peak_memory)`` and
+    by more than ``peak_memory_min_bytes``: a regression); step times listed beside."""
+    if t.get("status") not in ("pass", "fail"):
+        return _not_compared("this run has no training check (an inference factory, or it did not run)")
+    b = bmx.get("training")
+    if not b or not b.get("peak_allocated_bytes"):
+        return _not_compared("the baseline has no training figures (saved from an inference factory, from a failing "
+                             "training check, or by an earlier version: save it again)")
+    base_mem, cur_mem = b["peak_allocated_bytes"], t.get("peak_allocated_bytes") or 0
+    limit = max(base_mem * (1 + th["peak_memory"]), base_mem + th["peak_memory_min_bytes"])
+    bt, ct = b.get("step_time") or {}, t.get("step_time") or {}
+    out = {"baseline_peak_allocated_bytes": base_mem, "current_peak_allocated_bytes": cur_mem,
+           "change": cur_mem / base_mem - 1, "limit_bytes": limit, "regressed": cur_mem > limit,
+           "step_time": {"baseline_device_p50_s": bt.get("device_p50_s"), "current_device_p50_s": ct.get("device_p50_s"),
+                         "baseline_reference_p50_s": bt.get("reference_p50_s"),
+                         "current_reference_p50_s": ct.get("reference_p50_s"), "note": TRAINING_TIME_NOTE},
+           "regressions": []}
+    out["decision"] = "regressed" if out["regressed"] else "pass"
+    if out["regressed"]:
+        out["regressions"].append(
+            f"training memory: peak allocated with the optimizer's state {cur_mem / 2**20:.2f} MiB is "
+            f"{out['change']:+.1%} vs the baseline's {base_mem / 2**20:.2f} MiB (threshold +{th['peak_memory']:.0%}, "
+            f"at least {th['peak_memory_min_bytes'] / 1024:.0f} KiB)")
+    return out
 
 
 def _not_compared(why: str) -> dict:
@@ -412,7 +465,9 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
     With per-iteration samples on both sides: ``device_alone`` and ``model_or_inputs``
     decide; ``device_over_device_calibration`` is reported only (it decides when the
     reference was not timed, ``--skip-reference-perf``); ``decision`` is
-    ``regressed`` when any statistic's interval lies entirely above ``1 + threshold``,
+    ``regressed`` when any statistic's interval lies entirely above ``1 + threshold`` (times
+    its margin; against a baseline measured in several processes, ``baseline_runs.adjust``:
+    read against their median, the margin at least their spread),
     ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
     (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
 
@@ -490,6 +545,8 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
         if work:
             c = perfstats.compare_work(name, cur, base, threshold, seed,
                                        perfstats.COMPILED_MARGIN if compiled_alone else None)
+            if c is not None and side == "device":   # read against the baseline's processes' median
+                c = baseline_runs.adjust(c, name, bmx.get("processes"), threshold)
         else:
             c = perfstats.compare(name, cur, base, threshold, seed,
                                   perfstats.COMPILED_MARGIN if compiled_alone else 1.0)

@@ -76,7 +76,8 @@ def build(result: dict) -> ET.Element:
             parts = (("latency", b.get("latency"), ("latency:", "latency,")),
                      ("compiled.compile", comp.get("compile"), ("compile:",)),
                      ("compiled.latency", comp.get("latency"), ("latency (compiled)",)),
-                     ("memory", b.get("memory"), ("memory",)))
+                     ("memory", b.get("memory"), ("memory",)),
+                     ("training", b.get("training"), ("training memory",)))
             for key, x, prefixes in parts:
                 x = x or {}
                 msg = next((r for r in b.get("regressions", []) if r.startswith(prefixes)), None)

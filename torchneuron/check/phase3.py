@@ -324,7 +324,7 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
                                                                        f"timing: {type(e).__name__}: {e}"}
                         session.compiled_model = None
                         del steps["compiled"]
-                if cfg.baseline or cfg.save_baseline:
+                if cfg.baseline or cfg.save_baseline or cfg.baseline_process:
                     # One interleaved round, not kept, where a baseline is saved or compared with:
                     # the first interleaved round of a process read the reference/calibration
                     # work-time ratio 1-8 % higher than the rounds after it (5 of 6 checks that

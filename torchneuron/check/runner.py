@@ -11,12 +11,17 @@ from typing import Any, Optional
 import torch
 
 from . import baseline as baseline_mod
+from . import baseline_setup
 from . import cost as cost_mod
 from . import loading, manifest, phase1, phase2, phase3
 from .config import DTYPES, CheckConfig
 from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, CheckUsageError
 
 SCHEMA = "torchneuron.check.result/1"
+
+#: What a baseline does not decide (docs/check.md, "Baselines and regressions", "Training").
+TRAINING_NOT_BASELINED = ("training step times are saved in a baseline and shown on re-check, not decided: only "
+                          "the training's peak memory (with the optimizer's state) is compared")
 
 
 class NullUI:
@@ -63,7 +68,7 @@ def validate(cfg: CheckConfig) -> None:
         raise CheckUsageError("give --iterations or --seconds")
     ints = [("--batch-size", cfg.batch_size, 1), ("--iterations", cfg.iterations, 1),
             ("--max-warmup", cfg.max_warmup, 0), ("--cv-window", cfg.cv_window, 2),
-            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1), ("--timing-threads", cfg.timing_threads, 0), ("--train-steps", cfg.train_steps, 1)]
+            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1), ("--baseline-runs", cfg.baseline_runs, 1), ("--timing-threads", cfg.timing_threads, 0), ("--train-steps", cfg.train_steps, 1)]
     for name, v, lo in ints:
         if v is None:
             continue
@@ -149,6 +154,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     model_desc = loaded.describe()
     if base is not None:
         baseline_mod.check_identity(base, model_desc, cfg)
+        baseline_setup.check(base.path, base.meta, baseline_mod.measured(base), cfg)
 
     man = manifest.collect(cfg.device, cfg.argv)
     result: dict[str, Any] = {
@@ -209,13 +215,15 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     # Training (factories returning a loss_fn)
     from . import training
     result["training"] = (training.run(loaded, cfg, ui, cfg.train_steps) if p1["status"] == "pass"
-                          else {"status": "skipped", "reason": "phase 1 failed"})
+                          and not cfg.baseline_process
+                          else {"status": "skipped", "reason": "phase 1 failed" if p1["status"] != "pass"
+                                else "a baseline's extra process measures phase 3 only"})
     result["warnings"] += [f"training: {w}" for w in result["training"].get("warnings", [])
                            + result["training"].get("device_warnings", [])]
 
     # Trainium projection (an estimate from the graph, never a verdict)
     from . import project_phase
-    result["projection"] = (project_phase.run(loaded, cfg, ui) if p1["status"] == "pass"
+    result["projection"] = (project_phase.run(loaded, cfg, ui) if p1["status"] == "pass" and not cfg.baseline_process
                             else {"status": "skipped", "reason": "phase 1 failed"})
 
     # Baseline comparison; an undecided latency interval measures another round, up to --max-rounds
@@ -235,6 +243,8 @@ def run(cfg: CheckConfig, ui=None) -> dict:
                                   "reason": "phase 1 failed: only whether the model compiles was compared"}
     else:
         result["baseline"] = None
+    if result["training"].get("status") in ("pass", "fail") and (base is not None or cfg.save_baseline):
+        result["warnings"].append(TRAINING_NOT_BASELINED)   # baseline.training
 
     # Cost
     result["cost"] = cost_mod.compute(p1, p3, cfg, device_price, reference_price, extra.get("reference_cold_s"),
@@ -277,6 +287,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     result["baseline_saved"] = None
     if cfg.save_baseline:
         if result["verdict"] == "pass":
+            _measure_processes(result, cfg, ui)
             outs = {"reference": extra["outputs"]["reference"], "fp64": extra["outputs"]["fp64"],
                     "device": session.outputs}
             baseline_mod.save(cfg.save_baseline, result, outs)
@@ -284,6 +295,24 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         else:
             result["warnings"].append(f"baseline not saved to {cfg.save_baseline!r}: the check failed")
     return result
+
+
+def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:
+    """``--baseline-runs N``: phase 3 in N - 1 more fresh processes, their figures beside this
+    one's in ``phase3.baseline_processes`` (baseline_runs.py), which the baseline keeps."""
+    from . import baseline_runs
+
+    p3 = result["phase3"]
+    own = baseline_runs.estimates(p3)
+    # --mode compile: the compiled figures are compared with their own margin, not these
+    if cfg.baseline_runs < 2 or not own or cfg.mode == "compile":
+        p3["baseline_processes"] = baseline_runs.summary([own]) if own else None
+        return
+    extra = baseline_runs.measure(cfg, cfg.baseline_runs - 1, ui)
+    failed = [e["error"] for e in extra if "error" in e]
+    p3["baseline_processes"] = baseline_runs.summary([own] + [e for e in extra if "error" not in e])
+    p3["baseline_processes"]["failed"] = failed
+    result["warnings"] += [f"baseline: an extra process of --baseline-runs failed ({why})" for why in failed]
 
 
 def _undecided(b: dict) -> list[str]:
