@@ -2,6 +2,7 @@
 float64 from the same initial state; loss curve, gradient norms per parameter group and
 final parameters compared with the benchmark rule; step time and peak memory."""
 import json
+import re
 
 import pytest
 
@@ -230,12 +231,14 @@ def test_training_memory_is_compared_with_the_baseline(tmp_path):
     assert "only the training's peak memory" in " ".join((out + err).split())   # rich wraps lines
     saved = json.load(open(b / "baseline.json"))["metrics"]["training"]
     assert saved["peak_allocated_bytes"] > 0 and saved["step_time"]["device_p50_s"] > 0
-    common = [*FAST, "--mode", "eager", "--max-latency-regression", "3", "--baseline", b, "--json", j]
+    h = tmp_path / "r.html"
+    common = [*FAST, "--mode", "eager", "--max-latency-regression", "3", "--baseline", b, "--json", j, "--html", h]
     code, out, err = cli("check", fixture("trainable"), *common)
     r = json.loads(j.read_text())
     tr = r["baseline"]["training"]
     assert tr["decision"] == "pass" and not tr["regressions"], out + err
     assert tr["step_time"]["baseline_device_p50_s"] == saved["step_time"]["device_p50_s"]
+    _html_training_rows_match(h.read_text(), tr, "PASS")
     # the accepted run's training peak was a tenth (the threshold's floor lowered: a tiny model)
     meta = json.load(open(b / "baseline.json"))
     meta["metrics"]["training"]["peak_allocated_bytes"] //= 10
@@ -246,4 +249,34 @@ def test_training_memory_is_compared_with_the_baseline(tmp_path):
     code, out, err = cli("check", fixture("trainable"), *common)
     assert code == 1, out + err
     assert "regression: training memory" in out
-    assert json.loads(j.read_text())["baseline"]["training"]["regressed"]
+    tr = json.loads(j.read_text())["baseline"]["training"]
+    assert tr["regressed"]
+    _html_training_rows_match(h.read_text(), tr, "FAIL")
+
+
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def _cells(page, label):
+    """The cells of the HTML report's table row whose first cell starts with ``label``."""
+    for row in re.findall(r"<tr>(.*?)</tr>", page):
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        if cells and cells[0].startswith(label):
+            return cells
+    raise AssertionError(f"no row {label!r} in the HTML report")
+
+
+def _html_training_rows_match(page, tr, result):
+    # the HTML baseline table shows the training peak (and the step time, not decided) with
+    # the JSON's figures: bytes read back from "1.23 MiB" within the 2-decimal rounding
+    cells = _cells(page, "training peak memory")
+    for text, want in zip(cells[1:3], (tr["baseline_peak_allocated_bytes"], tr["current_peak_allocated_bytes"])):
+        v, unit = text.split()
+        assert abs(float(v) * _UNITS[unit] - want) <= 0.005 * _UNITS[unit], (text, want)
+    assert float(cells[3].rstrip("%")) == pytest.approx(100 * tr["change"], abs=0.05)
+    assert cells[4].startswith(f"+{round(100 * tr['threshold'])}%") and cells[5] == result
+    st = tr["step_time"]
+    cells = _cells(page, "training device step p50")
+    assert [float(c.split()[0]) for c in cells[1:3]] == pytest.approx(
+        [1e3 * st["baseline_device_p50_s"], 1e3 * st["current_device_p50_s"]], abs=5e-4)
+    assert cells[5] == "info only"

@@ -349,7 +349,8 @@ def training(bmx: dict, t: dict, th: dict) -> dict:
     limit = max(base_mem * (1 + th["peak_memory"]), base_mem + th["peak_memory_min_bytes"])
     bt, ct = b.get("step_time") or {}, t.get("step_time") or {}
     out = {"baseline_peak_allocated_bytes": base_mem, "current_peak_allocated_bytes": cur_mem,
-           "change": cur_mem / base_mem - 1, "limit_bytes": limit, "regressed": cur_mem > limit,
+           "change": cur_mem / base_mem - 1, "threshold": th["peak_memory"],
+           "min_increase_bytes": th["peak_memory_min_bytes"], "limit_bytes": limit, "regressed": cur_mem > limit,
            "step_time": {"baseline_device_p50_s": bt.get("device_p50_s"), "current_device_p50_s": ct.get("device_p50_s"),
                          "baseline_reference_p50_s": bt.get("reference_p50_s"),
                          "current_reference_p50_s": ct.get("reference_p50_s"), "note": TRAINING_TIME_NOTE},

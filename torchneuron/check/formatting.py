@@ -130,3 +130,21 @@ def narrowing(p1: dict) -> str:
     eager = ", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items())
     comp = ", ".join(f"{k} ×{v}" for k, v in ((p1.get("compile") or {}).get("narrowing") or {}).items())
     return "; ".join(x for x in (eager, f"compiled: {comp}" if comp else "") if x) or "none"
+
+
+def training_baseline_rows(tr: dict) -> list[tuple[list[str], str]]:
+    """The baseline comparison's training rows (``baseline.training``, when compared): the peak
+    with the optimizer's state (``pass``/``fail``) and the device step p50 (``info``: shown, not
+    decided). Each row: ``([check, baseline, current, change, threshold], result)``."""
+    if "regressed" not in tr or "note" in tr:
+        return []
+    th = (f"+{tr['threshold']:.0%} and +{nbytes(tr['min_increase_bytes'])}" if "threshold" in tr
+          else "+10% and more than the floor")   # a result written before the threshold was kept
+    rows = [(["training peak memory (with optimizer state)", nbytes(tr["baseline_peak_allocated_bytes"]),
+              nbytes(tr["current_peak_allocated_bytes"]), signed_pct(tr["change"]), th],
+             "fail" if tr["regressed"] else "pass")]
+    st = tr.get("step_time") or {}
+    b, c = st.get("baseline_device_p50_s"), st.get("current_device_p50_s")
+    if b and c:
+        rows.append((["training device step p50 (wall, not decided)", ms(b), ms(c), signed_pct(c / b - 1), ""], "info"))
+    return rows

@@ -342,6 +342,8 @@ def _baseline(b: Optional[dict]) -> str:
                      _e(F.nbytes(mem["current_peak_allocated_bytes"])), _e(F.signed_pct(mem["change"])),
                      _e(f"+{mem['threshold']:.0%} and +{F.nbytes(mem['min_increase_bytes'])}"),
                      _status("fail" if mem["regressed"] else "pass")])
+    rows += [[_e(x) for x in cells] + ["info only" if res == "info" else _status(res)]
+             for cells, res in F.training_baseline_rows(b.get("training") or {})]
     out = f"<p>Baseline <code>{_e(b['path'])}</code>, saved {_e(b.get('created_utc'))}.</p>"
     out += _table(["check", "baseline", "current", "change", "threshold", "result"], rows)
     if mem:
