@@ -85,3 +85,76 @@ def test_save_baseline_measures_fresh_processes(tmp_path):
 def test_baseline_runs_must_be_positive():
     code, out, err = cli("check", "mlp", *FAST, "--baseline-runs", "0")
     assert code == 2 and "--baseline-runs must be >= 1" in err
+
+
+# ------------------------------------------------------------------ a re-check's regression, confirmed
+
+def _model_regression(seed=3):
+    """model_or_inputs of a re-check whose process read the model 3x heavier (both sides)."""
+    rng = np.random.default_rng(seed)
+    base, heavier = _run(rng, 1.0), _run(rng, 3.0, reference=6.0)
+    c = perfstats.compare_work("model_or_inputs", heavier, base, 0.10) | {"decides": True}
+    assert c["decision"] == "regressed" and 2.9 < c["ci"]["ratio"] < 3.1
+    return c
+
+
+def _fresh(c, *ratios):
+    """``baseline_runs.confirm``'s answer: fresh processes reading ``ratios`` x the baseline."""
+    return {"statistics": ["model_or_inputs"], "failed": [],
+            "processes": [{"model_or_inputs": r * c["baseline_value"]} for r in ratios]}
+
+
+def test_a_regression_of_one_process_is_decided_on_the_median_of_the_processes():
+    # docs/check.md: one of seven unchanged re-checks read model_or_inputs x1.56 (x1.50-x1.59):
+    # that process ran the model slower on both sides; the other processes did not
+    c = _model_regression()
+    d = baseline_runs.confirmed(c, "model_or_inputs", _fresh(c, 1.01, 0.98), 0.10)
+    assert d["decision"] == "pass" and d["ci"]["ratio"] == pytest.approx(1.01)
+    width = c["ci"]["high"] / c["ci"]["low"]
+    assert d["ci"]["high"] / d["ci"]["low"] == pytest.approx(width)      # the first process's interval, moved
+    conf = d["confirmation"]
+    assert conf["ratios"] == pytest.approx([c["ci"]["ratio"], 1.01, 0.98])
+    assert conf["first_process"]["decision"] == "regressed" and conf["first_process"]["ci"] == c["ci"]
+    # a regression that persists in the fresh processes stays one
+    p = baseline_runs.confirmed(c, "model_or_inputs", _fresh(c, 2.9), 0.10)
+    assert p["decision"] == "regressed" and p["ci"]["ratio"] == pytest.approx((c["ci"]["ratio"] + 2.9) / 2)
+    # two of three at the threshold's edge: the median decides, here undecided (inconclusive)
+    e = baseline_runs.confirmed(c, "model_or_inputs", _fresh(c, 1.15, 1.2), 0.10)
+    assert e["decision"] == "undecided" and e["ci"]["ratio"] == pytest.approx(1.2)
+    # not re-measured, or not a regression here: unchanged
+    assert baseline_runs.confirmed(c, "device_alone", _fresh(c, 1.0), 0.10) == c
+    ok = c | {"decision": "pass"}
+    assert baseline_runs.confirmed(ok, "model_or_inputs", _fresh(c, 1.0), 0.10) == ok
+    assert baseline_runs.confirmed(c, "model_or_inputs", None, 0.10) == c
+
+
+def test_confirmation_measures_fresh_processes_until_most_agree(monkeypatch):
+    from torchneuron.check import CheckConfig
+
+    c = _model_regression()
+    lat = {"time_basis": "work time: ...", "threshold": 0.10, "statistics": {"model_or_inputs": c}}
+    calls = []
+
+    def fake(readings):
+        it = iter(readings)
+
+        def measure(cfg, runs, ui=None, *a):
+            calls.append(runs)
+            return [{"model_or_inputs": next(it) * c["baseline_value"]}]
+        return measure
+
+    cfg = CheckConfig(model="mlp", baseline_runs=3)
+    monkeypatch.setattr(baseline_runs, "measure", fake([2.9, 3.0]))
+    conf = baseline_runs.confirm(lat, cfg)             # persists: two of three processes decide it
+    assert calls == [1] and len(conf["processes"]) == 1 and conf["statistics"] == ["model_or_inputs"]
+    calls.clear()
+    monkeypatch.setattr(baseline_runs, "measure", fake([1.0, 2.9]))
+    conf = baseline_runs.confirm(lat, cfg)             # the first fresh one disagrees: a third decides
+    assert calls == [1, 1] and [p["model_or_inputs"] / c["baseline_value"] for p in conf["processes"]] == \
+        pytest.approx([1.0, 2.9])
+    # nothing to confirm: one process asked for, --mode compile, wall time, no regression
+    for cfg2, lat2 in ((CheckConfig(model="mlp", baseline_runs=1), lat),
+                       (CheckConfig(model="mlp", mode="compile"), lat),
+                       (cfg, lat | {"time_basis": "wall seconds per step (...)"}),
+                       (cfg, lat | {"statistics": {"model_or_inputs": c | {"decision": "pass"}}})):
+        assert baseline_runs.confirm(lat2, cfg2) is None

@@ -90,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--baseline-runs", type=_int, default=3, metavar="N",
                    help="with --save-baseline: measure phase 3 in N processes (this one and N-1 fresh ones) "
                         "and keep each one's figures: re-checks are read against their median and a "
-                        "regression must exceed their spread (default 3)")
+                        "regression must exceed their spread; with --baseline: a latency regression read "
+                        "in this process is measured again in up to N-1 fresh processes and decided on "
+                        "the median over the processes (default 3)")
     g.add_argument("--max-memory-regression", type=float, metavar="FRACTION",
                    help="fail when peak device memory exceeds the baseline's by more than this (default 0.10)")
     g = c.add_argument_group("cost")

@@ -235,7 +235,7 @@ def _sig(inputs) -> str:
 
 
 def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor],
-            dtype: torch.dtype) -> dict:
+            dtype: torch.dtype, confirm: Optional[dict] = None) -> dict:
     """Compare a run with its baseline. Regressions (each one fails the check):
 
     - accuracy: the run's device outputs against the baseline's reference and fp64 outputs
@@ -243,6 +243,8 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
     - latency: ``latency`` (the interval of a normalized change entirely above the threshold),
       of the eager model (``latency``) and of the compiled one (``compiled.latency``), each when
       both runs timed it; a side's figures missing on either run are "not compared", with why;
+      ``confirm``: fresh processes' figures of eager statistics this process read as regressed
+      (``baseline_runs.confirm``), decided on the median over the processes;
     - compile: the baseline compiled the model and this run's compile failed (``compile_success``);
     - memory: peak allocated device memory above baseline * (1 + threshold) and above
       baseline + ``peak_memory_min_bytes`` (allocator-block noise of tiny models).
@@ -273,7 +275,7 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
     if b_measured == "eager" and c_measured == "eager" and other_sides:
         res["latency"] = _not_compared(other_sides)
     elif b_measured == "eager" and c_measured == "eager":
-        res["latency"] = latency(bmx, p3, th["latency_p50"], seed)
+        res["latency"] = latency(bmx, p3, th["latency_p50"], seed, confirm=confirm)
     else:
         res["latency"] = _not_compared(
             "the baseline timed the compiled model only (--mode compile): its figures are compared with "
@@ -460,7 +462,7 @@ def _compiled_view(src: dict, fig: Optional[dict], key: str) -> Optional[dict]:
 
 
 def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "device", skip: tuple = (),
-            wall_reason: Optional[str] = None) -> dict:
+            wall_reason: Optional[str] = None, confirm: Optional[dict] = None) -> dict:
     """The latency comparison of a run's phase 3 with a baseline's metrics (``perfstats``).
 
     With per-iteration samples on both sides: ``device_alone`` and ``model_or_inputs``
@@ -468,7 +470,9 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
     reference was not timed, ``--skip-reference-perf``); ``decision`` is
     ``regressed`` when any statistic's interval lies entirely above ``1 + threshold`` (times
     its margin; against a baseline measured in several processes, ``baseline_runs.adjust``:
-    read against their median, the margin at least their spread),
+    read against their median, the margin at least their spread; with ``confirm``, a
+    regression of this process is decided on the median of its figure and fresh processes',
+    ``baseline_runs.confirmed``),
     ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
     (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
 
@@ -548,6 +552,7 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
                                        perfstats.COMPILED_MARGIN if compiled_alone else None)
             if c is not None and side == "device":   # read against the baseline's processes' median
                 c = baseline_runs.adjust(c, name, bmx.get("processes"), threshold)
+                c = baseline_runs.confirmed(c, name, confirm, threshold)   # and on this run's processes'
         else:
             c = perfstats.compare(name, cur, base, threshold, seed,
                                   perfstats.COMPILED_MARGIN if compiled_alone else 1.0)
@@ -564,7 +569,10 @@ def latency(bmx: dict, p3: dict, threshold: float, seed: int = 0, side: str = "d
                 f"{what}, {labels[name]}: x{ci['ratio']:.2f} the baseline's (95% CI x{ci['low']:.2f}-"
                 f"x{ci['high']:.2f}, entirely above the threshold +{threshold:.0%}"
                 + (f" and the between-run margin (x{c['regression_above']:.2f})"
-                   if c.get("regression_above", 1 + threshold) > 1 + threshold else "") + "); raw p50 "
+                   if c.get("regression_above", 1 + threshold) > 1 + threshold else "") + ")"
+                + (f"; the median of {len(c['confirmation']['values'])} processes (each x"
+                   + ", x".join(f"{x:.2f}" for x in c["confirmation"]["ratios"]) + ")" if c.get("confirmation") else "")
+                + "; raw p50 "
                 f"{dev['p50_s'] * 1e3:.3f} ms vs {bmx['p50_s'] * 1e3:.3f} ms")
     decisions = [c["decision"] for c in out["statistics"].values() if c["decides"]] or ["undecided"]
     out["decision"] = ("regressed" if "regressed" in decisions else

@@ -16,6 +16,13 @@ against their **median**, not the saving process's figure, and a regression need
 interval above ``(1 + t) * max(the statistic's margin, exp(2 * s))``, ``s`` the log standard
 deviation between the baseline's processes: a re-check's own process offset is of that size.
 A pass still needs the interval at or below ``1 + t``; in between reads inconclusive.
+
+A re-check is one process, and carries its own offset the same way: one of seven unchanged
+re-checks of ``convnet`` read ``model_or_inputs`` x1.56 (x1.50-x1.59), its convolutions slower
+on both sides in that process alone. So a statistic a re-check's process reads as a
+regression is measured again in fresh processes (``confirm``, by ``measure``; at most
+``--baseline-runs`` - 1) and decided on the **median** of the processes' figures
+(``confirmed``): one process's offset is not a verdict, a regression that persists still is.
 """
 from __future__ import annotations
 
@@ -86,9 +93,11 @@ def adjust(c: dict, name: str, processes: Optional[dict], threshold: float) -> d
                                        "saving_process_value": own, "margin": margin}}
 
 
-def measure(cfg, runs: int, ui=None) -> list[dict]:
+def measure(cfg, runs: int, ui=None, label: str = "Baseline: phase 3 in a fresh process", first: int = 2,
+            of: Optional[str] = None) -> list[dict]:
     """Phase 3 of this check in ``runs`` fresh processes, one after another; each one's
-    ``estimates`` (``{"error": why}`` for a process that failed)."""
+    ``estimates`` (``{"error": why}`` for a process that failed). Progress lines read
+    ``label (first + i of of)``."""
     child_cfg = dataclasses.replace(cfg, save_baseline=None, baseline=None, json_path=None, junit_path=None,
                                     html_path=None, progress=False, profile=False, projection=False,
                                     max_cost_per_million=None, baseline_runs=1, baseline_process=True, argv=[])
@@ -99,7 +108,7 @@ def measure(cfg, runs: int, ui=None) -> list[dict]:
     out = []
     for i in range(runs):
         if ui is not None:
-            ui.step(f"Baseline: phase 3 in a fresh process ({i + 2} of {runs + 1}, --baseline-runs)")
+            ui.step(f"{label} ({first + i} of {of or runs + 1}, --baseline-runs)")
         p = subprocess.run([sys.executable, "-c", "from torchneuron.check.baseline_runs import _child; _child()"],
                            input=doc, capture_output=True, text=True, env=env)
         line = next((ln[len(_TAG):] for ln in p.stdout.splitlines() if ln.startswith(_TAG)), None)
@@ -108,6 +117,62 @@ def measure(cfg, runs: int, ui=None) -> list[dict]:
         else:
             out.append(json.loads(line))
     return out
+
+
+# ------------------------------------------------------------------ a re-check's regression, confirmed
+
+def _scaled(c: dict, figure: float, threshold: float) -> tuple[dict, str]:
+    """The first process's interval of statistic ``c`` moved to a run figure of ``figure``
+    (its width kept), and ``perfstats.decide``'s verdict on it with ``c``'s margin."""
+    f = figure / c["current_value"]
+    ci = c["ci"] | {k: c["ci"][k] * f for k in ("ratio", "low", "high")}
+    return ci, perfstats.decide(ci, threshold, c["regression_above"] / (1 + threshold))
+
+
+def confirm(lat: dict, cfg, ui=None) -> Optional[dict]:
+    """Re-measure, in fresh processes, the statistics a re-check's own process read as a
+    latency regression (``lat``: ``baseline.latency``), as a baseline's extra processes are
+    measured (``measure``). At most ``cfg.baseline_runs - 1`` processes, one at a time,
+    stopping once more than half of the ``cfg.baseline_runs`` processes read a regression of
+    every such statistic (their median then does too, whatever the rest would read). Returns
+    ``{"statistics": [names], "processes": [estimates of each fresh process], "failed": [why]}``
+    for ``confirmed``; None when nothing is to be confirmed (no regression, ``--baseline-runs
+    1``, ``--mode compile``, or the wall-time basis, whose figures ``estimates`` are not)."""
+    stats = {n: c for n, c in (lat.get("statistics") or {}).items()
+             if c.get("decides") and c.get("decision") == "regressed" and c.get("ci") and c.get("current_value")}
+    if (not stats or cfg.baseline_runs < 2 or cfg.mode == "compile"
+            or not (lat.get("time_basis") or "").startswith("work time")):
+        return None
+    total, t, runs, failed = cfg.baseline_runs, lat["threshold"], [], []
+
+    def regressed_in(name):   # processes reading a regression of ``name``: this one and the fresh ones
+        return 1 + sum(_scaled(stats[name], r[name], t)[1] == "regressed" for r in runs if r.get(name))
+
+    for _ in range(total - 1):
+        e = measure(cfg, 1, ui, "Latency regression in this process: phase 3 in a fresh process to confirm it",
+                    2 + len(runs) + len(failed), f"at most {total}")[0]
+        (failed if "error" in e else runs).append(e.get("error", e))
+        if all(regressed_in(n) > total / 2 for n in stats):
+            break
+    return {"statistics": sorted(stats), "processes": runs, "failed": failed}
+
+
+def confirmed(c: dict, name: str, conf: Optional[dict], threshold: float) -> dict:
+    """Statistic ``c`` of a re-check decided on the **median** of its processes' figures (this
+    process's and ``conf``'s fresh ones, ``confirm``), the first process's interval moved to
+    it: a regression of one process is not a verdict, one that persists still is. Unchanged
+    when ``name`` was not re-measured."""
+    if not conf or name not in conf["statistics"] or c.get("decision") != "regressed":
+        return c
+    values = [c["current_value"]] + [r[name] for r in conf["processes"] if r.get(name)]
+    med = float(np.median(values))
+    ci, decision = _scaled(c, med, threshold)
+    base = c["baseline_value"]
+    return c | {"ci": ci, "current_value": med, "decision": decision,
+                "confirmation": {"values": values, "ratios": [v / base for v in values], "median": med,
+                                 "first_process": {"ci": c["ci"], "decision": c["decision"],
+                                                   "value": c["current_value"]},
+                                 "failed": conf["failed"]}}
 
 
 def _child() -> None:

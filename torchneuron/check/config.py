@@ -62,7 +62,8 @@ class CheckConfig:
     max_latency_regression: Optional[float] = None   # None: baseline's or default
     max_memory_regression: Optional[float] = None
     max_rounds: int = 3                       # measurement rounds before "inconclusive"
-    baseline_runs: int = 3                    # --save-baseline: processes phase 3 is measured in (baseline_runs.py)
+    baseline_runs: int = 3                    # --save-baseline: processes phase 3 is measured in; --baseline:
+                                              # at most, to confirm a latency regression (baseline_runs.py)
     baseline_process: bool = False            # internal: this run is one of a baseline's extra processes
     # cost
     instance: Optional[str] = None            # None: default for the device

@@ -148,3 +148,18 @@ def training_baseline_rows(tr: dict) -> list[tuple[list[str], str]]:
     if b and c:
         rows.append((["training device step p50 (wall, not decided)", ms(b), ms(c), signed_pct(c / b - 1), ""], "info"))
     return rows
+
+
+def confirmation_row(name: str, st: dict) -> Optional[list[str]]:
+    """A latency statistic re-measured in fresh processes (``st["confirmation"]``): the cells
+    ``[check, baseline, current, change, threshold]`` of the row under the statistic's, with
+    the first process's interval, each fresh process's ratio and their median. None when it
+    was not."""
+    c = st.get("confirmation")
+    if not c:
+        return None
+    fp = c["first_process"]["ci"]
+    fresh = ", ".join(f"x{r:.3f}" for r in c["ratios"][1:])
+    return [f"  {name.replace('_', ' ')}: re-measured in {len(c['ratios']) - 1} fresh process(es)", "", "",
+            f"this process x{fp['ratio']:.3f} [{fp['low']:.3f}, {fp['high']:.3f}]; fresh {fresh}; "
+            f"median x{c['median'] / st['baseline_value']:.3f}", ""]

@@ -382,6 +382,9 @@ def _latency_rows(lat: dict, label: str) -> list:
                else _status("pass") if st["decision"] == "pass" else '<span class="warn">undecided</span>')
         rows.append([_e(f"latency{label} {name.replace('_', ' ')} ({st['statistic']})"), _e(F.num(st["baseline_value"])),
                      _e(F.num(st["current_value"])), _e(change), _e(f"+{st['threshold']:.0%}"), res])
+        conf = F.confirmation_row(name, st)
+        if conf:
+            rows.append([_e(x) for x in conf] + [""])
     return rows
 
 

@@ -368,6 +368,9 @@ def _latency_rows(t: Table, lat: dict, label: str) -> None:
                else Text("info only", style="dim"))
         t.add_row(f"latency{label} {name.replace('_', ' ')} ({st['statistic']})", F.num(st["baseline_value"]),
                   F.num(st["current_value"]), change, f"+{st['threshold']:.0%}", res)
+        conf = F.confirmation_row(name, st)
+        if conf:
+            t.add_row(*conf, "")
 
 
 def training_tables(tr: Optional[dict], label: str = "") -> list:
