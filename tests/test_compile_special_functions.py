@@ -1,8 +1,10 @@
 """Special functions and integer/bit ops that had no lowering
 (torchneuron/compiler/decompositions_special.py), compiled against the CPU over wide
 grids: beyond the sweep's values, large arguments, poles, the tails of erfc/erfinv,
-subnormal steps of nextafter, gcd/lcm at each integer width's extremes, and the
-gradients of digamma (trigamma, polygamma(1, x)) and i0 (special_i1)."""
+subnormal steps of nextafter, gcd/lcm at each integer width's extremes, polygamma(n, x)
+for 2 <= n <= 12 (against mpmath, where the CPU's own series cancels), and the
+gradients of digamma (trigamma, polygamma(1, x)), trigamma (polygamma(2, x)) and i0
+(special_i1)."""
 import pytest
 import torch
 
@@ -29,9 +31,11 @@ def _compiled(f, *xs):
 _TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2)}
 _UNARY = {"erfc": torch.erfc, "lgamma": torch.lgamma, "digamma": torch.digamma,
           "erfinv": torch.erfinv, "i0": torch.i0, "trigamma": lambda a: torch.polygamma(1, a),
-          "i1": torch.special.i1}
-_ATEN = {"trigamma": "polygamma", "i1": "special_i1"}   # the op's name where it differs
-_POLES = ("digamma", "trigamma")
+          "i1": torch.special.i1, "polygamma2": lambda a: torch.polygamma(2, a),
+          "polygamma3": lambda a: torch.polygamma(3, a)}
+_ATEN = {"trigamma": "polygamma", "i1": "special_i1", "polygamma2": "polygamma",
+         "polygamma3": "polygamma"}   # the op's name where it differs
+_POLES = ("digamma", "trigamma", "polygamma2", "polygamma3")
 
 
 @pytest.mark.parametrize("name", list(_UNARY))
@@ -106,8 +110,46 @@ def test_polygamma_orders():
     out = _compiled(lambda a: torch.polygamma(0, a), x).cpu()
     torch.testing.assert_close(out, torch.polygamma(0, x), rtol=2e-5, atol=2e-5)
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="aten.polygamma"):   # n >= 2: not decomposed
-        _compiled(lambda a: torch.polygamma(2, a), x)
+    with pytest.raises(Exception, match="aten.polygamma"):   # n > 12: not decomposed
+        _compiled(lambda a: torch.polygamma(13, a), x)
+    torch._dynamo.reset()
+    g = torch.compile(lambda a: torch.polygamma(13, a), backend="neuron",
+                      options={"fallback_execution": True})
+    assert torch.equal(g(x.to("neuron")).cpu(), torch.polygamma(13, x))   # eagerly, exact
+
+
+def _mpmath_polygamma(n, x):
+    mpmath = pytest.importorskip("mpmath")   # sympy's dependency, so torch's
+    with mpmath.workdps(40):
+        return torch.tensor([float(mpmath.psi(n, mpmath.mpf(v))) for v in x.tolist()],
+                            dtype=torch.float64)
+
+
+@pytest.mark.parametrize("n", range(2, 13))
+def test_polygamma_high_orders_match_mpmath_near_poles_and_at_extremes(n):
+    """Against mpmath at 40 digits: the CPU sums the series from x, which cancels on the
+    negative axis (float64 psi_12(-9.5) is 3.5e-4, the value -3.7e-5; psi_6(-999.5)
+    -2.3e-12, the value -1.2e-16). Within 2e-6 relative where the value is a normal
+    float32 (below, compiled graphs flush subnormals); inf where it overflows."""
+    x = torch.cat([_near_poles_and_extremes(), torch.linspace(-12.01, 12.01, 241),
+                   torch.tensor([-1e3 + 0.5, -1e3 + 0.25, -1e5 + 0.5, -9.5, -2.5])])
+    o = _compiled(lambda a: torch.polygamma(n, a), x).cpu().double()
+    r = _mpmath_polygamma(n, x)
+    big = r.abs() > torch.finfo(torch.float32).max
+    assert torch.equal(o[big], r[big].sign() * _INF)
+    ok = ~big & (r.abs() > 1e-30)
+    torch.testing.assert_close(o[ok], r[ok], rtol=2e-6, atol=0)
+
+
+def test_polygamma_high_orders_special_values_as_cpu():
+    x = torch.tensor([_NAN, _INF, -_INF, 0.0, -0.0, -1.0, -30.0, -1e30, 1e30])
+    out = _compiled(lambda a: [torch.polygamma(n, a) for n in (2, 3, 12)], x)
+    for n, o in zip((2, 3, 12), out):   # poles +-inf by n's parity, NaN at +inf, +-0.0 far
+        r = torch.polygamma(n, x)
+        assert torch.equal(o.cpu().isnan(), r.isnan()), n
+        ok = ~r.isnan()
+        o = o.cpu()[ok]
+        assert torch.equal(o, r[ok]) and torch.equal(o.signbit(), r[ok].signbit()), n
 
 
 def _grad_inputs():
@@ -115,10 +157,12 @@ def _grad_inputs():
     return x[(x - x.round()).abs() > 1e-2]
 
 
-@pytest.mark.parametrize("name", ["digamma", "i0", "both"])
+@pytest.mark.parametrize("name", ["digamma", "i0", "both", "trigamma"])
 def test_gradients_of_digamma_and_i0_match_cpu(name):
-    """digamma's backward is polygamma(1, x), i0's special_i1: both failed to lower."""
+    """digamma's backward is polygamma(1, x), i0's special_i1, trigamma's polygamma(2, x):
+    each failed to lower."""
     f = {"digamma": lambda a, b: torch.digamma(a).sum(),
+         "trigamma": lambda a, b: (torch.polygamma(1, a) * b).sum(),
          "i0": lambda a, b: (torch.i0(b) * a).sum(),
          "both": lambda a, b: (torch.digamma(a) * torch.i0(b).log()).sum()}[name]
     a = _grad_inputs()

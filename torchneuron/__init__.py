@@ -64,7 +64,10 @@ _print_from_host()
 def _drain_at_exit() -> None:
     # Let queued kernels finish before the interpreter and static objects
     # they use are torn down (a CUDA context is synchronized at exit too).
-    # Errors of abandoned work have nobody left to report to.
+    # Errors of abandoned work have nobody left to report to. Compiled graphs
+    # launched after this (atexit handlers registered before this import) wait
+    # for their kernel: one still running at finalization aborted the process.
+    _C._set_compiled_launches_blocking()
     for i in range(_C._device_count()):
         try:
             _C._synchronize(i)

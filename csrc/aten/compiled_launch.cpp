@@ -26,7 +26,10 @@ const char* intern_kernel_name(const std::string& name) {
 
 namespace {
 std::atomic<int64_t> g_queued{0};
+std::atomic<bool> g_blocking{false};
 }  // namespace
+
+void set_compiled_launches_blocking() noexcept { g_blocking.store(true); }
 
 int64_t compiled_kernels_queued() noexcept { return g_queued.load(std::memory_order_relaxed); }
 
@@ -50,6 +53,7 @@ void launch_compiled(c10::DeviceIndex device, const std::string& graph_name,
     if (!*counted) g_queued.fetch_sub(1, std::memory_order_relaxed);
     throw;
   }
+  if (g_blocking.load()) sync_device(device);  // the interpreter is exiting
 }
 
 }  // namespace torchneuron

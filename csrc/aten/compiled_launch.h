@@ -20,6 +20,15 @@ const char* intern_kernel_name(const std::string& name);
 void launch_compiled(c10::DeviceIndex device, const std::string& graph_name,
                      std::function<void()> run);
 
+// From now on each launch_compiled waits for its kernel before returning.
+// Called by the interpreter's exit drains (torchneuron/__init__.py,
+// compiler/neuron_cc.py): a compiled kernel (Python code on the stream's
+// worker) still running when the interpreter starts finalizing is ended by
+// CPython at its next GIL acquire, which aborts the process ("terminate called
+// without an active exception"); a launch after the drains (an atexit handler
+// registered before torchneuron's import) so finishes first.
+void set_compiled_launches_blocking() noexcept;
+
 // Compiled-graph kernels enqueued and not yet finished (all devices). Such a
 // kernel takes the GIL when it runs; launch() then enqueues without the GIL.
 int64_t compiled_kernels_queued() noexcept;

@@ -89,6 +89,11 @@ std::function<void()> python_kernel(py::function fn) {
     }
   });
   return [held] {
+    // Queued behind work that outlasted the exit drains: taking the GIL now would
+    // end this thread (std::terminate); the kernel fails instead, reported to
+    // whoever synchronizes (nobody, once the interpreter is gone).
+    if (!Py_IsInitialized() || python_finalizing())
+      throw std::runtime_error("the Python interpreter is shutting down: compiled graph not run");
     py::gil_scoped_acquire gil;
     py::object fn = std::move(*held);  // *held is now empty
     try {
@@ -183,6 +188,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_pinned_host_empty_cache", &pinned_host_empty_cache);
   // Compiled graphs (torchneuron/compiler/executable.py).
+  m.def("_set_compiled_launches_blocking", &set_compiled_launches_blocking);
   m.def("_launch_compiled", [](int d, const std::string& name, py::function fn) {
     auto idx = resolve_device(d);
     auto kernel = python_kernel(std::move(fn));

@@ -160,6 +160,34 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     return aten.permute.default(out, inverse)
 
 
+def unfold(x, dimension, size, step):
+    """``x.unfold(dimension, size, step)``: shape x's with ``dimension`` (any sign) of
+    length ``n = (L - size) // step + 1`` and a last dim ``size``, ``out[.., i, .., j] =
+    x[.., i * step + j, ..]``; as an ``index_select`` of those positions (exact: data
+    movement). torch-mlir has no lowering for ``aten.unfold`` (``torch.constant.int``
+    left over): ``nn.Unfold``-like sliding windows failed in every compiled graph. Its
+    gradient is core ATen's ``unfold_backward`` (windows added in fold order, as eager).
+    Bad ``size``/``step`` raise in the meta function (RuntimeError, as eager). A dim of
+    2**31 or more: NotImplemented (the lowering fails naming ``aten.unfold``)."""
+    if x.dim() == 0:  # a 0-dim tensor unfolds into shape [size], size 0 or 1
+        return aten.slice.Tensor(aten.reshape.default(x, [1]), 0, 0, size)
+    d = dimension % x.dim()
+    if x.shape[d] >= 2**31:
+        return NotImplemented
+    n = (x.shape[d] - size) // step + 1
+    # int32 positions: int64 ones would be added in int32 by passes/narrow_64bit.py,
+    # reported to narrowing_stats() as a narrowed unfold (eager narrows nothing here)
+    starts = aten.arange.start_step(0, n * step, step, dtype=torch.int32, device=x.device)
+    offsets = aten.arange.default(size, dtype=torch.int32, device=x.device)
+    pos = aten.add.Tensor(aten.unsqueeze.default(starts, 1),
+                          aten.unsqueeze.default(offsets, 0))
+    picked = aten.index_select.default(x, d, aten.reshape.default(pos, [n * size]))
+    windows = aten.reshape.default(picked, list(x.shape[:d]) + [n, size]
+                                   + list(x.shape[d + 1:]))
+    order = [k for k in range(x.dim() + 1) if k != d + 1] + [d + 1]
+    return aten.permute.default(windows, order)
+
+
 def _pair(v) -> list:
     v = [v] if isinstance(v, int) else list(v)
     return v * 2 if len(v) == 1 else v
@@ -419,6 +447,7 @@ _OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
          aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
          aten.convolution_backward.default: convolution_backward,
          aten.index_put.default: index_put_mask, aten.diagonal.default: diagonal,
+         aten.unfold.default: unfold,
          aten.diagonal_scatter.default: diagonal_scatter,
          aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
          aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,

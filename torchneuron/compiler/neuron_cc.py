@@ -61,6 +61,10 @@ def start() -> None:
 def _drain_devices() -> None:
     import torch
 
+    from .. import _C
+
+    # from here on a compiled launch waits for its kernel (csrc/aten/compiled_launch.h)
+    _C._set_compiled_launches_blocking()
     for i in range(torch.neuron.device_count()):
         try:
             torch.neuron.synchronize(i)
