@@ -119,7 +119,7 @@ def test_polygamma_orders():
 
 
 def _mpmath_polygamma(n, x):
-    mpmath = pytest.importorskip("mpmath")   # sympy's dependency, so torch's
+    import mpmath  # pinned in requirements.txt (torch needs it through sympy)
     with mpmath.workdps(40):
         return torch.tensor([float(mpmath.psi(n, mpmath.mpf(v))) for v in x.tolist()],
                             dtype=torch.float64)
