@@ -43,11 +43,13 @@ def same(a: torch.Tensor, b: torch.Tensor, name: str, atol: float = 0.0) -> None
 
 
 def init(backend: str | None) -> torch.device:
-    """The process group and this rank's device (the only visible core under
-    the LOCAL_RANK rule, or set_device(local_rank) with every core visible)."""
-    dist.init_process_group(backend, timeout=timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "60"))))
-    if torch.neuron.device_count() > 1:
-        torch.neuron.set_device(LOCAL_RANK)
+    """The process group and this rank's device, by CUDA's recipe: set_device(local_rank)
+    after init_process_group (with DIST_DEVICE_ID, init_process_group(device_id=...) too).
+    The group has bound the rank to neuron:LOCAL_RANK already (checked)."""
+    kw = {"device_id": torch.device("neuron", LOCAL_RANK)} if os.environ.get("DIST_DEVICE_ID") else {}
+    dist.init_process_group(backend, timeout=timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "60"))), **kw)
+    assert torch.neuron.current_device() == LOCAL_RANK, (torch.neuron.current_device(), LOCAL_RANK)
+    torch.neuron.set_device(LOCAL_RANK)
     return torch.device("neuron", torch.neuron.current_device())
 
 
@@ -84,6 +86,29 @@ def check_collectives(dev: torch.device, cpu) -> None:
     dist.all_reduce(c, group=cpu)
     same(n2, c * 2, "all_reduce async_op")
     ok("all_reduce async_op + wait")
+
+    # channels_last (dense, not contiguous) where each rank's tensor is its own input
+    # and output: as CPU Gloo, and as every rank's input (regenerated here) combined.
+    cl = torch.channels_last
+    x = data(40, 2, 3, 4, 5)
+    n, c = x.to(dev).contiguous(memory_format=cl), x.contiguous(memory_format=cl)
+    dist.all_reduce(n)
+    dist.all_reduce(c, group=cpu)
+    assert n.is_contiguous(memory_format=cl) and not n.is_contiguous()
+    same(n, c, "all_reduce channels_last")
+    same(n, sum(data(40, 2, 3, 4, 5, rank=r) for r in range(WS)), "all_reduce channels_last", atol=1e-5)
+    n = data(41, 2, 3, 4, 5).to(dev).contiguous(memory_format=cl)
+    dist.broadcast(n, WS - 1)
+    same(n, data(41, 2, 3, 4, 5, rank=WS - 1), "broadcast channels_last")
+    n = data(42, 2, 3, 4, 5).to(dev).contiguous(memory_format=cl)
+    dist.reduce(n, 0)
+    if RANK == 0:
+        same(n, sum(data(42, 2, 3, 4, 5, rank=r) for r in range(WS)), "reduce channels_last", atol=1e-5)
+    pair = [data(43, 2, 3, 4, 5).to(dev).contiguous(memory_format=cl), data(44, 6).to(dev)]
+    dist.all_reduce_coalesced(pair)
+    same(pair[0], sum(data(43, 2, 3, 4, 5, rank=r) for r in range(WS)), "all_reduce_coalesced channels_last", atol=1e-5)
+    same(pair[1], sum(data(44, 6, rank=r) for r in range(WS)), "all_reduce_coalesced", atol=1e-5)
+    ok("channels_last all_reduce, broadcast, reduce, all_reduce_coalesced")
 
     src = WS - 1
     n, c = data(3, 4).to(dev), data(3, 4)
@@ -500,11 +525,30 @@ def check_errors(dev: torch.device, cpu) -> None:
         except RuntimeError as e:
             assert "tag 268435456 out of range" in str(e), e
     ok("send/recv tag out of range is an error")
+    # Not dense: ValueError, as NCCL; dense but not contiguous where the ranks' memory
+    # orders would mix (all_gather), the same.
+    for t in (torch.ones(4, 4, device=dev).t()[0],
+              torch.ones(2, 3, 4, 5, device=dev).contiguous(memory_format=torch.channels_last)):
+        try:
+            if t.dim() == 1:
+                dist.all_reduce(t)
+            else:
+                dist.all_gather_into_tensor(torch.empty(WS * 2, 3, 4, 5, device=dev), t)
+            raise AssertionError("non-contiguous did not raise")
+        except ValueError as e:
+            assert "contiguous" in str(e), e
+    # Memory orders that differ across ranks (NCCL and CPU Gloo add the elements of
+    # different positions): an error on every rank, the input intact.
+    x = torch.arange(120.0).reshape(2, 3, 4, 5)
+    t = x.to(dev).contiguous(memory_format=torch.channels_last if RANK == 0 else torch.contiguous_format)
+    dist.all_reduce(t)
     try:
-        dist.all_reduce(torch.ones(4, 4, device=dev).t()[0])
-        raise AssertionError("non-contiguous did not raise")
+        torch.neuron.synchronize()
+        raise AssertionError("a memory layout mismatch across ranks did not raise")
     except RuntimeError as e:
-        assert "contiguous" in str(e), e
+        assert "differ" in str(e) and "Float[2, 3, 4, 5] channels_last" in str(e), e
+    same(t, x, "input intact after a layout mismatch")
+    ok("memory layouts that differ across ranks are an error")
     try:
         dist.all_reduce(torch.ones(4, device=dev), op=dist.ReduceOp.BAND)
         raise AssertionError("BAND on float did not raise")
@@ -674,7 +718,7 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
             try:
                 getattr(dist, bad_op)(bad_t, partner)
                 raise AssertionError(f"{bad_op}: the faulty rank did not raise at the call")
-            except RuntimeError as e:
+            except (RuntimeError, ValueError) as e:  # ValueError: not contiguous (NCCL's)
                 assert reason in str(e), (bad_op, e)
         else:
             t = torch.full((2, 3), -3.0, device=dev)
@@ -743,7 +787,8 @@ def check_ddp(dev: torch.device) -> None:
     # pinned host memory for a PrivateUse1 device (an internal assert otherwise).
     assert torch.empty(1, pin_memory=True).is_pinned(), "pinned host memory missing on neuron"
     find_unused = True
-    ddp = DDP(model, bucket_cap_mb=0.001, find_unused_parameters=find_unused)
+    # device_ids=[local_rank], CUDA's recipe (dev is neuron:LOCAL_RANK)
+    ddp = DDP(model, device_ids=[LOCAL_RANK], bucket_cap_mb=0.001, find_unused_parameters=find_unused)
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     per_rank = 16
@@ -906,18 +951,49 @@ def job_fault(kind: str) -> None:
     os._exit(0)  # the group is broken; no collective teardown
 
 
+def job_cuda_compat() -> None:
+    """A CUDA script's recipe through torchneuron.cuda_compat: "nccl", then
+    torch.cuda.set_device(local_rank), DDP(device_ids=[local_rank]); gradients equal
+    the mean of every rank's, computed on the CPU."""
+    import torchneuron.cuda_compat  # noqa: F401
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(LOCAL_RANK)
+    dev = torch.device("cuda", LOCAL_RANK)
+    torch.manual_seed(RANK)  # DDP broadcasts rank 0's parameters
+    model = DDP(torch.nn.Linear(3, 2).to(dev), device_ids=[LOCAL_RANK])
+    assert next(model.parameters()).device == torch.device("neuron", LOCAL_RANK)
+    ref = copy.deepcopy(model.module).cpu()
+    model(data(50, 4, 3).to(dev)).square().sum().backward()
+    grads = []
+    for r in range(WS):
+        ref.zero_grad()
+        ref(data(50, 4, 3, rank=r)).square().sum().backward()
+        grads.append([p.grad.clone() for p in ref.parameters()])
+    for p, *gs in zip(model.parameters(), *grads):
+        same(p.grad, torch.stack(gs).mean(0), "DDP gradient", atol=1e-5)
+    ok("cuda_compat nccl + set_device(local_rank) + DDP(device_ids=[local_rank])")
+    dist.destroy_process_group()
+    print("ALL OK", flush=True)
+
+
 def main() -> None:
     job = sys.argv[1]
     if job.startswith("fault-"):
         job_fault(job[len("fault-"):])
         return
+    if job == "cuda_compat":
+        job_cuda_compat()
+        return
     backend = os.environ.get("DIST_BACKEND", "neuron")
     backend = None if backend == "default" else backend
     dev = init(backend)
-    if os.environ.get("DIST_ONE_CORE"):  # the backend narrowed the view to LOCAL_RANK's core
-        assert torch.neuron.device_count() == 1, torch.neuron.device_count()
-        assert os.environ.get("NEURON_RT_VISIBLE_CORES") == str(LOCAL_RANK), os.environ.get("NEURON_RT_VISIBLE_CORES")
-        ok("NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>")
+    # Every core stays visible; this rank's is neuron:LOCAL_RANK (set_device after the group worked).
+    assert torch.neuron.device_count() >= WS and dev.index == LOCAL_RANK, (torch.neuron.device_count(), dev)
+    ok("bound to neuron:LOCAL_RANK")
+    dist.monitored_barrier(timeout=timedelta(seconds=60))  # any backend string, none included
+    ok(f"monitored_barrier on the default group ({dist.get_backend()})")
     cpu = dist.new_group(backend="gloo")
     for name in os.environ.get("DIST_CHECKS", job).split(","):
         globals()[f"check_{name}"](dev, cpu) if name in ("collectives", "functional", "streams", "errors", "one_rank_fails") \

@@ -76,22 +76,26 @@ def test_collectives_2_ranks_every_core_visible():
     for check in ("all_reduce every ReduceOp", "unequal splits", "batch_isend_irecv", "coalesced",
                   "barrier on every group", "functional collectives", "stream ordering",
                   "wrong core is an error", "shape mismatch", "dtype mismatch", "tensor parallel",
-                  "send/recv mismatch", "monitored_barrier", "views at an offset"):
+                  "send/recv mismatch", "monitored_barrier", "views at an offset",
+                  "channels_last all_reduce", "memory layouts that differ"):
         assert check in out, check
 
 
 def test_collectives_and_ddp_4_ranks_default_backend():
     """4 ranks, no backend named (neuron is the default for the neuron accelerator);
-    the backend sets NEURON_RT_VISIBLE_CORES=<LOCAL_RANK> (checked in the job)."""
-    res = run_world("all", 4, {"DIST_BACKEND": "default", "DIST_ONE_CORE": "1",
+    the group binds each rank to neuron:LOCAL_RANK, so set_device(local_rank) after it and
+    DDP(device_ids=[local_rank]) work on every rank (checked in the job)."""
+    res = run_world("all", 4, {"DIST_BACKEND": "default",
                                "DIST_CHECKS": "collectives,functional,streams,ddp,dtensor"})
     out = assert_all_ok(res)
-    assert "DDP on digits" in out and "tensor parallel" in out and "LOCAL_RANK" in out
+    assert "DDP on digits" in out and "tensor parallel" in out and "bound to neuron:LOCAL_RANK" in out
+    assert "monitored_barrier on the default group (undefined)" in out
 
 
 def test_ddp_fsdp2_dcp_2_ranks(tmp_path):
+    """init_process_group(device_id=neuron:LOCAL_RANK): rank 1 on neuron:1 (checked in the job)."""
     res = run_world("all", 2, {"DIST_CHECKS": "ddp,fsdp", "DIST_CKPT_DIR": str(tmp_path / "ckpt"),
-                               "DIST_ONE_CORE": "1"})
+                               "DIST_DEVICE_ID": "1"})
     out = assert_all_ok(res)
     assert "FSDP2 Llama" in out and "DCP" in out
 
@@ -115,6 +119,12 @@ def test_bad_argument_on_one_rank_is_an_error_on_every_rank(nprocs):
         assert "bad argument (wrong_core)" in out
 
 
+def test_cuda_recipe_through_cuda_compat():
+    """set_device(local_rank) after init_process_group("nccl") (failed on rank 1 when the
+    group narrowed NEURON_RT_VISIBLE_CORES to LOCAL_RANK)."""
+    assert "cuda_compat nccl" in assert_all_ok(run_world("cuda_compat", 2))
+
+
 @pytest.mark.parametrize("kind", ["dead", "hung"])
 def test_dead_or_hung_rank_is_an_error_within_timeout(kind):
     res = run_world(f"fault-{kind}", 2, {"DIST_TIMEOUT": "4"}, timeout=120)
@@ -125,8 +135,10 @@ def test_dead_or_hung_rank_is_an_error_within_timeout(kind):
     assert took < 13, out
 
 
-def test_readme_torchrun_example(tmp_path):
-    """The README's distributed example, run by torchrun as written there."""
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_readme_torchrun_example(tmp_path, nprocs):
+    """The README's distributed example, run by torchrun as written there (and with 4
+    processes, where its batches wrap around the 1797 digits: the loss stays finite)."""
     readme = (REPO / "README.md").read_text()
     m = re.search(r"<!-- distributed-example -->\s*```python\n(.*?)```", readme, re.S)
     assert m, "README has no distributed example"
@@ -135,40 +147,52 @@ def test_readme_torchrun_example(tmp_path):
     cmd = re.search(r"<!-- distributed-command -->\s*```sh\n(.*?)\n```", readme, re.S).group(1)
     argv = cmd.split()
     assert argv[:2] == ["torchrun", "--nproc_per_node=2"], argv
-    argv = [str(Path(sys.executable).parent / "torchrun"), *argv[1:-1],
+    argv = [str(Path(sys.executable).parent / "torchrun"), f"--nproc_per_node={nprocs}", *argv[2:-1],
             f"--master_port={_free_port()}", str(script)]
     proc = subprocess.run(argv, env=_env({"OMP_NUM_THREADS": "1"}), capture_output=True,
                           text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
-    assert "rank 0: neuron:0 of 1 visible core(s)" in proc.stdout, proc.stdout
-    assert "rank 1: neuron:0 of 1 visible core(s)" in proc.stdout, proc.stdout
-    assert "final loss" in proc.stdout
+    for rank in range(nprocs):
+        assert f"rank {rank}: neuron:{rank} of 4 visible core(s)" in proc.stdout, proc.stdout
+        loss = float(re.search(rf"rank {rank}: final loss ([0-9.]+|nan|inf)", proc.stdout).group(1))
+        assert 0 < loss < 2.2, proc.stdout  # finite, and learning (ln 10 = 2.30 untrained)
 
 
-def test_device_used_before_the_group_warns(monkeypatch):
-    """Under torchrun, a rank that touched the device before init_process_group keeps
-    every core visible and would share the current core with the other ranks: a warning
-    says so and how to fix it (no warning once set_device(local_rank) was called)."""
+def test_tensors_on_neuron0_before_the_group_warn_once(monkeypatch):
+    """Under torchrun, a rank that holds tensors on neuron:0 before its first group stays
+    there (moving the current device would split its model from later tensors): one warning
+    says it shares local rank 0's core and how to fix it; a rank that chose its core first
+    gets none."""
     import warnings
 
     import torch
 
     import torchneuron.distributed as tnd
 
-    torch.ones(1, device="neuron")  # the runtime has started
+    if torch.neuron.device_count() < 2:
+        pytest.skip("needs 2 visible cores")
     monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "1")
     before = torch.neuron.current_device()
     try:
         torch.neuron.set_device(0)
-        with pytest.warns(UserWarning, match=r"LOCAL_RANK=1; this rank uses neuron:0"):
-            tnd._visible_core_for_local_rank()
-        if torch.neuron.device_count() > 1:
-            torch.neuron.set_device(1)
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                tnd._visible_core_for_local_rank()
+        held = torch.ones(1, device="neuron:0")
+        monkeypatch.setattr(tnd, "_bound", False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tnd._bind_local_rank()
+            tnd._bind_local_rank()  # a second group
+        texts = [str(w.message) for w in caught]
+        assert len(texts) == 1 and "stays on neuron:0 (local rank 0's core as well) instead of its own, neuron:1" in texts[0], texts
+        assert torch.neuron.current_device() == 0
+        del held
+        torch.neuron.set_device(1)
+        monkeypatch.setattr(tnd, "_bound", False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tnd._bind_local_rank()
+        assert torch.neuron.current_device() == 1
     finally:
         torch.neuron.set_device(before)
     assert "NEURON_RT_VISIBLE_CORES" not in os.environ

@@ -13,7 +13,7 @@ namespace torchneuron::distributed {
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   return guarded("broadcast", c10d::OpType::BROADCAST, [&]() -> c10::intrusive_ptr<c10d::Work> {
-    if (on_cpu("broadcast", tensors)) return gloo_in_order().broadcast(tensors, opts);
+    if (on_cpu("broadcast", tensors, true, true)) return gloo_in_order().broadcast(tensors, opts);
     check_root("broadcast", opts.rootRank, size_);
     TORCH_CHECK(tensors.size() == 1, "ProcessGroupNeuron::broadcast: expects one tensor, got ",
                 tensors.size());
@@ -27,7 +27,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   return guarded("allreduce", c10d::OpType::ALLREDUCE, [&]() -> c10::intrusive_ptr<c10d::Work> {
-    if (on_cpu("allreduce", tensors)) return gloo_in_order().allreduce(tensors, opts);
+    if (on_cpu("allreduce", tensors, true, true)) return gloo_in_order().allreduce(tensors, opts);
     check_reduce_op("allreduce", opts.reduceOp, tensors);
     auto a = aliases(tensors);
     auto g = gloo_;
@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   return guarded("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
                  [&]() -> c10::intrusive_ptr<c10d::Work> {
-    if (on_cpu("allreduce_coalesced", tensors)) return gloo_in_order().allreduce_coalesced(tensors, opts);
+    if (on_cpu("allreduce_coalesced", tensors, true, true)) return gloo_in_order().allreduce_coalesced(tensors, opts);
     check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
     auto a = aliases(tensors);
     auto g = gloo_;
@@ -53,7 +53,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   return guarded("reduce", c10d::OpType::REDUCE, [&]() -> c10::intrusive_ptr<c10d::Work> {
-    if (on_cpu("reduce", tensors)) return gloo_in_order().reduce(tensors, opts);
+    if (on_cpu("reduce", tensors, true, true)) return gloo_in_order().reduce(tensors, opts);
     check_root("reduce", opts.rootRank, size_);
     TORCH_CHECK(tensors.size() == 1, "ProcessGroupNeuron::reduce: expects one tensor, got ", tensors.size());
     check_reduce_op("reduce", opts.reduceOp, tensors);

@@ -16,9 +16,20 @@
 namespace torchneuron::distributed {
 namespace {
 
-// What must agree across ranks, as int64 values: [op, count, dtype, dims, sizes...].
-constexpr int kMetaLen = 12;
-constexpr int kMaxDims = kMetaLen - 4;
+// What must agree across ranks, as int64 values: [op, count, dtype, dims,
+// sizes (kMaxDims - 1), the first tensor's layout, hash of every tensor's].
+constexpr int kMetaLen = 13;
+constexpr int kMaxDims = kMetaLen - 5;
+constexpr int kLayoutAt = kMetaLen - 2;
+
+// Memory order of a dense tensor (ranks' elementwise data must agree on it).
+enum Layout : int64_t { kContiguous = 0, kChannelsLast = 1, kChannelsLast3d = 2, kOtherDense = 3 };
+Layout layout_of(const at::Tensor& t) {
+  if (t.is_contiguous()) return kContiguous;
+  if (t.is_contiguous(at::MemoryFormat::ChannelsLast)) return kChannelsLast;
+  if (t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) return kChannelsLast3d;
+  return kOtherDense;
+}
 // A fingerprint is [meta (kMetaLen) | elements sent to each rank | expected
 // from each | reason (kReasonLen int64: text)]; the reason is set only in a
 // failed one, whose op (meta[0]) is kFailedOp and meta[1] the OpType called.
@@ -42,7 +53,12 @@ void meta_of(c10d::OpType type, const std::vector<at::Tensor>& ts, bool dtype_on
     mix(int64_t(t.scalar_type()));
     mix(t.dim());
     for (auto s : t.sizes()) mix(s);
+    // The memory order: strides of the dims that have more than one element
+    // (equal for any two dense tensors of one shape and one order).
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (t.size(d) > 1) mix(t.stride(d));
   }
+  m[kLayoutAt] = layout_of(ts[0]);
   m[3] = ts[0].dim();
   for (int i = 0; i < std::min<int64_t>(ts[0].dim(), kMaxDims - 1); ++i) m[4 + i] = ts[0].size(i);
   m[kMetaLen - 1] = int64_t(h & 0x7fffffffffffffffull);
@@ -59,6 +75,9 @@ std::string describe_meta(const int64_t* m) {
     if (m[3] > kMaxDims - 1) s << ", ...";
     s << "]";
   }
+  static const char* const kLayoutNames[] = {"", " channels_last", " channels_last_3d",
+                                             " dense, not contiguous"};
+  if (m[kLayoutAt] > 0 && m[kLayoutAt] <= kOtherDense) s << kLayoutNames[m[kLayoutAt]];
   return s.str();
 }
 

@@ -113,7 +113,7 @@ c10d::Backend& ProcessGroupNeuron::gloo_in_order() {
 }
 
 bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>& tensors,
-                                bool typed) {
+                                bool typed, bool dense) {
   // A call with any neuron tensor is a neuron collective for its peers (they
   // wait for its fingerprint), even if it fails below.
   call_neuron_ = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
@@ -140,8 +140,11 @@ bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>&
                 " is on ", t.device(), " but rank ", rank_, " of this process group uses neuron:",
                 int(device_), " (the current device at its first operation; call "
                 "torch.neuron.set_device(local_rank) before communicating)");
-    TORCH_CHECK(t.is_contiguous(), "ProcessGroupNeuron::", name, ": tensor ", i,
-                " must be contiguous (", describe(t), ", strides ", t.strides(), ")");
+    // Gloo reads the tensor's memory as one block of numel elements.
+    TORCH_CHECK_VALUE(t.is_contiguous() || (dense && t.is_non_overlapping_and_dense()),
+                      "ProcessGroupNeuron::", name, ": tensor ", i, " must be contiguous",
+                      dense ? " or dense (channels_last)" : "", " (", describe(t), ", strides ",
+                      t.strides(), ")");
     TORCH_CHECK(!t.is_conj() && !t.is_neg(), "ProcessGroupNeuron::", name, ": tensor ", i,
                 " is a lazy conjugate/negative view; call resolve_conj()/resolve_neg() first");
     // Checked here so that it fails at the call, as on a CPU group, not on the stream.

@@ -111,8 +111,13 @@ class ProcessGroupNeuron : public c10d::Backend {
   void post_failed_pair(c10d::OpType type, int peer, int tag, bool sending,
                         const std::exception& error);
   // True if every tensor is on the CPU (served by Gloo as is); throws on a mix,
-  // on another device type or core, or on a non-contiguous neuron tensor.
-  bool on_cpu(const char* name, const std::vector<at::Tensor>& tensors, bool typed = true);
+  // on another device type or core, or on a non-contiguous neuron tensor
+  // (ValueError, as NCCL). `dense`: a dense non-overlapping one (channels_last)
+  // is accepted: only where each rank's tensor is its own input and output
+  // elementwise (all_reduce, broadcast, reduce); the fingerprint then checks
+  // that the ranks' memory layouts agree.
+  bool on_cpu(const char* name, const std::vector<at::Tensor>& tensors, bool typed = true,
+              bool dense = false);
   // Gloo for CPU tensors and host-side calls, once this group's earlier
   // operations are posted: Gloo numbers collectives (and matches send/recv of
   // one tag) in posting order, which must be program order on every rank, or
