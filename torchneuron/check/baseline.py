@@ -26,6 +26,7 @@ from typing import Any, Optional
 import torch
 
 from . import baseline_runs, baseline_setup
+from . import formatting as F
 from . import manifest as manifest_mod
 from . import memory as memory_mod
 from .config import DEFAULT_THRESHOLDS
@@ -33,7 +34,8 @@ from .errors import CheckUsageError
 
 FORMAT = "torchneuron.check.baseline/1"
 #: What a baseline keeps of phase 1's compile check (``compiled.check_compile``).
-COMPILE_KEYS = ("checked", "ok", "compiled_graphs", "graph_breaks", "recompiles", "compile_s", "warm_compile_s")
+COMPILE_KEYS = ("checked", "ok", "compiled_graphs", "fallback_graphs", "graph_breaks", "recompiles", "compile_s",
+                "warm_compile_s")
 FILES = ("baseline.json", "thresholds.json", "manifest.json", "outputs.safetensors")
 KINDS = ("reference", "fp64", "device")
 
@@ -405,12 +407,25 @@ def compile_success(base: Baseline, p1: dict) -> dict:
     out: dict[str, Any] = {"baseline_ok": bool(bc.get("ok")), "current_ok": bool(cc.get("ok")), "regressions": []}
     for k in ("compiled_graphs", "graph_breaks", "recompiles"):
         out[k] = {"baseline": bc.get(k), "current": cc.get(k)}
-    out["regressed"] = bool(bc.get("ok")) and not cc.get("ok")
+    # counts; None: a baseline saved before fallback graphs were recorded
+    nfb = [None if x.get("fallback_graphs") is None else len(x["fallback_graphs"]) for x in (bc, cc)]
+    out["fallback_graphs"] = {"baseline": nfb[0], "current": nfb[1]}
+    # graphs that fell back to eager since the baseline: partly off the compiled path
+    fell_off = bool(bc.get("ok")) and bool(cc.get("ok")) and nfb[0] is not None and (nfb[1] or 0) > nfb[0]
+    out["regressed"] = bool(bc.get("ok")) and (not cc.get("ok") or fell_off)
     out["decision"] = "regressed" if out["regressed"] else "pass"
-    if out["regressed"]:
-        e = cc.get("error") or {}
+    e, was = cc.get("error") or {}, F.graphs_ran(bc)
+    out["current_not_compiled"] = e.get("type") == "NotCompiled"   # it ran, but no graph ran compiled
+    if fell_off:
         out["regressions"].append(
-            f"compile: the model compiled in the baseline ({bc.get('compiled_graphs')} graph(s)); now "
+            f"compile: {nfb[1] - nfb[0]} more graph(s) fell back to eager than in the baseline ({was}; now "
+            f"{F.graphs_ran(cc)}): the model partly fell off the compiled path")
+    elif out["regressed"] and e.get("type") == "NotCompiled":
+        out["regressions"].append(f"compile: the model ran compiled in the baseline ({was}); now it fell off the "
+                                  f"compiled path: {e.get('short_message') or ''}")
+    elif out["regressed"]:
+        out["regressions"].append(
+            f"compile: the model compiled in the baseline ({was}); now "
             f"torch.compile(backend='neuron') fails at {e.get('compile_stage') or e.get('stage')}: {e.get('type')}"
             + (f" in {e['op']}" if e.get("op") else "") + f": {e.get('short_message') or ''}")
     return out
