@@ -186,12 +186,15 @@ def thresholds(cfg, base: Optional[Baseline]) -> dict:
     src = {k: "default" for k in res}
     if base is not None:
         for k in res:
-            v = base.thresholds.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                if not math.isfinite(v) or v < 0:   # json reads NaN and Infinity
-                    raise CheckUsageError(f"baseline folder {base.path!r}: thresholds.json has {k} = {v}; "
-                                          "expected a finite number >= 0")
-                res[k], src[k] = float(v), "baseline"
+            if k not in base.thresholds:   # an absent key: the default
+                continue
+            v = base.thresholds[k]
+            # a quoted number, true or null is not silently the default (json reads NaN and Infinity)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                shown = json.dumps(v) if isinstance(v, (str, bool)) or v is None else v
+                raise CheckUsageError(f"baseline folder {base.path!r}: thresholds.json has {k} = {shown}; "
+                                      "expected a finite number >= 0")
+            res[k], src[k] = float(v), "baseline"
     for k, v in (("latency_p50", cfg.max_latency_regression), ("peak_memory", cfg.max_memory_regression)):
         if v is not None:
             res[k], src[k] = float(v), "command line"
@@ -313,8 +316,8 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
         if res["memory"]["regressed"]:
             res["regressions"].append(f"memory: peak allocated {cur_mem / 2**20:.2f} MiB is {change:+.1%} vs "
                                       f"the baseline's {bmx['peak_allocated_bytes'] / 2**20:.2f} MiB "
-                                      f"(threshold +{th['peak_memory']:.0%}, at least "
-                                      f"{th['peak_memory_min_bytes'] / 1024:.0f} KiB)")
+                                      f"(threshold +{th['peak_memory']:.0%} and "
+                                      f"+{F.nbytes(th['peak_memory_min_bytes'])})")
     cur_fb, old_fb = set(result["phase1"]["fallback"]["ops"]), set(bmx.get("fallback_ops") or [])
     res["changes"] = {
         "new_fallback_ops": sorted(cur_fb - old_fb),
@@ -363,8 +366,8 @@ def training(bmx: dict, t: dict, th: dict) -> dict:
     if out["regressed"]:
         out["regressions"].append(
             f"training memory: peak allocated with the optimizer's state {cur_mem / 2**20:.2f} MiB is "
-            f"{out['change']:+.1%} vs the baseline's {base_mem / 2**20:.2f} MiB (threshold +{th['peak_memory']:.0%}, "
-            f"at least {th['peak_memory_min_bytes'] / 1024:.0f} KiB)")
+            f"{out['change']:+.1%} vs the baseline's {base_mem / 2**20:.2f} MiB (threshold +{th['peak_memory']:.0%} "
+            f"and +{F.nbytes(th['peak_memory_min_bytes'])})")
     return out
 
 
