@@ -212,6 +212,17 @@ def test_baseline_with_non_finite_threshold(mlp_baseline, tmp_path):
     assert "thresholds.json has latency_p50 = nan" in err
 
 
+@pytest.mark.parametrize("text, shown", [('"0.05"', '"0.05"'), ("true", "true"), ("null", "null"),
+                                         ("[0.1]", "[0.1]")])
+def test_baseline_with_a_threshold_that_is_not_a_number(mlp_baseline, tmp_path, text, shown):
+    # a quoted number or a bool was silently the default 0.10
+    b = _copy(mlp_baseline, tmp_path)
+    open(os.path.join(b, "thresholds.json"), "w").write('{"peak_memory": 0.2, "latency_p50": %s}' % text)
+    code, out, err = cli("check", "mlp", *FAST, "--baseline", b)
+    assert code == 2, out + err
+    assert f"thresholds.json has latency_p50 = {shown}; expected a finite number >= 0" in err
+
+
 def test_same_name_other_architecture(mlp_baseline, tmp_path):
     b = _copy(mlp_baseline, tmp_path)
     meta_path = os.path.join(b, "baseline.json")

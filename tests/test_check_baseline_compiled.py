@@ -93,6 +93,20 @@ def test_a_model_that_stopped_compiling_is_a_named_regression(compiled_baseline,
                for x in r["failures"]), r["failures"]
 
 
+def test_falling_off_the_compiled_path_is_a_compile_regression(compiled_baseline, tmp_path, monkeypatch):
+    # the same unlowerable graph run eagerly by the backend (the user's fallback_execution): it
+    # "compiles", but no graph ran compiled; the baseline's did
+    monkeypatch.setenv("CHECK_FIXTURE_UNLOWERABLE", "1")
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    code, out, r = _check(compiled_baseline, tmp_path)
+    assert code == 1, out
+    cc = r["baseline"]["compiled"]["compile"]
+    assert cc["regressed"] and cc["current_not_compiled"] and cc["fallback_graphs"] == {"baseline": 0, "current": 1}
+    assert any(x.startswith("regression: compile: the model ran compiled in the baseline") and
+               "fell off the compiled path" in x for x in r["failures"]), r["failures"]
+    assert "NO: 0 graph(s) ran compiled" in out
+
+
 def test_baseline_without_compiled_figures_says_not_compared(compiled_baseline, tmp_path):
     b = str(tmp_path / "old")
     shutil.copytree(compiled_baseline, b)

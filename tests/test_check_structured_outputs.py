@@ -19,6 +19,30 @@ def test_dataclass_cache_and_nested_outputs_are_compared(tmp_path):
     assert any("not compared (not tensors): label (str)" in w for w in r["warnings"])
 
 
+def test_an_encoder_decoder_cache_compares_both_caches(tmp_path):
+    # T5/BART/Whisper return an EncoderDecoderCache: it was "not compared (not tensors)", and a
+    # wrong cross-attention cache passed
+    code, text, r = _check(tmp_path, "enc_dec_cache", "--mode", "eager")
+    assert code == 1, text
+    outs = r["phase2"]["outputs"]
+    base = "past_key_values.{}.layers[0].{}"
+    assert {base.format(c, kv) for c in ("self_attention_cache", "cross_attention_cache")
+            for kv in ("key", "value")} | {"hidden"} == set(outs)
+    bad = {k for k, o in outs.items() if not o["passed"]}
+    assert bad == {base.format("cross_attention_cache", "value")}, outs
+    assert abs(outs[base.format("cross_attention_cache", "value")]["max_abs"] - 1.0) < 1e-6
+    assert r["phase1"]["uncomparable_outputs"] == []
+
+
+def test_outputs_whose_names_collide_are_both_compared(tmp_path):
+    # {"a": {"b": t1}, "a.b": t2} both flatten to "a.b": t1 was dropped, and its error passed
+    code, text, r = _check(tmp_path, "same_names", "--mode", "eager")
+    assert code == 1, text
+    outs = r["phase2"]["outputs"]
+    assert set(outs) == {"a.b", "a.b#2"}
+    assert not outs["a.b"]["passed"] and abs(outs["a.b"]["max_abs"] - 1.0) < 1e-6 and outs["a.b#2"]["passed"]
+
+
 def _check(tmp_path, name, *extra):
     j = tmp_path / f"{name}.json"
     code, out, err = cli("check", fixture(name), "--iterations", "5", "--max-warmup", "5", "--json", j, *extra)

@@ -35,6 +35,7 @@ def test_sweep_grid_table_plots_and_json(tmp_path):
     else:   # the compiled model is what was timed, not eager's figures under a compile label
         assert [p["batch"] for p in comp] == [2, 8] and all(p["status"] == "pass" for p in comp), comp
         assert all(p["measured"] == "compiled" and p["compiled_graphs"] >= 1 and p["p50_s"] > 0 for p in comp)
+        assert all(p["graphs_ran_compiled"] == p["compiled_graphs"] for p in comp)   # none fell back
     text = svg.read_text()
     assert text.startswith("<?xml") and "batch size" in text and "USD per 1M samples" in text
 

@@ -254,6 +254,24 @@ def test_training_memory_is_compared_with_the_baseline(tmp_path):
     _html_training_rows_match(h.read_text(), tr, "FAIL")
 
 
+def test_training_memory_threshold_reads_the_same_in_the_table_and_the_regression():
+    # the threshold cell said "more than the floor" where the row above said "+1.00 MiB", and the
+    # regression "at least 1024 KiB"
+    from torchneuron.check import baseline as baseline_mod
+    from torchneuron.check import formatting as F
+
+    th = {"peak_memory": 0.10, "peak_memory_min_bytes": 1 << 20}
+    bmx = {"training": {"peak_allocated_bytes": 4 << 20}}
+    out = baseline_mod.training(bmx, {"status": "pass", "peak_allocated_bytes": 6 << 20}, th)
+    (cells, verdict), = F.training_baseline_rows(out)
+    assert verdict == "fail" and cells[4] == "+10% and +1.00 MiB"
+    assert out["regressions"][0].endswith("(threshold +10% and +1.00 MiB)"), out["regressions"]
+    # a result written before the threshold was kept: its limit, never "the floor"
+    old = {k: v for k, v in out.items() if k not in ("threshold", "min_increase_bytes")}
+    (cells, _), = F.training_baseline_rows(old)
+    assert cells[4] == f"above {F.nbytes(out['limit_bytes'])}" == "above 5.00 MiB"
+
+
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 

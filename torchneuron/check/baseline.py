@@ -26,6 +26,7 @@ from typing import Any, Optional
 import torch
 
 from . import baseline_runs, baseline_setup
+from . import formatting as F
 from . import manifest as manifest_mod
 from . import memory as memory_mod
 from .config import DEFAULT_THRESHOLDS
@@ -33,7 +34,8 @@ from .errors import CheckUsageError
 
 FORMAT = "torchneuron.check.baseline/1"
 #: What a baseline keeps of phase 1's compile check (``compiled.check_compile``).
-COMPILE_KEYS = ("checked", "ok", "compiled_graphs", "graph_breaks", "recompiles", "compile_s", "warm_compile_s")
+COMPILE_KEYS = ("checked", "ok", "compiled_graphs", "fallback_graphs", "graph_breaks", "recompiles", "compile_s",
+                "warm_compile_s")
 FILES = ("baseline.json", "thresholds.json", "manifest.json", "outputs.safetensors")
 KINDS = ("reference", "fp64", "device")
 
@@ -184,12 +186,15 @@ def thresholds(cfg, base: Optional[Baseline]) -> dict:
     src = {k: "default" for k in res}
     if base is not None:
         for k in res:
-            v = base.thresholds.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                if not math.isfinite(v) or v < 0:   # json reads NaN and Infinity
-                    raise CheckUsageError(f"baseline folder {base.path!r}: thresholds.json has {k} = {v}; "
-                                          "expected a finite number >= 0")
-                res[k], src[k] = float(v), "baseline"
+            if k not in base.thresholds:   # an absent key: the default
+                continue
+            v = base.thresholds[k]
+            # a quoted number, true or null is not silently the default (json reads NaN and Infinity)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                shown = json.dumps(v) if isinstance(v, (str, bool)) or v is None else v
+                raise CheckUsageError(f"baseline folder {base.path!r}: thresholds.json has {k} = {shown}; "
+                                      "expected a finite number >= 0")
+            res[k], src[k] = float(v), "baseline"
     for k, v in (("latency_p50", cfg.max_latency_regression), ("peak_memory", cfg.max_memory_regression)):
         if v is not None:
             res[k], src[k] = float(v), "command line"
@@ -311,8 +316,8 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
         if res["memory"]["regressed"]:
             res["regressions"].append(f"memory: peak allocated {cur_mem / 2**20:.2f} MiB is {change:+.1%} vs "
                                       f"the baseline's {bmx['peak_allocated_bytes'] / 2**20:.2f} MiB "
-                                      f"(threshold +{th['peak_memory']:.0%}, at least "
-                                      f"{th['peak_memory_min_bytes'] / 1024:.0f} KiB)")
+                                      f"(threshold +{th['peak_memory']:.0%} and "
+                                      f"+{F.nbytes(th['peak_memory_min_bytes'])})")
     cur_fb, old_fb = set(result["phase1"]["fallback"]["ops"]), set(bmx.get("fallback_ops") or [])
     res["changes"] = {
         "new_fallback_ops": sorted(cur_fb - old_fb),
@@ -361,8 +366,8 @@ def training(bmx: dict, t: dict, th: dict) -> dict:
     if out["regressed"]:
         out["regressions"].append(
             f"training memory: peak allocated with the optimizer's state {cur_mem / 2**20:.2f} MiB is "
-            f"{out['change']:+.1%} vs the baseline's {base_mem / 2**20:.2f} MiB (threshold +{th['peak_memory']:.0%}, "
-            f"at least {th['peak_memory_min_bytes'] / 1024:.0f} KiB)")
+            f"{out['change']:+.1%} vs the baseline's {base_mem / 2**20:.2f} MiB (threshold +{th['peak_memory']:.0%} "
+            f"and +{F.nbytes(th['peak_memory_min_bytes'])})")
     return out
 
 
@@ -405,12 +410,25 @@ def compile_success(base: Baseline, p1: dict) -> dict:
     out: dict[str, Any] = {"baseline_ok": bool(bc.get("ok")), "current_ok": bool(cc.get("ok")), "regressions": []}
     for k in ("compiled_graphs", "graph_breaks", "recompiles"):
         out[k] = {"baseline": bc.get(k), "current": cc.get(k)}
-    out["regressed"] = bool(bc.get("ok")) and not cc.get("ok")
+    # counts; None: a baseline saved before fallback graphs were recorded
+    nfb = [None if x.get("fallback_graphs") is None else len(x["fallback_graphs"]) for x in (bc, cc)]
+    out["fallback_graphs"] = {"baseline": nfb[0], "current": nfb[1]}
+    # graphs that fell back to eager since the baseline: partly off the compiled path
+    fell_off = bool(bc.get("ok")) and bool(cc.get("ok")) and nfb[0] is not None and (nfb[1] or 0) > nfb[0]
+    out["regressed"] = bool(bc.get("ok")) and (not cc.get("ok") or fell_off)
     out["decision"] = "regressed" if out["regressed"] else "pass"
-    if out["regressed"]:
-        e = cc.get("error") or {}
+    e, was = cc.get("error") or {}, F.graphs_ran(bc)
+    out["current_not_compiled"] = e.get("type") == "NotCompiled"   # it ran, but no graph ran compiled
+    if fell_off:
         out["regressions"].append(
-            f"compile: the model compiled in the baseline ({bc.get('compiled_graphs')} graph(s)); now "
+            f"compile: {nfb[1] - nfb[0]} more graph(s) fell back to eager than in the baseline ({was}; now "
+            f"{F.graphs_ran(cc)}): the model partly fell off the compiled path")
+    elif out["regressed"] and e.get("type") == "NotCompiled":
+        out["regressions"].append(f"compile: the model ran compiled in the baseline ({was}); now it fell off the "
+                                  f"compiled path: {e.get('short_message') or ''}")
+    elif out["regressed"]:
+        out["regressions"].append(
+            f"compile: the model compiled in the baseline ({was}); now "
             f"torch.compile(backend='neuron') fails at {e.get('compile_stage') or e.get('stage')}: {e.get('type')}"
             + (f" in {e['op']}" if e.get("op") else "") + f": {e.get('short_message') or ''}")
     return out

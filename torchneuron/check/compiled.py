@@ -6,7 +6,10 @@ breaks with their reasons (torch._dynamo.explain); recompiles (a second call wit
 same inputs must not recompile); the cold compile time (an empty temporary NEFF cache:
 the first call's time, and the backend's own lowering + compile time) and the warm one
 (executables read back from that cache after a Dynamo reset); the largest difference
-from the eager outputs. The user's NEFF cache is left untouched.
+from the eager outputs. The user's NEFF cache is left untouched. When no graph compiled
+by the backend ran in the first two calls (Dynamo compiled nothing, or every graph fell
+back to eager), the compile fails (``NotCompiled``): the compiled model's figures would be
+eager ones.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import time
 
 import torch
 
+from . import formatting as F
 from . import memory
 from . import tensors as T
 
@@ -54,6 +58,29 @@ def _explain(session, cfg, dev_type) -> dict:
             "break_reasons": reasons}
 
 
+def _graph_runs() -> int:
+    """Compiled-graph launches since the last ``reset_dynamo_metrics`` (the backend's counter)."""
+    from torch._dynamo.utils import counters
+
+    return counters["neuron"]["graph_runs"]
+
+
+def _not_compiled_error(res: dict, fallback_reasons: list) -> dict:
+    """Phase 1's error record when no graph compiled by the backend ran: the model ran eagerly
+    under torch.compile (Dynamo traced nothing, or every graph fell back to eager)."""
+    why = (f"every graph fell back to eager (fallback_execution): {fallback_reasons[0]}" if fallback_reasons
+           else "Dynamo compiled no graph of the model's forward (torch.compiler.disable, or the whole "
+                "forward skipped by Dynamo): it ran eagerly")
+    msg = f"{F.graphs_ran(res)}: {why}"
+    return {"stage": "torch.compile(backend='neuron'): cold compile and first call",
+            "compile_stage": "the first call: " + F.graphs_ran(res), "type": "NotCompiled", "message": msg,
+            "short_message": msg[:300], "op": None, "op_source": None, "raised_at": None, "traceback": "",
+            "hint": ("a model run under --mode compile or both must run at least one graph compiled by the "
+                     "backend; its figures would be eager ones" + (
+                         "; TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 shows the lowering error" if fallback_reasons
+                         else ""))}
+
+
 def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0) -> dict:
     """Compiles ``session.model`` with backend "neuron"; ``error_info(e, stage)`` builds
     the error record. Returns the JSON-ready result (keys as phase 1's compile entry),
@@ -82,11 +109,17 @@ def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0
         recs = torch.neuron.get_dynamo_metrics()
         res["compiled_graphs"] = len(recs)
         res["fallback_graphs"] = [r["graph_name"] for r in recs if r["fallback"]]
+        res["graphs_ran_compiled"] = len(recs) - len(res["fallback_graphs"])
         stage = "second call (recompile check)"
         n = len(recs)
         T.call(compiled, session.inputs, dev_type, cfg.torch_dtype)
         session.sync()
         res["recompiles"] = len(torch.neuron.get_dynamo_metrics()) - n
+        res["graph_runs"] = _graph_runs()
+        if not res["graph_runs"] or not res["graphs_ran_compiled"]:
+            # the compiled model ran eagerly: its figures would be eager ones under the compiled label
+            res["error"] = _not_compiled_error(res, [r["fallback"] for r in recs if r["fallback"]])
+            return res
         out = T.to_cpu(out)
         session.compiled_outputs = out
         res["max_abs_diff_vs_eager"] = {

@@ -175,7 +175,7 @@ def _phase1(p1: dict) -> str:
                       + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager"))
              if comp.get("checked") else "eager" + f" — {_e(comp.get('note'))}"),
             *([("torch.compile", (_status("pass") + _e(
-                f" {comp.get('compiled_graphs')} graph(s), {comp.get('graph_breaks')} graph break(s), "
+                f" {F.graphs_ran(comp)}, {comp.get('graph_breaks')} graph break(s), "
                 f"{comp.get('recompiles')} recompile(s); cold compile {F.ms(comp.get('compile_s'), 1)}, "
                 f"warm (cache hit) {F.ms(comp.get('warm_compile_s'), 1)}; max |Δ| vs eager "
                 f"{comp.get('max_abs_diff_vs_eager')}")) if comp.get("ok")
@@ -327,8 +327,7 @@ def _baseline(b: Optional[dict]) -> str:
     if "note" in cc:
         rows.append(["compiles (torch.compile)", "", "", "", "", f'<span class="warn">{_e(cc["note"])}</span>'])
     elif cc:
-        rows.append(["compiles (torch.compile)", _e(f"yes, {cc['compiled_graphs']['baseline']} graph(s)"),
-                     _e(f"yes, {cc['compiled_graphs']['current']} graph(s)" if cc["current_ok"] else "NO: compile failed"),
+        rows.append(["compiles (torch.compile)", *map(_e, F.compile_cells(cc)),
                      _e(f"{cc['graph_breaks']['baseline']} → {cc['graph_breaks']['current']} graph break(s)"),
                      "must compile", _status("fail" if cc["regressed"] else "pass")])
     if comp:

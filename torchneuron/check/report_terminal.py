@@ -75,7 +75,7 @@ def phase1_tables(p1: dict) -> list:
                        + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager"))
               if comp.get("checked") else f"eager  ({comp.get('note')})")
     if comp.get("checked") and comp.get("ok"):
-        t.add_row("torch.compile", f"ok, {comp.get('compiled_graphs')} graph(s), "
+        t.add_row("torch.compile", f"ok, {F.graphs_ran(comp)}, "
                   f"{comp.get('graph_breaks')} graph break(s), {comp.get('recompiles')} recompile(s); "
                   f"cold compile {F.ms(comp['compile_s'], 1)}, warm (cache hit) "
                   f"{F.ms(comp.get('warm_compile_s'), 1)}")
@@ -313,8 +313,7 @@ def baseline_table(b: Optional[dict]) -> list:
     if "note" in cc:
         t.add_row("compiles (torch.compile)", "", "", "", "", Text(cc["note"], style="yellow"))
     elif cc:
-        t.add_row("compiles (torch.compile)", f"yes, {cc['compiled_graphs']['baseline']} graph(s)",
-                  (f"yes, {cc['compiled_graphs']['current']} graph(s)" if cc["current_ok"] else "NO: compile failed"),
+        t.add_row("compiles (torch.compile)", *F.compile_cells(cc),
                   f"{cc['graph_breaks']['baseline']} → {cc['graph_breaks']['current']} graph break(s)", "must compile",
                   status_text("fail" if cc["regressed"] else "pass"))
     if comp:

@@ -133,7 +133,7 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: Optional[st
         dc = r["cost"].get("device") or {}
         thr = r["model"]["batch_size"] / d["p50_s"] if d.get("p50_s") else None
         pt |= {"status": r["verdict"], "batch": r["model"]["batch_size"], "measured": measured,
-               "compiled_graphs": comp.get("compiled_graphs"),
+               "compiled_graphs": comp.get("compiled_graphs"), "graphs_ran_compiled": comp.get("graphs_ran_compiled"),
                "p50_s": d.get("p50_s"),
                # batch / p50: points run minutes apart on a shared host, and the mean of a
                # point's iterations is dominated by its preemption spikes (docs/check.md, Sweep)

@@ -62,6 +62,16 @@ def _cache_layers(x: Any) -> Optional[list]:
     return None
 
 
+#: The caches an encoder-decoder cache (transformers' EncoderDecoderCache: T5, BART, Whisper) holds.
+_SUB_CACHES = ("self_attention_cache", "cross_attention_cache")
+
+
+def _sub_caches(x: Any) -> Optional[list]:
+    """``[(name, cache), ...]`` of an encoder-decoder cache, else None."""
+    subs = [(a, getattr(x, a, None)) for a in _SUB_CACHES]
+    return subs if all(c is not None for _, c in subs) else None
+
+
 _NUMBER_DTYPES = ((bool, torch.bool), (int, torch.int64), (float, torch.float64),
                   (complex, torch.complex128))
 
@@ -71,19 +81,30 @@ def flatten(out: Any, prefix: str = "", uncomparable: Optional[list] = None,
     """Named output tensors of a model's output: a tensor (``output``), tuples and lists
     (``output[0]``), dicts, transformers' ModelOutput and dataclasses (their keys or
     fields, nested with ``.``), and transformers' ``Cache`` objects (a KV cache:
-    ``past_key_values.layers[i].key`` / ``.value``). ``None`` is skipped; with
+    ``past_key_values.layers[i].key`` / ``.value``; an encoder-decoder cache's two:
+    ``past_key_values.self_attention_cache.layers[i].key``, ``....cross_attention_cache...``). ``None`` is skipped; with
     ``numbers``, Python bool/int/float/complex leaves become 0-dim CPU tensors (bool,
     int64, float64, complex128) so that they are compared too; any other non-tensor leaf
     is appended to ``uncomparable`` as ``{"name", "type"}`` when a list is given (nothing
-    is dropped silently)."""
+    is dropped silently). Two tensors whose paths read the same (``{"a": {"b": t1}, "a.b": t2}``)
+    get ``a.b`` and ``a.b#2``, in walk order."""
     res: dict[str, torch.Tensor] = {}
+
+    def put(name: str, t: torch.Tensor) -> None:
+        # {"a": {"b": t1}, "a.b": t2} both read "a.b": the later one is "a.b#2" (same walk order
+        # on every device, so the names still pair up), never dropped
+        key, n = name, 1
+        while key in res:
+            n += 1
+            key = f"{name}#{n}"
+        res[key] = t
 
     def walk(x: Any, name: str) -> None:
         if isinstance(x, torch.Tensor):
-            res[name or "output"] = x
+            put(name or "output", x)
         elif numbers and isinstance(x, (bool, int, float, complex)):
             dtype = next(d for t, d in _NUMBER_DTYPES if isinstance(x, t))   # bool before int
-            res[name or "output"] = torch.tensor(x, dtype=dtype)
+            put(name or "output", torch.tensor(x, dtype=dtype))
         elif x is None:
             return
         elif isinstance(x, dict) or hasattr(x, "items") and hasattr(x, "keys"):
@@ -95,6 +116,9 @@ def flatten(out: Any, prefix: str = "", uncomparable: Optional[list] = None,
         elif dataclasses.is_dataclass(x) and not isinstance(x, type):
             for f in dataclasses.fields(x):
                 walk(getattr(x, f.name), f"{name}.{f.name}" if name else f.name)
+        elif (subs := _sub_caches(x)) is not None:
+            for attr, c in subs:
+                walk(c, f"{name or 'cache'}.{attr}")
         elif (layers := _cache_layers(x)) is not None:
             base = name or "cache"
             for i, (k, v) in enumerate(layers):
