@@ -6,7 +6,7 @@ import torch
 
 from check_support import FAST, FAST_KW, MINILM_KW, cli, fixture, result
 from torchneuron.check import autocast_available
-from torchneuron.check.phase2 import compare, multiplier
+from torchneuron.check.phase2 import compare, failure_text, multiplier
 
 
 # ------------------------------------------------------------------ the rule itself
@@ -71,6 +71,39 @@ def test_nan_on_the_device_where_the_reference_is_finite_fails():
     assert not compare(d, r.float(), r, 1e-4, torch.float32)["passed"]
 
 
+@pytest.mark.parametrize("ref", [torch.tensor([1, 2, 3]), torch.tensor([True, False, True])],
+                         ids=["int64", "bool"])
+def test_a_dtype_mismatch_fails_whatever_the_values(ref):
+    # equal values: casting the device output to the reference's dtype first passed these
+    c = compare(ref.float(), ref, ref.double(), 1e-4, torch.float32)
+    assert not c["passed"]
+    assert c["decided_by"] == f"dtype mismatch: device float32, reference {str(ref.dtype)[6:]}"
+    assert c["max_abs"] == 0 and c["rmse_bound"] is None and c["allclose"] is None
+    # a float device output 0.9 away from int64 values (the reviewer's repro)
+    x = torch.arange(8.0) * 10.7
+    c = compare(x, x.long(), x.long(), 1e-4, torch.float32)
+    assert not c["passed"] and c["max_abs"] == pytest.approx(0.9, rel=1e-4)
+    r = torch.randn(8, dtype=torch.float64)
+    assert not compare(r.half(), r.float(), r, 1e-2, torch.float16)["passed"]
+    assert compare(r.float(), r.float(), r, 1e-4, torch.float32)["passed"]
+
+
+def test_a_shape_mismatch_fails_even_where_it_broadcasts():
+    r = torch.randn(8, dtype=torch.float64)
+    c = compare(r.float().reshape(1, 8), r.float(), r, 1e-4, torch.float32)
+    assert not c["passed"] and c["decided_by"] == "shape mismatch" and c["max_abs"] is None
+    assert "device [1, 8], reference [8]" in c["detail"]
+
+
+def test_failure_text_of_early_endings():
+    a = torch.tensor([1, 2, 3])
+    assert failure_text(compare(a, a + 1, a, 1e-4, torch.float32)) == "exact equality (integer output); max abs 1"
+    assert failure_text(compare(a.float(), a, a, 1e-4, torch.float32)) == \
+        "dtype mismatch: device float32, reference int64; max abs 0"
+    c = compare(a.reshape(3, 1).float(), a.float(), a.double(), 1e-4, torch.float32)
+    assert failure_text(c) == "shape mismatch (device [3, 1], reference [3], fp64 [3])"
+
+
 # ------------------------------------------------------------------ on models
 
 def _assert_accurate(p2, names):
@@ -101,6 +134,15 @@ def test_nested_outputs_and_positional_inputs():
     assert set(p2["outputs"]) == {"output[0]", "output[1].hidden", "output[1].count"}
     assert p2["outputs"]["output[1].count"]["decided_by"] == "exact equality (integer output)"
     assert p2["status"] == "pass"
+
+
+def test_an_output_dtype_that_differs_on_the_device_fails_phase_2():
+    r = result(fixture("dtype_differs"), mode="eager", **FAST_KW)
+    outs = r["phase2"]["outputs"]
+    assert outs["ids"]["decided_by"] == "dtype mismatch: device float32, reference int64"
+    assert outs["mask"]["decided_by"] == "dtype mismatch: device float32, reference bool"
+    assert not any(o["passed"] for o in outs.values()) and outs["ids"]["max_abs"] == 0
+    assert r["exit_code"] == 1
 
 
 def test_planted_accuracy_regression_is_caught():

@@ -11,6 +11,8 @@ tensor:
    with ``m = 2`` for float32 and ``m = 3`` for bfloat16/float16;
 3. else fail.
 
+Before the rule, an output whose shape or dtype differs between the device and the
+reference fails (no cast: it would hide a wrong dtype); integer and bool outputs must be equal.
 Complex outputs are compared as their real and imaginary parts (``torch.view_as_real``);
 Python numbers in the output arrive as 0-dim tensors (``tensors.flatten(numbers=True)``).
 Before the rule, NaN or infinite elements on the device where the reference is finite fail
@@ -37,6 +39,46 @@ def multiplier(dtype: torch.dtype) -> float:
     return 3.0 if dtype in (torch.float16, torch.bfloat16) else 2.0
 
 
+#: The metrics of a comparison: None where the comparison ended before them (a shape or
+#: dtype mismatch, an integer output).
+METRICS = ("max_abs", "max_rel", "cosine", "rmse_device_fp64", "rmse_reference_fp64", "rmse_bound", "allclose")
+
+
+def _dt(x: torch.Tensor) -> str:
+    return str(x.dtype).replace("torch.", "")
+
+
+def mismatch(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor) -> Optional[dict]:
+    """The failed verdict of a comparison whose tensors do not match in shape (device,
+    reference, fp64) or dtype (device, reference), with ``METRICS`` (None except ``max_abs``
+    where the shapes agree); None when they match. The device restores each output's dtype
+    (the 64-bit policy narrows only the math), so a dtype that differs is the device's error:
+    casting one side first would hide it (a float where the reference is int64, say)."""
+    d, r, g = device, reference, fp64
+    res: dict[str, Any] = {"shape": list(d.shape), "dtype": _dt(d), **dict.fromkeys(METRICS)}
+    if d.shape != r.shape or d.shape != g.shape:
+        return res | {"passed": False, "decided_by": "shape mismatch",
+                      "detail": f"device {list(d.shape)}, reference {list(r.shape)}, fp64 {list(g.shape)}"}
+    if d.dtype != r.dtype:
+        # informative only: how far apart the values are
+        res["max_abs"] = T.max_abs_diff(d, r)
+        return res | {"passed": False, "decided_by": f"dtype mismatch: device {_dt(d)}, reference {_dt(r)}"}
+    return None
+
+
+def failure_text(c: dict) -> str:
+    """Why a comparison (``compare``'s dict) failed, in one line: the rule that decided and
+    the figures it has (early endings have no RMSE)."""
+    parts = [c.get("decided_by") or "not compared"]
+    if c.get("detail"):
+        parts[0] += f" ({c['detail']})"
+    if c.get("rmse_device_fp64") is not None and c.get("rmse_bound") is not None:
+        parts.append(f"RMSE vs fp64 {c['rmse_device_fp64']:.3g} > bound {c['rmse_bound']:.3g}")
+    if c.get("max_abs") is not None:
+        parts.append(f"max abs {c['max_abs']:.3g}")
+    return "; ".join(parts)
+
+
 def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
             tol: float, dtype: torch.dtype, atol: float | None = None) -> dict:
     """Metrics and verdict for one output tensor (all inputs on the CPU). ``atol``
@@ -45,18 +87,15 @@ def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
     max_abs = max |d - r|; max_rel = max |d - r| / |r| over elements with r != 0 (as
     ``torch.testing.assert_close`` reports it); cosine = cosine similarity of the
     flattened tensors in float64; RMSE in float64 against the fp64 golden output.
+    A shape or dtype that differs between the device and the reference fails
+    (``mismatch``), whatever the values.
     """
     d, r, g = (x.detach().to("cpu") for x in (device, reference, fp64))
-    res: dict[str, Any] = {"shape": list(d.shape), "dtype": str(d.dtype).replace("torch.", "")}
-    if d.shape != r.shape or d.shape != g.shape:
-        res.update(passed=False, decided_by="shape mismatch",
-                   detail=f"device {list(d.shape)}, reference {list(r.shape)}, fp64 {list(g.shape)}")
-        return res
-    if d.is_complex() or r.is_complex():
-        if not (d.is_complex() and r.is_complex()):
-            res.update(passed=False, decided_by="dtype mismatch",
-                       detail=f"device {res['dtype']}, reference {str(r.dtype).replace('torch.', '')}")
-            return res
+    bad = mismatch(d, r, g)
+    if bad:
+        return bad
+    res: dict[str, Any] = {"shape": list(d.shape), "dtype": _dt(d)}
+    if d.is_complex():
         # both parts compared: .double() of a complex tensor would drop the imaginary part
         d, r, g = (torch.view_as_real(x.resolve_conj() if x.is_complex() else x.to(torch.complex128))
                    for x in (d, r, g))
@@ -79,7 +118,7 @@ def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
     m = multiplier(dtype)
     atol = tol if atol is None else atol
     res["rmse_bound"] = m * res["rmse_reference_fp64"] + atol / 10
-    res["allclose"] = bool(torch.allclose(d.to(r.dtype), r, atol=atol, rtol=tol, equal_nan=True))
+    res["allclose"] = bool(torch.allclose(d, r, atol=atol, rtol=tol, equal_nan=True))
     fin_d, fin_r = torch.isfinite(d), torch.isfinite(r)
     res["nonfinite"] = {"device": int((~fin_d).sum()), "reference": int((~fin_r).sum())}
     worse = int((~fin_d & fin_r).sum())
