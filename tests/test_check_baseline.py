@@ -93,6 +93,23 @@ def test_planted_accuracy_regression_in_baseline_is_caught(mlp_baseline, tmp_pat
     assert "regression: accuracy" in out
 
 
+def test_changed_integer_output_against_a_baseline_is_reported(tmp_path, monkeypatch):
+    # an integer output has no RMSE: its regression message formatted None (TypeError, no reports)
+    b, j, x = tmp_path / "b", tmp_path / "r.json", tmp_path / "r.xml"
+    code, out, err = cli("check", fixture("class_ids"), *FAST, "--mode", "eager", "--baseline-runs", "1",
+                         "--save-baseline", b)
+    assert code == 0, out + err
+    monkeypatch.setenv("CHECK_FIXTURE_SHIFT_IDS", "1")   # the device's class ids are now off by one
+    code, out, err = cli("check", fixture("class_ids"), *FAST, *LOOSE, "--mode", "eager", "--baseline", b,
+                         "--json", j, "--junit", x)
+    assert code == 1, out + err
+    assert "Traceback" not in out + err
+    msg = ("accuracy: output 'output' does not match the baseline's reference outputs "
+           "(exact equality (integer output); max abs ")
+    assert any(r.startswith(msg) for r in json.loads(j.read_text())["baseline"]["regressions"])
+    assert "does not match the baseline (exact equality (integer output)" in x.read_text()
+
+
 def test_planted_slowdown_is_caught(sleepy_baseline, monkeypatch):
     monkeypatch.setenv("CHECK_FIXTURE_SLEEP_MS", "30")   # the model now sleeps 30 ms on the device
     code, out, err = cli("check", fixture("sleepy"), *FAST, *LOOSE, "--baseline", sleepy_baseline)

@@ -6,7 +6,7 @@ import torch
 
 from check_support import FAST, FAST_KW, MINILM_KW, cli, fixture, result
 from torchneuron.check import autocast_available
-from torchneuron.check.phase2 import compare, multiplier
+from torchneuron.check.phase2 import compare, failure_text, multiplier, scaled_atol
 
 
 # ------------------------------------------------------------------ the rule itself
@@ -46,6 +46,24 @@ def test_multiplier_and_relative_error():
     assert c["max_abs"] == pytest.approx(0.2, rel=1e-5)
 
 
+def test_outputs_below_the_tolerance_are_judged_against_their_own_size():
+    g = torch.softmax(0.2 * torch.randn(4, 32000, dtype=torch.float64), -1)   # elements ~3e-5
+    ref = g.float()
+    assert scaled_atol(g, 1e-4) == pytest.approx(1e-4 * float(g.max()))
+    for wrong in (torch.zeros_like(ref), torch.full_like(ref, 1 / 32000)):
+        c = compare(wrong, ref, g, 1e-4, torch.float32)
+        assert not c["passed"] and not c["allclose"] and c["atol"] < 1e-8
+    # float32 rounding a few ulps off the reference, and bfloat16's, still pass
+    noisy = (g * (1 + 4e-7 * torch.randn_like(g))).float()
+    assert compare(noisy, ref, g, 1e-4, torch.float32)["passed"]
+    assert compare(g.bfloat16(), g.bfloat16(), g, 1e-2, torch.bfloat16)["passed"]
+    # an output of order 1 keeps tol (the harness's rule)
+    big = torch.randn(100, dtype=torch.float64)
+    assert scaled_atol(big, 1e-4) == 1e-4
+    assert compare(big.float(), big.float(), big, 1e-4, torch.float32)["decided_by"] == "allclose(atol=rtol=0.0001)"
+    assert scaled_atol(torch.zeros(3, dtype=torch.float64), 1e-4) == 1e-4
+
+
 def test_integer_outputs_compare_exactly():
     a = torch.tensor([1, 2, 3])
     assert compare(a, a, a, 1e-4, torch.float32)["passed"]
@@ -69,6 +87,52 @@ def test_nan_on_the_device_where_the_reference_is_finite_fails():
     assert "1 of 8" in c["detail"]
     d[3] = float("inf")
     assert not compare(d, r.float(), r, 1e-4, torch.float32)["passed"]
+
+
+@pytest.mark.parametrize("ref", [torch.tensor([1, 2, 3]), torch.tensor([True, False, True])],
+                         ids=["int64", "bool"])
+def test_a_dtype_mismatch_fails_whatever_the_values(ref):
+    # equal values: casting the device output to the reference's dtype first passed these
+    c = compare(ref.float(), ref, ref.double(), 1e-4, torch.float32)
+    assert not c["passed"]
+    assert c["decided_by"] == f"dtype mismatch: device float32, reference {str(ref.dtype)[6:]}"
+    assert c["max_abs"] == 0 and c["rmse_bound"] is None and c["allclose"] is None
+    # a float device output 0.9 away from int64 values (the reviewer's repro)
+    x = torch.arange(8.0) * 10.7
+    c = compare(x, x.long(), x.long(), 1e-4, torch.float32)
+    assert not c["passed"] and c["max_abs"] == pytest.approx(0.9, rel=1e-4)
+    r = torch.randn(8, dtype=torch.float64)
+    assert not compare(r.half(), r.float(), r, 1e-2, torch.float32)["passed"]   # no autocast
+    assert compare(r.float(), r.float(), r, 1e-4, torch.float32)["passed"]
+
+
+def test_under_autocast_float32_against_the_autocast_dtype_is_compared():
+    # the CPU's autocast lists keep a softmax/layer norm in bfloat16, the neuron device's
+    # (PyTorch's shared lists) give float32: both are right
+    g = torch.randn(64, dtype=torch.float64)
+    c = compare(g.float(), g.bfloat16(), g, 1e-2, torch.bfloat16)
+    assert c["passed"] and c["dtype"] == "float32" and c["reference_dtype"] == "bfloat16"
+    assert compare(g.bfloat16(), g.float(), g, 1e-2, torch.bfloat16)["passed"]
+    assert not compare((g + 0.5).float(), g.bfloat16(), g, 1e-2, torch.bfloat16)["passed"]   # values still judged
+    for d, r, dt in ((g.half(), g.bfloat16(), torch.bfloat16), (g.float(), g.bfloat16(), torch.float32),
+                     (g.float(), g.half(), torch.bfloat16), (g, g.float(), torch.bfloat16)):
+        assert compare(d, r, g, 1e-2, dt)["decided_by"].startswith("dtype mismatch"), (d.dtype, r.dtype, dt)
+
+
+def test_a_shape_mismatch_fails_even_where_it_broadcasts():
+    r = torch.randn(8, dtype=torch.float64)
+    c = compare(r.float().reshape(1, 8), r.float(), r, 1e-4, torch.float32)
+    assert not c["passed"] and c["decided_by"] == "shape mismatch" and c["max_abs"] is None
+    assert "device [1, 8], reference [8]" in c["detail"]
+
+
+def test_failure_text_of_early_endings():
+    a = torch.tensor([1, 2, 3])
+    assert failure_text(compare(a, a + 1, a, 1e-4, torch.float32)) == "exact equality (integer output); max abs 1"
+    assert failure_text(compare(a.float(), a, a, 1e-4, torch.float32)) == \
+        "dtype mismatch: device float32, reference int64; max abs 0"
+    c = compare(a.reshape(3, 1).float(), a.float(), a.double(), 1e-4, torch.float32)
+    assert failure_text(c) == "shape mismatch (device [3, 1], reference [3], fp64 [3])"
 
 
 # ------------------------------------------------------------------ on models
@@ -103,6 +167,24 @@ def test_nested_outputs_and_positional_inputs():
     assert p2["status"] == "pass"
 
 
+def test_an_output_dtype_that_differs_on_the_device_fails_phase_2():
+    r = result(fixture("dtype_differs"), mode="eager", **FAST_KW)
+    outs = r["phase2"]["outputs"]
+    assert outs["ids"]["decided_by"] == "dtype mismatch: device float32, reference int64"
+    assert outs["mask"]["decided_by"] == "dtype mismatch: device float32, reference bool"
+    assert not any(o["passed"] for o in outs.values()) and outs["ids"]["max_abs"] == 0
+    assert r["exit_code"] == 1
+
+
+def test_a_device_returning_zeros_for_tiny_probabilities_fails_phase_2():
+    ok = result(fixture("tiny_softmax"), mode="eager", **FAST_KW)["phase2"]
+    assert ok["status"] == "pass", ok["outputs"]
+    bad = result(fixture("tiny_softmax_zeros"), mode="eager", **FAST_KW)
+    o = bad["phase2"]["outputs"]["output"]
+    assert not o["passed"] and o["decided_by"].startswith("RMSE") and o["max_abs"] < 1e-4
+    assert bad["exit_code"] == 1
+
+
 def test_planted_accuracy_regression_is_caught():
     r = result(fixture("perturbed"), **FAST_KW)
     p2 = r["phase2"]
@@ -124,7 +206,10 @@ def test_tol_override_is_used():
     r = result(fixture("perturbed"), tol=0.1, **FAST_KW)
     p2 = r["phase2"]
     assert p2["tol"] == 0.1 and p2["tol_source"] == "--tol"
-    assert p2["status"] == "pass" and p2["outputs"]["output"]["decided_by"] == "allclose(atol=rtol=0.1)"
+    o = p2["outputs"]["output"]
+    # the outputs are below 1: atol is tol scaled to their size
+    assert p2["status"] == "pass" and 0.05 < o["atol"] < 0.1
+    assert o["decided_by"] == f"allclose(atol={o['atol']:.3g}, rtol=0.1)"
 
 
 # ------------------------------------------------------------------ lower precision (autocast)

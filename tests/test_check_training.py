@@ -5,8 +5,12 @@ import json
 import re
 
 import pytest
+import torch
 
 from check_support import cli, fixture
+from torchneuron.check import autocast_available
+from torchneuron.check.phase2 import compare
+from torchneuron.check.training import compare_update
 
 FAST = ["--iterations", "5", "--max-warmup", "5", "--train-steps", "4"]
 
@@ -197,6 +201,53 @@ def test_correct_tiny_loss_passes(tmp_path):
     assert tr["status"] == "pass" and all(s["loss_reference"] < 1e-10 for s in tr["per_step"])
     for s in tr["per_step"]:
         assert s["loss_device"] == pytest.approx(s["loss_fp64"], rel=1e-4)
+
+
+def test_update_comparison_is_scaled_to_the_update():
+    torch.manual_seed(0)
+    p0 = torch.randn(64, 64)
+    step = 3e-4 * torch.randn(64, 64, dtype=torch.float64)          # ~ steps * lr
+    g = p0.double() + step
+    r = g.float()
+    c = compare_update(r, r, g, p0, 1e-2, torch.bfloat16)
+    assert c["passed"] and c["compared"] == "update (final - initial)" and c["dtype"] == "float32"
+    assert c["atol"] == pytest.approx(1e-2 * float(step.abs().max()) + 2 ** -23 * float(g.abs().max()))
+    wrong = (p0.double() - step).float()                           # the update's sign flipped
+    assert compare(wrong, r, g, 1e-2, torch.bfloat16)["passed"]    # final values within 1e-2: passed
+    c = compare_update(wrong, r, g, p0, 1e-2, torch.bfloat16)
+    assert not c["passed"] and c["decided_by"].startswith("RMSE")
+    # the reference's own float32 rounding of the parameters, on the device too: passes
+    ulp = torch.where(torch.rand(64, 64) < 0.5, torch.nextafter(r, r + 1), r)
+    assert compare_update(ulp, r, g, p0, 1e-4, torch.float32)["passed"]
+    assert compare_update(r.bfloat16(), r, g, p0, 1e-2, torch.bfloat16)["decided_by"].startswith("dtype mismatch")
+    # bfloat16: a few elements' steps flipped (gradients near 0), more than on the reference: the
+    # RMSE step fails, the update as a whole is within sqrt(2 tol) of float64's
+    few = (p0.double() + torch.where(torch.rand(64, 64) < 0.002, -step, step)).float()
+    c = compare_update(few, r, g, p0, 1e-2, torch.bfloat16)
+    assert c["passed"] and c["decided_by"].startswith("relative RMSE") and 0.03 < c["relative_rmse"] < 0.141
+    half = (p0.double() + torch.where(torch.rand(64, 64) < 0.2, -step, step)).float()
+    assert not compare_update(half, r, g, p0, 1e-2, torch.bfloat16)["passed"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_gradient_of_the_wrong_sign_is_caught(tmp_path, dtype):
+    """The device's fc1.weight gradient has the wrong sign. In bfloat16, 3 steps: the losses
+    and gradient norms agree and the final parameters are within an absolute 1e-2 of the
+    reference's; their updates (final - initial) are opposite."""
+    if dtype != "float32" and not autocast_available(getattr(torch, dtype)):
+        pytest.skip(f"torch.autocast('neuron', {dtype}) is not available")
+    j = tmp_path / "r.json"
+    code, out, err = cli("check", fixture("trainable_sign_flipped"), "--iterations", "5", "--max-warmup", "5",
+                         "--train-steps", "3", "--mode", "eager", "--dtype", dtype, "--json", j)
+    assert code == 1, out + err
+    tr = json.loads(j.read_text())["training"]
+    assert "fc1.weight" in tr["final_params"]["failed"] and tr["final_params"]["compared_as"].startswith("update")
+    assert "parameter updates differ: fc1.weight" in tr["reason"]
+    if dtype == "bfloat16":
+        assert all(s["loss_passed"] and all(s["grad_norm_passed"].values()) for s in tr["per_step"])
+    code, out, err = cli("check", fixture("trainable"), "--iterations", "5", "--max-warmup", "5",
+                         "--train-steps", "3", "--mode", "eager", "--dtype", dtype)
+    assert code == 0, out + err
 
 
 def test_loss_fn_failing_only_in_the_float64_run_says_so():

@@ -257,7 +257,7 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
     Also listed, without failing: new or vanished fallback ops, changed narrowing, and the
     manifest entries that changed.
     """
-    from .phase2 import compare as compare_tensors
+    from .phase2 import compare as compare_tensors, failure_text
 
     th = result["thresholds"]
     bmx = base.meta["metrics"]
@@ -272,8 +272,7 @@ def compare(base: Baseline, result: dict, device_outputs: dict[str, torch.Tensor
         res["accuracy"][name] = c
         if not c["passed"]:
             res["regressions"].append(f"accuracy: output {name!r} does not match the baseline's reference "
-                                      f"outputs ({c['decided_by']}: RMSE vs fp64 {c.get('rmse_device_fp64', 0):.3g} > "
-                                      f"bound {c.get('rmse_bound') or 0:.3g}; max abs {c.get('max_abs', 0):.3g})")
+                                      f"outputs ({failure_text(c)})")
     p3, seed = result["phase3"] or {}, result["config"].get("seed", 0)
     b_measured, c_measured = measured(base), _measured_now(result["phase1"])
     other_sides = baseline_setup.differs(bmx, p3)

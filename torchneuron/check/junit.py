@@ -5,6 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Optional
 
+from .phase2 import failure_text
+
 
 def _case(suite: ET.Element, classname: str, name: str, time_s: float = 0.0, failure: Optional[str] = None,
           detail: str = "", skipped: Optional[str] = None, out: str = "") -> None:
@@ -48,9 +50,7 @@ def build(result: dict) -> ET.Element:
             [("phase2.compiled.accuracy", p2["compiled"]["outputs"])] if p2.get("compiled") else [])
         for case, outs in parts:
             for name, o in outs.items():
-                msg = None if o.get("passed") else (
-                    f"{name}: {o.get('decided_by')}; max abs {o.get('max_abs')}, RMSE vs fp64 "
-                    f"{o.get('rmse_device_fp64')} > bound {o.get('rmse_bound')}")
+                msg = None if o.get("passed") else f"{name}: {failure_text(o)}"
                 _case(suite, cls, f"{case}[{name}]", failure=msg,
                       out=f"decided by {o.get('decided_by')}; cosine {o.get('cosine')}")
 
@@ -71,7 +71,7 @@ def build(result: dict) -> ET.Element:
         else:
             for name, a in b.get("accuracy", {}).items():
                 _case(suite, cls, f"baseline.accuracy[{name}]",
-                      failure=None if a.get("passed") else f"{name} does not match the baseline ({a.get('decided_by')})")
+                      failure=None if a.get("passed") else f"{name} does not match the baseline ({failure_text(a)})")
             comp = b.get("compiled") or {}
             parts = (("latency", b.get("latency"), ("latency:", "latency,")),
                      ("compiled.compile", comp.get("compile"), ("compile:",)),

@@ -6,11 +6,17 @@ the CPU. The pass rule is the accuracy rule of PyTorch's dynamo benchmark harnes
 (``torch._dynamo.utils.same`` as used by ``benchmarks/dynamo/common.py``), per output
 tensor:
 
-1. pass if ``torch.allclose(device, reference, atol=tol, rtol=tol)``;
-2. else pass if ``RMSE(device, fp64) <= m * RMSE(reference, fp64) + tol / 10``,
+1. pass if ``torch.allclose(device, reference, atol=atol, rtol=tol)``;
+2. else pass if ``RMSE(device, fp64) <= m * RMSE(reference, fp64) + atol / 10``,
    with ``m = 2`` for float32 and ``m = 3`` for bfloat16/float16;
-3. else fail.
+3. else fail;
 
+with ``atol = tol * min(1, max |fp64|)`` (``scaled_atol``): ``tol`` as in the harness for an
+output of order 1 or more, relative to the output's size below that (a fixed 1e-4 passes a
+device that returns zeros for a softmax over 32k classes).
+
+Before the rule, an output whose shape or dtype differs between the device and the
+reference fails (no cast: it would hide a wrong dtype); integer and bool outputs must be equal.
 Complex outputs are compared as their real and imaginary parts (``torch.view_as_real``);
 Python numbers in the output arrive as 0-dim tensors (``tensors.flatten(numbers=True)``).
 Before the rule, NaN or infinite elements on the device where the reference is finite fail
@@ -37,26 +43,93 @@ def multiplier(dtype: torch.dtype) -> float:
     return 3.0 if dtype in (torch.float16, torch.bfloat16) else 2.0
 
 
+#: The metrics of a comparison: None where the comparison ended before them (a shape or
+#: dtype mismatch, an integer output).
+METRICS = ("max_abs", "max_rel", "cosine", "rmse_device_fp64", "rmse_reference_fp64", "atol", "rmse_bound",
+           "allclose")
+
+
+def _dt(x: torch.Tensor) -> str:
+    return str(x.dtype).replace("torch.", "")
+
+
+def autocast_dtypes_differ(a: torch.dtype, b: torch.dtype, dtype: torch.dtype) -> bool:
+    """Whether ``a != b`` is autocast's doing under ``--dtype`` ``dtype``: both are float32 or
+    ``dtype`` (bfloat16/float16). Autocast picks, per device type, which ops run in ``dtype`` and
+    which in float32: the CPU has its own op lists, the neuron device PyTorch's shared ones
+    (``csrc/aten/autocast.cpp``; a layer norm's output is float32 there, bfloat16 on the CPU)."""
+    lower = (torch.bfloat16, torch.float16)
+    return a != b and dtype in lower and {a, b} <= {torch.float32, dtype}
+
+
+def mismatch(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
+             dtype: torch.dtype = torch.float32) -> Optional[dict]:
+    """The failed verdict of a comparison whose tensors do not match in shape (device,
+    reference, fp64) or dtype (device, reference), with ``METRICS`` (None except ``max_abs``
+    where the shapes agree); None when they match. The device restores each output's dtype
+    (the 64-bit policy narrows only the math), so a dtype that differs is the device's error:
+    casting one side first would hide it (a float where the reference is int64, say). Under
+    autocast (``dtype`` bfloat16/float16) float32 against ``dtype`` is the devices' autocast
+    op lists (``autocast_dtypes_differ``), not a mismatch."""
+    d, r, g = device, reference, fp64
+    res: dict[str, Any] = {"shape": list(d.shape), "dtype": _dt(d), **dict.fromkeys(METRICS)}
+    if d.shape != r.shape or d.shape != g.shape:
+        return res | {"passed": False, "decided_by": "shape mismatch",
+                      "detail": f"device {list(d.shape)}, reference {list(r.shape)}, fp64 {list(g.shape)}"}
+    if d.dtype != r.dtype and not autocast_dtypes_differ(d.dtype, r.dtype, dtype):
+        # informative only: how far apart the values are
+        res["max_abs"] = T.max_abs_diff(d, r)
+        return res | {"passed": False, "decided_by": f"dtype mismatch: device {_dt(d)}, reference {_dt(r)}"}
+    return None
+
+
+def failure_text(c: dict) -> str:
+    """Why a comparison (``compare``'s dict) failed, in one line: the rule that decided and
+    the figures it has (early endings have no RMSE)."""
+    parts = [c.get("decided_by") or "not compared"]
+    if c.get("detail"):
+        parts[0] += f" ({c['detail']})"
+    if c.get("rmse_device_fp64") is not None and c.get("rmse_bound") is not None:
+        parts.append(f"RMSE vs fp64 {c['rmse_device_fp64']:.3g} > bound {c['rmse_bound']:.3g}")
+    if c.get("max_abs") is not None:
+        parts.append(f"max abs {c['max_abs']:.3g}")
+    return "; ".join(parts)
+
+
+def scaled_atol(fp64: torch.Tensor, tol: float) -> float:
+    """The rule's absolute tolerance for an output whose float64 values are ``fp64``:
+    ``tol * min(1, max |fp64|)`` over its finite elements (``tol`` when none is finite or
+    all are 0). An output of order 1 or more keeps ``tol``; a smaller one is judged against
+    its own size: a softmax over 32k classes (elements ~3e-5) is otherwise within an absolute
+    1e-4 of anything, all zeros included."""
+    v = fp64.detach().abs()
+    v = v[torch.isfinite(v)]
+    top = float(v.max()) if v.numel() else 0.0
+    return tol * min(1.0, top) if top > 0 else tol
+
+
 def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
             tol: float, dtype: torch.dtype, atol: float | None = None) -> dict:
     """Metrics and verdict for one output tensor (all inputs on the CPU). ``atol``
-    (default ``tol``) replaces the absolute tolerance in both steps of the rule.
+    (default ``scaled_atol(fp64, tol)``) is the absolute tolerance in both steps of the
+    rule (``atol`` in the result); ``tol`` is the relative one.
 
     max_abs = max |d - r|; max_rel = max |d - r| / |r| over elements with r != 0 (as
     ``torch.testing.assert_close`` reports it); cosine = cosine similarity of the
     flattened tensors in float64; RMSE in float64 against the fp64 golden output.
+    A shape or dtype that differs between the device and the reference fails
+    (``mismatch``), whatever the values; under autocast, float32 against ``dtype`` (the
+    devices' autocast op lists) is compared in float64 (``reference_dtype`` in the result).
     """
     d, r, g = (x.detach().to("cpu") for x in (device, reference, fp64))
-    res: dict[str, Any] = {"shape": list(d.shape), "dtype": str(d.dtype).replace("torch.", "")}
-    if d.shape != r.shape or d.shape != g.shape:
-        res.update(passed=False, decided_by="shape mismatch",
-                   detail=f"device {list(d.shape)}, reference {list(r.shape)}, fp64 {list(g.shape)}")
-        return res
-    if d.is_complex() or r.is_complex():
-        if not (d.is_complex() and r.is_complex()):
-            res.update(passed=False, decided_by="dtype mismatch",
-                       detail=f"device {res['dtype']}, reference {str(r.dtype).replace('torch.', '')}")
-            return res
+    bad = mismatch(d, r, g, dtype)
+    if bad:
+        return bad
+    res: dict[str, Any] = {"shape": list(d.shape), "dtype": _dt(d)}
+    if d.dtype != r.dtype:   # autocast's lists (mismatch): the values compared in float64
+        res["reference_dtype"] = _dt(r)
+        d, r = d.double(), r.double()
+    if d.is_complex():
         # both parts compared: .double() of a complex tensor would drop the imaginary part
         d, r, g = (torch.view_as_real(x.resolve_conj() if x.is_complex() else x.to(torch.complex128))
                    for x in (d, r, g))
@@ -77,9 +150,10 @@ def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
     res["rmse_device_fp64"] = stats.rmse(d, g)
     res["rmse_reference_fp64"] = stats.rmse(r, g)
     m = multiplier(dtype)
-    atol = tol if atol is None else atol
+    atol = scaled_atol(g, tol) if atol is None else atol
+    res["atol"] = atol
     res["rmse_bound"] = m * res["rmse_reference_fp64"] + atol / 10
-    res["allclose"] = bool(torch.allclose(d.to(r.dtype), r, atol=atol, rtol=tol, equal_nan=True))
+    res["allclose"] = bool(torch.allclose(d, r, atol=atol, rtol=tol, equal_nan=True))
     fin_d, fin_r = torch.isfinite(d), torch.isfinite(r)
     res["nonfinite"] = {"device": int((~fin_d).sum()), "reference": int((~fin_r).sum())}
     worse = int((~fin_d & fin_r).sum())
@@ -152,8 +226,9 @@ def run(loaded: LoadedModel, cfg: CheckConfig, device_outputs: dict[str, torch.T
     res: dict[str, Any] = {"status": "skipped", "reason": skip_reason, "reference_device": cfg.reference,
                            "dtype": cfg.dtype, "tol": tol, "tol_source": "--tol" if cfg.tol is not None
                            else f"default for {cfg.dtype}", "multiplier": multiplier(cfg.torch_dtype),
-                           "rule": "PyTorch dynamo benchmark rule: allclose(atol=rtol=tol), else "
-                                   "RMSE(device, fp64) <= m * RMSE(reference, fp64) + tol/10",
+                           "rule": "PyTorch dynamo benchmark rule: allclose(atol, rtol=tol), else "
+                                   "RMSE(device, fp64) <= m * RMSE(reference, fp64) + atol/10; "
+                                   "atol = tol * min(1, max |fp64|)",
                            "outputs": {}, "warnings": []}
     extra: dict[str, Any] = {"reference": None, "outputs": {}, "reference_cold_s": None}
     if skip_reason:

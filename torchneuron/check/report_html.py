@@ -410,7 +410,7 @@ def _training(tr: Optional[dict], label: str = "", anchor: str = "training") -> 
             "initial state, compared with phase 2's rule</p>"
             + _table(["step", "loss device", "loss reference", "loss fp64", "loss"]
                      + [f"|grad| {g} (device / reference)" for g in groups] + ["step time device"], rows)
-            + _kv([("final parameters", _e(f"{fp['compared'] - len(fp['failed'])}/{fp['compared']} pass"
+            + _kv([("parameter updates (final − initial)", _e(f"{fp['compared'] - len(fp['failed'])}/{fp['compared']} pass"
                                            + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else ""))),
                    ("device step p50", _e(F.ms(tr["step_time"]["device_p50_s"]))),
                    ("reference step p50", _e(F.ms(tr["step_time"]["reference_p50_s"]))),

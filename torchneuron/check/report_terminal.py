@@ -373,7 +373,7 @@ def _latency_rows(t: Table, lat: dict, label: str) -> None:
 
 
 def training_tables(tr: Optional[dict], label: str = "") -> list:
-    """The training check: loss curve and gradient norms per step, final parameters; the
+    """The training check: loss curve and gradient norms per step, parameter updates; the
     compiled mode's steps (``tr["compiled"]``) in a table of their own."""
     if not tr or tr.get("status") == "skipped":
         return []
@@ -398,7 +398,8 @@ def training_tables(tr: Optional[dict], label: str = "") -> list:
                     + ("ok" if s["grad_norm_passed"][g] else "FAIL") for g in groups],
                   F.ms(s["step_time_device_s"]))
     fp = tr["final_params"]
-    return [t, Text(f"final parameters: {fp['compared'] - len(fp['failed'])}/{fp['compared']} pass the benchmark rule"
+    return [t, Text(f"parameter updates (final - initial): {fp['compared'] - len(fp['failed'])}/{fp['compared']} "
+                    "pass the benchmark rule"
                     + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
                     + f"; device step p50 {F.ms(tr['step_time']['device_p50_s'])} (reference "
                     f"{F.ms(tr['step_time']['reference_p50_s'])}); peak device memory with optimizer state "
