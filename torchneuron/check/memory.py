@@ -38,28 +38,40 @@ class _SyncEachOp(TorchDispatchMode):
         return out
 
 
+def _peak_rise(session, call, what: str) -> tuple[int, Optional[str]]:
+    """(peak rise of the device allocator during ``call(device)``, in bytes, None) with the
+    device's garbage collected and its peak statistics reset first, or (0, why) when the
+    call raised (``what`` names it in that message)."""
+    dev = torch.device(session.device)
+    gc.collect()   # earlier device garbage of this process freed now, not during the call
+    session.sync()
+    torch.neuron.reset_peak_memory_stats(dev)
+    start = torch.neuron.memory_allocated(dev)
+    out: Optional[Any] = None
+    try:
+        out = call(dev)
+        session.sync()
+    except Exception as e:
+        return 0, f"{what} raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    finally:
+        del out
+    return int(torch.neuron.max_memory_allocated(dev) - start), None
+
+
 def in_order_peak(session, dtype: torch.dtype, resident_bytes: int) -> dict[str, Any]:
     """One forward pass of ``session.model`` in program order (the device synchronized after
     each operator). Returns ``{"peak_allocated_bytes": int}``: ``resident_bytes`` (the model's
     and inputs' bytes on the device) plus the pass's peak rise above what was allocated when
     it started, in bytes; or ``{"peak_allocated_bytes": None, "note": why}`` when the pass
     raised. The device's peak statistics are reset by it: read any other peak first."""
-    dev = torch.device(session.device)
-    gc.collect()   # earlier device garbage of this process freed now, not during the pass
-    session.sync()
-    torch.neuron.reset_peak_memory_stats(dev)
-    start = torch.neuron.memory_allocated(dev)
-    out: Optional[Any] = None
-    try:
+    def call(dev):
         with _SyncEachOp(session.sync):
-            out = T.call(session.model, session.inputs, dev.type, dtype)
-        session.sync()
-    except Exception as e:
-        return {"peak_allocated_bytes": None,
-                "note": f"the in-order pass raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-    finally:
-        del out
-    return {"peak_allocated_bytes": int(resident_bytes + torch.neuron.max_memory_allocated(dev) - start)}
+            return T.call(session.model, session.inputs, dev.type, dtype)
+
+    rise, note = _peak_rise(session, call, "the in-order pass")
+    if note:
+        return {"peak_allocated_bytes": None, "note": note}
+    return {"peak_allocated_bytes": int(resident_bytes + rise)}
 
 
 def compiled_peak(session, compiled, dtype: torch.dtype, resident_bytes: int) -> dict[str, Any]:
@@ -72,22 +84,11 @@ def compiled_peak(session, compiled, dtype: torch.dtype, resident_bytes: int) ->
     is an upper bound. Returns ``{"peak_allocated_bytes", "rise_bytes", "temp_bytes"}`` in
     bytes, or ``{"peak_allocated_bytes": None, "note": why}`` when the call raised. Resets
     the device's peak statistics."""
-    dev = torch.device(session.device)
     temp = max((int(r.get("temp_bytes") or 0) for r in torch.neuron.get_dynamo_metrics()), default=0)
-    gc.collect()
-    session.sync()
-    torch.neuron.reset_peak_memory_stats(dev)
-    start = torch.neuron.memory_allocated(dev)
-    out: Optional[Any] = None
-    try:
-        out = T.call(compiled, session.inputs, dev.type, dtype)
-        session.sync()
-    except Exception as e:
-        return {"peak_allocated_bytes": None,
-                "note": f"the compiled call raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-    finally:
-        del out
-    rise = int(torch.neuron.max_memory_allocated(dev) - start)
+    rise, note = _peak_rise(session, lambda dev: T.call(compiled, session.inputs, dev.type, dtype),
+                            "the compiled call")
+    if note:
+        return {"peak_allocated_bytes": None, "note": note}
     return {"peak_allocated_bytes": int(resident_bytes + rise + temp), "rise_bytes": rise, "temp_bytes": temp}
 
 
