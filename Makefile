@@ -37,11 +37,11 @@ test-python: build
 
 # The noisy-host verdicts alone (they are in test-python too): for repeated runs.
 test-noisy-host: build
-	$(PY) -m pytest -q -m noisy_host tests/test_check_noisy_host.py
+	$(PY) -m pytest -q -m noisy_host tests/check/test_noisy_host.py
 
 # The whole compile-path op sweep, compiled vs CPU (make test runs its subset): minutes.
 test-compile-sweep: build
-	$(PY) -m pytest -q -m compile_sweep tests/test_compile_sweep.py
+	$(PY) -m pytest -q -m compile_sweep tests/compile/test_op_sweep.py
 
 # The suite once more with device memory unreadable outside kernels and copies (not the
 # noisy-host latency verdicts: protection changes the device's timing, not its results).
@@ -74,6 +74,6 @@ clean:
 bench-dist: build
 	$(PY) bench/bench_allreduce.py
 # The whole OpInfo conformance sweep (issue 7 section 4); writes docs/conformance.md.
-# `make test` runs its CI subset (tests/test_conformance.py).
+# `make test` runs its CI subset (tests/device/test_conformance.py).
 conformance: build
-	$(PY) tests/conformance_sweep.py --report docs/conformance.md --max-samples 5
+	$(PY) tests/device/conformance_sweep.py --report docs/conformance.md --max-samples 5

@@ -1,7 +1,7 @@
 """Reliability of `torchneuron check --baseline` latency verdicts on a loaded host.
 
 Saves a baseline of the `blocks` test fixture with one CPU-burning process per core
-running (as tests/test_check_noisy_host.py does), then re-checks it: the unchanged build
+running (as tests/check/test_noisy_host.py does), then re-checks it: the unchanged build
 (`0`), the device alone 30 % slower (`d`, CHECK_FIXTURE_DEVICE_EXTRA=0.3) and the forward
 3x heavier on both sides (`m`, CHECK_FIXTURE_WORK=3), in the order given. Prints each
 check's exit code (0 pass, 1 regression, 3 inconclusive), rounds and intervals, then the

@@ -1,7 +1,7 @@
 """Which normalized latency figure is steady between runs on a loaded host.
 
 Runs the `blocks` check fixture in fresh processes with one CPU-burning process per core
-(as bench_check_verdicts.py and tests/test_check_noisy_host.py do), each run interleaving
+(as bench_check_verdicts.py and tests/check/test_noisy_host.py do), each run interleaving
 device, reference and calibration steps as `torchneuron check` phase 3 does (80 iterations
 after 20 warm-up iterations, one intra-op thread), and records per step the wall seconds and
 the work CPU seconds (``check/workclock.py``: the device's busy time, the host thread's). Then, per

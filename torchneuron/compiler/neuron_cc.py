@@ -181,7 +181,7 @@ def _devices(b):
 # compiler_version()). YNNPACK only for standalone dots and convolutions: jaxlib
 # 0.10.2's default also gives YNN reductions, reduce-windows and the elementwise ops
 # fused around dots/convolutions, whose max/min skip NaN (amax, max_pool2d, a relu
-# fused before a mean gave numbers where ATen gives NaN; tests/test_compile_nan.py).
+# fused before a mean gave numbers where ATen gives NaN; tests/compile/test_nan.py).
 _XLA_OPTIONS = (("xla_cpu_experimental_ynn_fusion_type",
                  "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION"),)
 

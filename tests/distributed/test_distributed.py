@@ -2,7 +2,7 @@
 ordering, faults, DDP, FSDP2 (+ DCP), DTensor/TP, with 2 and 4 processes.
 
 Each test starts one process per rank with torchrun's environment and runs a
-job of tests/dist_jobs.py (many checks per job: a process start costs seconds).
+job of tests/distributed/dist_jobs.py (many checks per job: a process start costs seconds).
 The README's torchrun example is run by torchrun itself.
 """
 from __future__ import annotations

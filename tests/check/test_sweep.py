@@ -56,7 +56,7 @@ def test_sweep_compile_point_that_fails_to_compile_is_a_failure_not_eager_figure
 
     if not sweep.compile_available():
         pytest.skip("no compile path in this build")
-    path = os.path.join(os.path.dirname(__file__), "fixtures", "compile_models.py")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "compile_models.py")
     j = tmp_path / "s.json"
     code, out, err = cli("check", f"{path}:unlowerable", "--sweep", "mode=eager,compile", "--iterations", "5",
                          "--max-warmup", "5", "--sweep-plot", tmp_path / "s.svg", "--json", j)

@@ -1,4 +1,4 @@
-"""Shared helpers of the tests/test_check_*.py files: in-process CLI runs and a cache of
+"""Shared helpers of the tests/check/ files: in-process CLI runs and a cache of
 check results, so each expensive check (minilm) runs once per test session."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 from torchneuron.check import CheckConfig, run
 from torchneuron.cli import main
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 MODELS = os.path.join(FIXTURES, "check_models.py")
 
 #: Lean settings for the tests: the machine is shared and small.

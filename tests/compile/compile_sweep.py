@@ -1,9 +1,9 @@
 """The compile-path op sweep: each op compiled (backend ``neuron``) against the same op on
 the CPU, over dtypes and input kinds (special values, non-contiguous, empty).
 
-Used by tests/test_compile_sweep.py: a fast subset in ``make test``, the whole table
+Used by tests/compile/test_op_sweep.py: a fast subset in ``make test``, the whole table
 behind ``make test-compile-sweep`` (marker ``compile_sweep``). ``python
-tests/compile_sweep.py`` prints the counts. The ops of one (dtype, input kind) are
+tests/compile/compile_sweep.py`` prints the counts. The ops of one (dtype, input kind) are
 compiled as one graph (an XLA compile costs about a second), each op's result compared on
 its own; a graph that fails to compile is split in halves until the failing ops are
 found. Reference: integers and bool exact; floats ``assert_close`` with the tolerances of

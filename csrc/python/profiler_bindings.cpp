@@ -15,7 +15,7 @@ TORCH_API void installCapturedTracebackPython();
 
 #include "aten/context.h"
 #include "profiler/kineto_plugin.h"
-#include "profiler/python_bindings.h"
+#include "python/profiler_bindings.h"
 #include "runtime/activity.h"
 
 namespace torchneuron::profiler {

@@ -22,7 +22,7 @@ def test_mode_eager_skips_compile():
 def test_compile_failure_reports_stage_op_and_source():
     import os
 
-    path = os.path.join(os.path.dirname(__file__), "fixtures", "compile_models.py")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "compile_models.py")
     r = result(f"{path}:unlowerable", **FAST_KW)
     c = r["phase1"]["compile"]
     assert c["checked"] and not c["ok"]

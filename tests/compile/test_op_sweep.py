@@ -1,4 +1,4 @@
-"""The compile-path op sweep (tests/compile_sweep.py): compiled vs the CPU.
+"""The compile-path op sweep (tests/compile/compile_sweep.py): compiled vs the CPU.
 
 ``make test`` runs a representative subset (FAST: one graph per dtype); the whole table,
 every op over 10 dtypes and 3 input kinds (special values, non-contiguous, empty), is

@@ -12,7 +12,7 @@ from check_support import FAST, cli, fixture
 
 from torchneuron.check import baseline as baseline_mod
 
-# Loose thresholds (as test_check_baseline.py's round trip): an unchanged re-check of a
+# Loose thresholds (as test_baseline.py's round trip): an unchanged re-check of a
 # sub-millisecond model on a shared host; the planted slowdown (100 ms sleep) is far beyond.
 LOOSE = ["--max-latency-regression", "3", "--max-memory-regression", "0.5"]
 MODEL = fixture("compiled_only")

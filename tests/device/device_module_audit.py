@@ -2,7 +2,7 @@
 (``getattr(torch, device_type)``, ``torch.get_device_module``,
 ``_get_device_module``, ``_get_device_handle``): the audit behind
 docs/device_module_audit.md. Usage:
-    python tests/device_module_audit.py .venv/lib/python3.11/site-packages/torch
+    python tests/device/device_module_audit.py .venv/lib/python3.11/site-packages/torch
 Prints ``attribute count first-sites`` and writes /tmp/device_module_audit.json."""
 import ast, os, sys, collections
 root = sys.argv[1]

@@ -3,7 +3,7 @@
 FSDP2 frees unsharded parameters with ``untyped_storage().resize_(0)`` while
 kernels reading them may still be queued; the freed bytes must not be handed
 to another stream before those kernels ran (found by the FSDP2 test of
-tests/test_distributed.py: parameters silently off by ~0.1).
+tests/distributed/test_distributed.py: parameters silently off by ~0.1).
 """
 import torch
 

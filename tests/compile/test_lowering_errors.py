@@ -34,7 +34,7 @@ def test_lowering_error_names_aten_op_and_source_line(f, op):
     assert err is not None, ei.value
     assert err.stage == "lowering" and err.op == op, str(err)
     line = inspect.getsourcelines(f)[1] + 1
-    assert err.source.endswith(f"test_compile_lowering_errors.py:{line} in {f.__name__}")
+    assert err.source.endswith(f"test_lowering_errors.py:{line} in {f.__name__}")
     assert f"at ATen op {op}, from " in str(ei.value)
 
 

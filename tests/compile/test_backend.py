@@ -99,7 +99,7 @@ def test_unlowerable_op_raises_with_stage_op_and_source_line():
         torch.compile(_i1_user, backend="neuron")(torch.full((4,), 0.5, device="neuron"))
     msg = str(ei.value)
     assert "lowering failed" in msg and "aten.special_i1e" in msg
-    assert "test_compile_backend.py" in msg and "_i1_user" in msg
+    assert "test_backend.py" in msg and "_i1_user" in msg
 
 
 def test_unlowerable_op_runs_with_fallback_execution():

@@ -13,7 +13,7 @@ from torchneuron.check import baseline_runs, perfstats
 
 
 def _run(rng, device, reference=2.0, n=120):
-    """Interleaved work-time samples as phase 3 keeps them (see test_check_noisy_host._work_run)."""
+    """Interleaved work-time samples as phase 3 keeps them (see tests/check/test_noisy_host._work_run)."""
     host = np.exp(rng.normal(0, 0.05, n))
     sides = {"device": device, "reference": reference, "calibration": 0.2, "calibration_matmul": 0.4,
              "device_calibration": 0.3}

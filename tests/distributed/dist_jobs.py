@@ -1,6 +1,6 @@
-"""Multi-process jobs of tests/test_distributed.py (not collected by pytest).
+"""Multi-process jobs of tests/distributed/test_distributed.py (not collected by pytest).
 
-Run as ``python tests/dist_jobs.py JOB`` in every rank, with torchrun's
+Run as ``python tests/distributed/dist_jobs.py JOB`` in every rank, with torchrun's
 environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT). Each
 job groups many checks (a spawned process costs seconds); every check
 compares neuron against an independent reference (the same collective on

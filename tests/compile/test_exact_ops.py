@@ -1,4 +1,4 @@
-"""Ops the compile sweep (tests/compile_sweep.py) found failing to compile or differing from
+"""Ops the compile sweep (tests/compile/compile_sweep.py) found failing to compile or differing from
 the CPU, against the CPU: decompositions_scans.py (cummax/cummin, logcumsumexp),
 decompositions_elementwise.py (hypot, pow 0.5/-0.5, bool clamp),
 passes/compare_in_result_type.py (bool compared with a Python number) and

@@ -11,7 +11,7 @@ import torch
 
 from conftest import run_python
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "cuda_train_script.py")
+FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "cuda_train_script.py")
 
 
 def _cli(*args, cwd=None, env=None):

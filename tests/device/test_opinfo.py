@@ -215,7 +215,7 @@ def _summary():
     if RESULTS:
         text = summarize(RESULTS)
         print("\n" + text)
-        out = Path(__file__).resolve().parents[1] / "build" / "opinfo_summary.txt"
+        out = Path(__file__).resolve().parents[2] / "build" / "opinfo_summary.txt"
         out.parent.mkdir(exist_ok=True)
         out.write_text(text + "\n")
 

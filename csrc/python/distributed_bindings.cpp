@@ -1,4 +1,4 @@
-#include "distributed/bindings.h"
+#include "python/distributed_bindings.h"
 
 #include "aten/context.h"
 #include "distributed/process_group_neuron.h"

@@ -9,8 +9,8 @@
 #include "aten/compiled_launch.h"
 #include "aten/context.h"
 #include "aten/stats.h"
-#include "profiler/python_bindings.h"
-#include "distributed/bindings.h"
+#include "python/profiler_bindings.h"
+#include "python/distributed_bindings.h"
 
 namespace torchneuron {
 namespace {

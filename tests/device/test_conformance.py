@@ -1,4 +1,4 @@
-"""CI subset of the OpInfo conformance sweep (tests/conformance_sweep.py; the
+"""CI subset of the OpInfo conformance sweep (tests/device/conformance_sweep.py; the
 whole sweep is `make conformance`, its report docs/conformance.md): common
 operators of real models in every configuration (float32, bfloat16, float16,
 int64 with and without narrowing, bool), each check of TestCommon's kind

@@ -88,7 +88,7 @@ def test_lowering_a_model_whose_output_holds_a_kv_cache():
     from torchneuron.check import stablehlo
 
     spec = importlib.util.spec_from_file_location(
-        "check_models", os.path.join(os.path.dirname(__file__), "fixtures", "check_models.py"))
+        "check_models", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "check_models.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model, inputs = mod.structured()
