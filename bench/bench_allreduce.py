@@ -22,6 +22,7 @@ ratios neuron / CPU (target >= 0.9: the device adds no copies).
 
 Run: `.venv/bin/python bench/bench_allreduce.py [--iters N]` (or `make bench-dist`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,15 @@ def _launch(iters: int) -> int:
         port = str(s.getsockname()[1])
     procs = []
     for rank in range(WORLD):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
-                   LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(WORLD),
+            LOCAL_WORLD_SIZE=str(WORLD),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+        )
         procs.append(subprocess.Popen([sys.executable, __file__, "--iters", str(iters)], env=env))
     return max(p.wait() for p in procs)
 
@@ -57,12 +65,16 @@ def _worker(iters: int) -> None:
     dev = torch.device("neuron", torch.neuron.current_device())
     cpu = dist.new_group(backend="gloo")
     if rank == 0:
-        print(f"all_reduce float32 SUM, {WORLD} processes, {iters} samples per size and way "
-              f"(one at a time: x 16 MiB / size below 16 MiB), "
-              f"load average {os.getloadavg()[0]:.2f}")
+        print(
+            f"all_reduce float32 SUM, {WORLD} processes, {iters} samples per size and way "
+            f"(one at a time: x 16 MiB / size below 16 MiB), "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
         print(f"{'':>8} {'back to back (nccl-tests)':^32} {'one at a time':^32}")
-        print(f"{'size':>8} {'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}  "
-              f"{'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}")
+        print(
+            f"{'size':>8} {'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}  "
+            f"{'neuron GB/s':>12} {'cpu GB/s':>10} {'ratio':>7}"
+        )
     for mib in SIZES_MIB:
         n = mib * 2**20 // 4
         xn = torch.ones(n, device=dev)
@@ -93,15 +105,23 @@ def _worker(iters: int) -> None:
             for i in range(samples):
                 # Each side goes first in half the pairs: an operation runs slower
                 # after a longer one (the host gave the cores away meanwhile).
-                first, second = (timed_neuron, timed_cpu) if i % 2 == 0 else (timed_cpu, timed_neuron)
+                first, second = (
+                    (timed_neuron, timed_cpu) if i % 2 == 0 else (timed_cpu, timed_neuron)
+                )
                 first(calls, tn if first is timed_neuron else tc)
                 second(calls, tn if second is timed_neuron else tc)
             bus = mib * 2**20 * 2 * (WORLD - 1) / WORLD / 1e9
-            figures += [bus / statistics.median(tn), bus / statistics.median(tc),
-                        statistics.median(c / t for t, c in zip(tn, tc))]
+            figures += [
+                bus / statistics.median(tn),
+                bus / statistics.median(tc),
+                statistics.median(c / t for t, c in zip(tn, tc)),
+            ]
         if rank == 0:
-            print(f"{mib:>5} MiB {figures[0]:>12.2f} {figures[1]:>10.2f} {figures[2]:>7.2f}  "
-                  f"{figures[3]:>12.2f} {figures[4]:>10.2f} {figures[5]:>7.2f}", flush=True)
+            print(
+                f"{mib:>5} MiB {figures[0]:>12.2f} {figures[1]:>10.2f} {figures[2]:>7.2f}  "
+                f"{figures[3]:>12.2f} {figures[4]:>10.2f} {figures[5]:>7.2f}",
+                flush=True,
+            )
     dist.destroy_process_group()
 
 

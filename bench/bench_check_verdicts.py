@@ -14,6 +14,7 @@ process, every re-check a fresh one).
     .venv/bin/python bench/bench_check_verdicts.py [--plan 0,0,d,0,0,d,0,0] [--threshold 0.10] [--processes]
         [--quiet-baseline] [--mode both|eager|compile]
 """
+
 import argparse
 import json
 import os
@@ -24,15 +25,32 @@ from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "tests", "fixtures", "check_models.py") + ":blocks"
-RUN = ["--iterations", "80", "--max-warmup", "20", "--max-rounds", "3", "--max-memory-regression", "0.5"]
+RUN = [
+    "--iterations",
+    "80",
+    "--max-warmup",
+    "20",
+    "--max-rounds",
+    "3",
+    "--max-memory-regression",
+    "0.5",
+]
 ENV = {"0": {}, "d": {"CHECK_FIXTURE_DEVICE_EXTRA": "0.3"}, "m": {"CHECK_FIXTURE_WORK": "3"}}
 
 
 def check(argv: list[str], env: dict, processes: bool = False) -> int:
     if processes:
-        e = {k: v for k, v in os.environ.items() if k not in ("CHECK_FIXTURE_DEVICE_EXTRA", "CHECK_FIXTURE_WORK")}
-        return subprocess.run([sys.executable, "-m", "torchneuron", *argv], env=e | env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+        e = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("CHECK_FIXTURE_DEVICE_EXTRA", "CHECK_FIXTURE_WORK")
+        }
+        return subprocess.run(
+            [sys.executable, "-m", "torchneuron", *argv],
+            env=e | env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ).returncode
     import contextlib
     import io
 
@@ -49,10 +67,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plan", default="0,0,d,0,0,d,0,0", help="comma-separated kinds: 0, d, m")
     ap.add_argument("--threshold", type=float, default=0.10, help="--max-latency-regression")
-    ap.add_argument("--processes", action="store_true", help="each check in its own process (as in CI)")
-    ap.add_argument("--quiet-baseline", action="store_true",
-                    help="save the baseline before the burners start (a baseline from a quiet host)")
-    ap.add_argument("--mode", choices=("both", "eager", "compile"), default="both", help="check --mode")
+    ap.add_argument(
+        "--processes", action="store_true", help="each check in its own process (as in CI)"
+    )
+    ap.add_argument(
+        "--quiet-baseline",
+        action="store_true",
+        help="save the baseline before the burners start (a baseline from a quiet host)",
+    )
+    ap.add_argument(
+        "--mode", choices=("both", "eager", "compile"), default="both", help="check --mode"
+    )
     a = ap.parse_args()
     run = RUN + ["--mode", a.mode]
     plan = a.plan.split(",")
@@ -62,8 +87,13 @@ def main() -> None:
     d = os.path.join(tempfile.mkdtemp(), "baseline")
 
     def save():
-        print("load average", os.getloadavg(), "; saving the baseline:",
-              check(["check", MODEL, *run, "--save-baseline", d], {}, a.processes), flush=True)
+        print(
+            "load average",
+            os.getloadavg(),
+            "; saving the baseline:",
+            check(["check", MODEL, *run, "--save-baseline", d], {}, a.processes),
+            flush=True,
+        )
 
     if a.quiet_baseline:
         save()
@@ -74,18 +104,48 @@ def main() -> None:
             save()
         for i, kind in enumerate(plan):
             j = f"{d}-{i}.json"
-            code = check(["check", MODEL, *run, "--baseline", d, "--json", j,
-                          "--max-latency-regression", str(a.threshold)], ENV[kind], a.processes)
+            code = check(
+                [
+                    "check",
+                    MODEL,
+                    *run,
+                    "--baseline",
+                    d,
+                    "--json",
+                    j,
+                    "--max-latency-regression",
+                    str(a.threshold),
+                ],
+                ENV[kind],
+                a.processes,
+            )
             r = json.load(open(j))
             st = dict(r["baseline"]["latency"]["statistics"])
             # the compiled model's comparison (--mode both / compile)
-            st |= ((r["baseline"].get("compiled") or {}).get("latency") or {}).get("statistics") or {}
-            print(kind, "exit", code, "rounds", r["phase3"]["rounds"], "load %.1f" % os.getloadavg()[0], " ".join(
-                f"{n}={s['decision']}(x{s['ci']['ratio']:.2f} [{s['ci']['low']:.2f}, {s['ci']['high']:.2f}])"
-                for n, s in st.items() if s.get("ci")), flush=True)
+            st |= ((r["baseline"].get("compiled") or {}).get("latency") or {}).get(
+                "statistics"
+            ) or {}
+            print(
+                kind,
+                "exit",
+                code,
+                "rounds",
+                r["phase3"]["rounds"],
+                "load %.1f" % os.getloadavg()[0],
+                " ".join(
+                    f"{n}={s['decision']}(x{s['ci']['ratio']:.2f} [{s['ci']['low']:.2f}, {s['ci']['high']:.2f}])"
+                    for n, s in st.items()
+                    if s.get("ci")
+                ),
+                flush=True,
+            )
             if code == 1:  # what regressed (latency or not)
-                print("   regressions:", "; ".join(r["baseline"].get("regressions") or []), flush=True)
-            counts[(kind, {0: "pass", 1: "regression", 3: "inconclusive"}.get(code, f"exit {code}"))] += 1
+                print(
+                    "   regressions:", "; ".join(r["baseline"].get("regressions") or []), flush=True
+                )
+            counts[
+                (kind, {0: "pass", 1: "regression", 3: "inconclusive"}.get(code, f"exit {code}"))
+            ] += 1
     finally:
         for p in procs:
             p.kill()

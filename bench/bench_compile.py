@@ -17,6 +17,7 @@ weights, batch 32), a GPT-2 block and the small ResNet:
 Iterations of the three runners alternate (same machine load). Run:
 `.venv/bin/python bench/bench_compile.py [--iters N] [--only minilm,gpt2_block,resnet]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,21 +83,25 @@ def _models(only):
 
 
 def _compile_us():
-    return sum(r["fx_passes_us"] + r["lower_us"] + r["compile_us"]
-               for r in torch.neuron.get_dynamo_metrics())
+    return sum(
+        r["fx_passes_us"] + r["lower_us"] + r["compile_us"]
+        for r in torch.neuron.get_dynamo_metrics()
+    )
 
 
 def bench_one(name, model, inputs, iters, warmup):
     import torch._inductor.config as ic
 
-    ic.fx_graph_cache = False            # Inductor's cold compile, not its cache
+    ic.fx_graph_cache = False  # Inductor's cold compile, not its cache
     dev_in = {k: v.to("neuron") for k, v in inputs.items()}
     eager = copy.deepcopy(model).to("neuron")
     neuron_model = copy.deepcopy(model).to("neuron")
     cpu_model = copy.deepcopy(model)
     with torch.no_grad():
         # cold compiles
-        torch._dynamo.reset(); cache.clear_memory_cache(); torch.neuron.reset_dynamo_metrics()
+        torch._dynamo.reset()
+        cache.clear_memory_cache()
+        torch.neuron.reset_dynamo_metrics()
         comp = torch.compile(neuron_model, backend="neuron")
         cold_first = _call(comp, dev_in, "neuron")
         cold_us = _compile_us()
@@ -114,26 +119,38 @@ def bench_one(name, model, inputs, iters, warmup):
                     times[k].append(t)
         med = [statistics.median(t) * 1e3 for t in times]
         # warm: a new Dynamo, empty in-memory cache, executables on disk
-        torch._dynamo.reset(); cache.clear_memory_cache(); torch.neuron.reset_dynamo_metrics()
+        torch._dynamo.reset()
+        cache.clear_memory_cache()
+        torch.neuron.reset_dynamo_metrics()
         comp2 = torch.compile(neuron_model, backend="neuron")
         warm_first = _call(comp2, dev_in, "neuron")
         warm_us = _compile_us()
-        warm_bg_us = sum(r.get("background_load_us", 0.0) for r in torch.neuron.get_dynamo_metrics())
+        warm_bg_us = sum(
+            r.get("background_load_us", 0.0) for r in torch.neuron.get_dynamo_metrics()
+        )
         assert all(r["cache"] == "disk" for r in torch.neuron.get_dynamo_metrics())
     cold_n = cold_first - steady_n
     cold_i = ind_first - steady_i
     print(f"\n== {name}")
-    print(f"latency ms (median of {iters}): eager neuron {med[0]:.2f}, compiled neuron "
-          f"{med[1]:.2f}, Inductor CPU {med[2]:.2f}")
-    print(f"  compiled/eager {med[1] / med[0]:.2f} (target <= 1), compiled/Inductor "
-          f"{med[1] / med[2]:.2f} (target <= 1)")
-    print(f"cold compile s: neuron {cold_n:.2f}, Inductor {cold_i:.2f}; neuron/Inductor "
-          f"{cold_n / cold_i:.2f} (target <= 1)")
-    print(f"warm vs cold: backend compile time {cold_us / 1e3:.1f} ms -> {warm_us / 1e3:.1f} ms "
-          f"({cold_us / max(warm_us, 1):.0f}x) waited, and {warm_bg_us / 1e3:.1f} ms of loading "
-          f"overlapped with AOTAutograd's tracing (with it counted: "
-          f"{cold_us / max(warm_us + warm_bg_us, 1):.0f}x); first call {cold_first:.2f} s -> {warm_first:.2f} s "
-          f"({cold_first / warm_first:.1f}x) (target >= 20x)")
+    print(
+        f"latency ms (median of {iters}): eager neuron {med[0]:.2f}, compiled neuron "
+        f"{med[1]:.2f}, Inductor CPU {med[2]:.2f}"
+    )
+    print(
+        f"  compiled/eager {med[1] / med[0]:.2f} (target <= 1), compiled/Inductor "
+        f"{med[1] / med[2]:.2f} (target <= 1)"
+    )
+    print(
+        f"cold compile s: neuron {cold_n:.2f}, Inductor {cold_i:.2f}; neuron/Inductor "
+        f"{cold_n / cold_i:.2f} (target <= 1)"
+    )
+    print(
+        f"warm vs cold: backend compile time {cold_us / 1e3:.1f} ms -> {warm_us / 1e3:.1f} ms "
+        f"({cold_us / max(warm_us, 1):.0f}x) waited, and {warm_bg_us / 1e3:.1f} ms of loading "
+        f"overlapped with AOTAutograd's tracing (with it counted: "
+        f"{cold_us / max(warm_us + warm_bg_us, 1):.0f}x); first call {cold_first:.2f} s -> {warm_first:.2f} s "
+        f"({cold_first / warm_first:.1f}x) (target >= 20x)"
+    )
 
 
 def main():

@@ -14,6 +14,7 @@ IREE is not a dependency of the project: install it outside the venv, e.g.
 and run with `PYTHONPATH=/tmp/iree-pkgs .venv/bin/python bench/bench_engines.py`.
 Exits 2, saying so, when IREE is not importable.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,12 @@ def _need_iree():
         import iree.compiler  # noqa: F401
         import iree.runtime  # noqa: F401
     except ImportError as e:
-        print(f"bench_engines: IREE is not importable ({e}). Install it, e.g. "
-              f"`{PIP.replace('pip install', 'pip install --target /tmp/iree-pkgs')}`, "
-              "and run with PYTHONPATH=/tmp/iree-pkgs (not into the shared .venv)",
-              file=sys.stderr)
+        print(
+            f"bench_engines: IREE is not importable ({e}). Install it, e.g. "
+            f"`{PIP.replace('pip install', 'pip install --target /tmp/iree-pkgs')}`, "
+            "and run with PYTHONPATH=/tmp/iree-pkgs (not into the shared .venv)",
+            file=sys.stderr,
+        )
         sys.exit(2)
 
 
@@ -63,14 +66,15 @@ def _lowered(name, model, inputs):
         m = copy.deepcopy(model).to("neuron")
         with torch.no_grad():
             torch.compile(m, backend="neuron", options={"model_name": name})(
-                **{k: v.to("neuron") for k, v in inputs.items()})
+                **{k: v.to("neuron") for k, v in inputs.items()}
+            )
         torch.neuron.synchronize()
     finally:
         executable.CompiledGraph.__call__ = orig
         del os.environ["TORCH_NEURONX_DEBUG_DIR"]
     if len(seen) != 1:
         raise RuntimeError(f"{name}: expected one compiled graph, got {sorted(seen)}")
-    (gname, (cg, args)), = seen.items()
+    ((gname, (cg, args)),) = seen.items()
     if any(src[0] != "arg" for src in cg.plan.inputs):
         raise RuntimeError(f"{name}: graph has non-argument inputs (random ops)")
     ins = [np.ascontiguousarray(args[i].detach().cpu().numpy()) for _, i in cg.plan.inputs]
@@ -108,8 +112,12 @@ class _Iree:
         import iree.runtime as ir
 
         t0 = time.perf_counter()
-        vmfb = ic.compile_str(text, target_backends=["llvm-cpu"], input_type="stablehlo",
-                              extra_args=["--iree-llvmcpu-target-cpu=host"])
+        vmfb = ic.compile_str(
+            text,
+            target_backends=["llvm-cpu"],
+            input_type="stablehlo",
+            extra_args=["--iree-llvmcpu-target-cpu=host"],
+        )
         cfg = ir.Config("local-task")
         ctx = ir.SystemContext(config=cfg)
         ctx.add_vm_module(ir.VmModule.copy_buffer(ctx.instance, vmfb))
@@ -129,8 +137,10 @@ def bench_one(name, model, inputs, iters):
     text, ins = _lowered(name, model, inputs)
     engines = [_Xla(text, ins), _Iree(text, ins)]
     outs = [e() for e in engines]
-    diff = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-               if a.size else 0.0 for a, b in zip(*outs))
+    diff = max(
+        float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+        for a, b in zip(*outs)
+    )
     times = [[] for _ in engines]
     for i in range(iters + 2):
         for k, e in enumerate(engines):
@@ -141,10 +151,14 @@ def bench_one(name, model, inputs, iters):
     med = [statistics.median(t) * 1e3 for t in times]
     x, r = engines
     print(f"\n== {name} ({len(ins)} inputs)")
-    print(f"compile s: XLA:CPU {x.compile_s:.2f}, IREE {r.compile_s:.2f}; IREE/XLA "
-          f"{r.compile_s / x.compile_s:.2f}")
-    print(f"latency ms (median of {iters}): XLA:CPU {med[0]:.2f}, IREE {med[1]:.2f}; "
-          f"IREE/XLA {med[1] / med[0]:.2f}")
+    print(
+        f"compile s: XLA:CPU {x.compile_s:.2f}, IREE {r.compile_s:.2f}; IREE/XLA "
+        f"{r.compile_s / x.compile_s:.2f}"
+    )
+    print(
+        f"latency ms (median of {iters}): XLA:CPU {med[0]:.2f}, IREE {med[1]:.2f}; "
+        f"IREE/XLA {med[1] / med[0]:.2f}"
+    )
     print(f"max |IREE - XLA| over outputs: {diff:.2e}")
 
 

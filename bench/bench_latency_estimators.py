@@ -12,6 +12,7 @@ Prints figures only; nothing asserts.
 
     .venv/bin/python bench/bench_latency_estimators.py [--plan 0,0,d,0,0,m,0,0,d,0,0,m] [--iterations 80]
 """
+
 import argparse
 import json
 import os
@@ -68,23 +69,38 @@ def _figures(run: dict) -> dict:
     cal1, cal2 = c["calibration"], c["calibration"] + c["calibration_matmul"]
     wcal1 = w["calibration"]
     return {
-        "wall, minimum per side (earlier statistic)": (w["device"].min() / w["reference"].min(),
-                                                       w["reference"].min() / wcal1.min()),
-        "work CPU, minimum per side": (c["device"].min() / c["reference"].min(), c["reference"].min() / cal1.min()),
-        "work CPU, median per side, small-op calibration": (np.median(c["device"]) / np.median(c["reference"]),
-                                                            np.median(c["reference"]) / np.median(cal1)),
-        "work CPU, median per side, two-part calibration": (np.median(c["device"]) / np.median(c["reference"]),
-                                                            np.median(c["reference"]) / np.median(cal2)),
-        "work CPU, 25th percentile per side, two-part": (np.quantile(c["device"], .25) / np.quantile(c["reference"], .25),
-                                                         np.quantile(c["reference"], .25) / np.quantile(cal2, .25)),
-        "work CPU, median of paired ratios, two-part (adopted)": (np.median(c["device"] / c["reference"]),
-                                                                 np.median(c["reference"] / cal2)),
+        "wall, minimum per side (earlier statistic)": (
+            w["device"].min() / w["reference"].min(),
+            w["reference"].min() / wcal1.min(),
+        ),
+        "work CPU, minimum per side": (
+            c["device"].min() / c["reference"].min(),
+            c["reference"].min() / cal1.min(),
+        ),
+        "work CPU, median per side, small-op calibration": (
+            np.median(c["device"]) / np.median(c["reference"]),
+            np.median(c["reference"]) / np.median(cal1),
+        ),
+        "work CPU, median per side, two-part calibration": (
+            np.median(c["device"]) / np.median(c["reference"]),
+            np.median(c["reference"]) / np.median(cal2),
+        ),
+        "work CPU, 25th percentile per side, two-part": (
+            np.quantile(c["device"], 0.25) / np.quantile(c["reference"], 0.25),
+            np.quantile(c["reference"], 0.25) / np.quantile(cal2, 0.25),
+        ),
+        "work CPU, median of paired ratios, two-part (adopted)": (
+            np.median(c["device"] / c["reference"]),
+            np.median(c["reference"] / cal2),
+        ),
     }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--plan", default="0,0,d,0,0,m,0,0,d,0,0,m", help="comma-separated kinds: 0, d, m")
+    ap.add_argument(
+        "--plan", default="0,0,d,0,0,m,0,0,d,0,0,m", help="comma-separated kinds: 0, d, m"
+    )
     ap.add_argument("--iterations", type=int, default=80)
     a = ap.parse_args()
     plan = a.plan.split(",")
@@ -94,18 +110,34 @@ def main() -> None:
     procs = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(os.cpu_count() or 1)]
     runs = []
     try:
-        env0 = {k: v for k, v in os.environ.items() if k not in ("CHECK_FIXTURE_DEVICE_EXTRA", "CHECK_FIXTURE_WORK")}
+        env0 = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("CHECK_FIXTURE_DEVICE_EXTRA", "CHECK_FIXTURE_WORK")
+        }
         for kind in plan:
-            out = subprocess.run([sys.executable, "-c", ONE_RUN, os.path.join(HERE, "..", "tests", "fixtures"),
-                                  str(a.iterations)], env=env0 | ENV[kind], capture_output=True, text=True,
-                                 check=True).stdout
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    ONE_RUN,
+                    os.path.join(HERE, "..", "tests", "fixtures"),
+                    str(a.iterations),
+                ],
+                env=env0 | ENV[kind],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             r = json.loads(out.strip().splitlines()[-1])
             runs.append((kind, _figures(r)))
             print(f"run {len(runs)}: {kind}, load average {r['load']:.1f}", flush=True)
     finally:
         for p in procs:
             p.kill()
-    print(f"\nlog sd between {plan.count('0')} unchanged runs; planted changes as x the unchanged mean")
+    print(
+        f"\nlog sd between {plan.count('0')} unchanged runs; planted changes as x the unchanged mean"
+    )
     print(f"{'figure':56} {'dev/ref sd':>10} {'ref/cal sd':>10}  d: dev/ref        m: ref/cal")
     for name in runs[0][1]:
         base = np.log([f[name] for k, f in runs if k == "0"])

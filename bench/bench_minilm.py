@@ -20,6 +20,7 @@ while the device path reuses its caching allocator's blocks; the tuning makes
 the target harder, not easier. `--system-malloc` measures without it. Run: `.venv/bin/python bench/bench_minilm.py`
 (or `make bench`); `--iters N` changes the number of timed forward passes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,8 +79,9 @@ def add_block(x, y, device: str, n: int) -> float:
 def add_times(n: int, reps: int) -> tuple[float, float]:
     """(cpu, neuron) seconds per add of two 1000-element float32 tensors:
     median over reps of alternating blocks of n adds."""
-    pairs = {d: (torch.randn(1000, device=d), torch.randn(1000, device=d))
-             for d in ("cpu", "neuron")}
+    pairs = {
+        d: (torch.randn(1000, device=d), torch.randn(1000, device=d)) for d in ("cpu", "neuron")
+    }
     for d, (x, y) in pairs.items():
         add_block(x, y, d, 1000)  # warm-up
     times = {"cpu": [], "neuron": []}
@@ -105,8 +107,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=30, help="timed forward passes per device")
     ap.add_argument("--warmup", type=int, default=8)
-    ap.add_argument("--system-malloc", action="store_true",
-                    help="leave glibc's default trimming on (a slower CPU baseline)")
+    ap.add_argument(
+        "--system-malloc",
+        action="store_true",
+        help="leave glibc's default trimming on (a slower CPU baseline)",
+    )
     ap.add_argument("--adds", type=int, default=20000, help="adds per timed block")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # 64-bit narrowing notes from the attention mask
@@ -117,8 +122,9 @@ def main() -> None:
     dev_model = copy.deepcopy(model).to("neuron")
     dev_inputs = {k: v.to("neuron") for k, v in inputs.items()}
     torch.neuron.reset_fallback_stats()
-    cpu, dev = forward_latency([(model, inputs, "cpu"), (dev_model, dev_inputs, "neuron")],
-                               args.warmup, args.iters)
+    cpu, dev = forward_latency(
+        [(model, inputs, "cpu"), (dev_model, dev_inputs, "neuron")], args.warmup, args.iters
+    )
     fallbacks = sorted(torch.neuron.fallback_stats())
     del dev_model, dev_inputs
 
@@ -126,14 +132,20 @@ def main() -> None:
 
     cpu_ms, dev_ms = statistics.median(cpu) * 1e3, statistics.median(dev) * 1e3
     ratio = statistics.median(d / c for c, d in zip(cpu, dev))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, glibc malloc "
-          f"{'keeps freed memory' if tuned else 'default'}, load average "
-          f"{os.getloadavg()[0]:.1f}; device: {torch.neuron.get_device_name()}")
-    print(f"MiniLM-L6-v2 batch 32 x {seq} tokens, median of {args.iters} "
-          f"(after {args.warmup} warm-up): cpu {cpu_ms:.2f} ms, neuron {dev_ms:.2f} ms")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, glibc malloc "
+        f"{'keeps freed memory' if tuned else 'default'}, load average "
+        f"{os.getloadavg()[0]:.1f}; device: {torch.neuron.get_device_name()}"
+    )
+    print(
+        f"MiniLM-L6-v2 batch 32 x {seq} tokens, median of {args.iters} "
+        f"(after {args.warmup} warm-up): cpu {cpu_ms:.2f} ms, neuron {dev_ms:.2f} ms"
+    )
     print(f"  fallback ops on neuron: {', '.join(fallbacks) or 'none'}")
-    print(f"MiniLM batch-32 latency ratio neuron/cpu (median of pairs): {ratio:.3f}  "
-          f"(target <= 1.15: {'met' if ratio <= 1.15 else 'MISSED'})")
+    print(
+        f"MiniLM batch-32 latency ratio neuron/cpu (median of pairs): {ratio:.3f}  "
+        f"(target <= 1.15: {'met' if ratio <= 1.15 else 'MISSED'})"
+    )
     print(f"add of 1000 floats: cpu {add_cpu * 1e6:.2f} us/op, neuron {add_dev * 1e6:.2f} us/op")
     print(f"per-op overhead of a small add, neuron - cpu: {(add_dev - add_cpu) * 1e6:.2f} us")
 

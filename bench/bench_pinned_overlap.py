@@ -10,6 +10,7 @@ Printed: seconds per step of each, and the ratios pinned/pageable and pinned/ser
 
 Usage: .venv/bin/python bench/bench_pinned_overlap.py [--repeats N] [--steps N] [--mib M]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,10 @@ def main():
         times["pinned"].append(run(pinned, w, a.steps, False))
         times["serial"].append(run(pinned, w, a.steps, True))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"batch {rows}x{cols} float32 ({a.mib} MiB), {a.steps} steps x {a.repeats} repeats, "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"batch {rows}x{cols} float32 ({a.mib} MiB), {a.steps} steps x {a.repeats} repeats, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     for k, v in med.items():
         print(f"  {k:9s} {v * 1e3:8.2f} ms/step")
     print(f"pinned / pageable = {med['pinned'] / med['pageable']:.3f}")

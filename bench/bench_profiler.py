@@ -18,6 +18,7 @@ measurable in one run: run this on each build and compare their "off" columns
 
 Run: .venv/bin/python bench/bench_profiler.py [--rounds N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,6 +41,7 @@ def _adds(x, n=2000):
         for _ in range(n):
             x.add_(1.0)
         torch.neuron.synchronize()
+
     return run
 
 
@@ -54,6 +56,7 @@ def _minilm():
         with torch.no_grad():
             model(**inputs)
         torch.neuron.synchronize()
+
     return run
 
 
@@ -77,9 +80,14 @@ def bench(name, fn, rounds):
         for s in times:
             times[s].append(_timed(fn, s))
     med = {s: statistics.median(v) for s, v in times.items()}
-    ratio = {s: statistics.median(a / b for a, b in zip(times[s], times["off"])) for s in ("cpu", "device")}
-    print(f"{name:<28} off {med['off'] * 1e3:8.2f} ms   cpu {med['cpu'] * 1e3:8.2f} ms   "
-          f"device {med['device'] * 1e3:8.2f} ms   cpu/off {ratio['cpu']:.3f}   device/off {ratio['device']:.3f}")
+    ratio = {
+        s: statistics.median(a / b for a, b in zip(times[s], times["off"]))
+        for s in ("cpu", "device")
+    }
+    print(
+        f"{name:<28} off {med['off'] * 1e3:8.2f} ms   cpu {med['cpu'] * 1e3:8.2f} ms   "
+        f"device {med['device'] * 1e3:8.2f} ms   cpu/off {ratio['cpu']:.3f}   device/off {ratio['device']:.3f}"
+    )
 
 
 def main():

@@ -10,6 +10,7 @@ wall time and for the process's CPU time (user + system, from getrusage;
 less sensitive to a shared machine's load than wall time).
 Run: ``.venv/bin/python bench/bench_startup.py [--launches N]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,10 @@ def main() -> None:
     for i, what in enumerate(("wall", "CPU time")):
         c = statistics.median(r[i] for r in cpu)
         d = statistics.median(r[i] for r in dev)
-        print(f"  {what:8s} cpu {c:.3f} s, neuron {d:.3f} s: neuron - cpu = {d - c:+.3f} s "
-              f"(target <= 0.3), neuron / cpu = {d / c:.2f}")
+        print(
+            f"  {what:8s} cpu {c:.3f} s, neuron {d:.3f} s: neuron - cpu = {d - c:+.3f} s "
+            f"(target <= 0.3), neuron / cpu = {d / c:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ has the published architecture (transformers configs; weights do not change FLOP
 lowered to StableHLO and projected on NeuronCore-v2; the ratio projected/published of p50
 latency and of instance throughput is printed. Run: .venv/bin/python bench/projection_vs_published.py
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,8 +33,14 @@ def build(name: str):
     if name == "bert-base-uncased":
         return BertModel(BertConfig(), add_pooling_layer=True)
     if name == "bert-large-uncased":
-        return BertModel(BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                                    intermediate_size=4096))
+        return BertModel(
+            BertConfig(
+                hidden_size=1024,
+                num_hidden_layers=24,
+                num_attention_heads=16,
+                intermediate_size=4096,
+            )
+        )
     return DistilBertModel(DistilBertConfig())
 
 
@@ -47,12 +54,18 @@ def main() -> int:
         text, how = stablehlo.lower(model, (ids,))
         r = projection.project(text, hardware.NEURONCORE_V2, batch, "bf16", None, 1, "trn1.2xlarge")
         lat_ms = r["latency_s_per_core"] * 1e3
-        rows.append((name, batch, lat_ms, p50_ms, r["throughput_per_instance"], thr, time.time() - t0))
-    print("model | batch | projected p50 ms | published p50 ms | ratio | projected inf/s | published inf/s | ratio")
+        rows.append(
+            (name, batch, lat_ms, p50_ms, r["throughput_per_instance"], thr, time.time() - t0)
+        )
+    print(
+        "model | batch | projected p50 ms | published p50 ms | ratio | projected inf/s | published inf/s | ratio"
+    )
     print("---|---|---|---|---|---|---|---")
     for name, batch, lat, pub_lat, thr, pub_thr, _ in rows:
-        print(f"{name} | {batch} | {lat:.2f} | {pub_lat:.2f} | {lat / pub_lat:.2f} | {thr:.0f} | {pub_thr:.0f} | "
-              f"{thr / pub_thr:.2f}")
+        print(
+            f"{name} | {batch} | {lat:.2f} | {pub_lat:.2f} | {lat / pub_lat:.2f} | {thr:.0f} | {pub_thr:.0f} | "
+            f"{thr / pub_thr:.2f}"
+        )
     return 0
 
 

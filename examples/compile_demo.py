@@ -1,6 +1,7 @@
 """Compiled mode on the emulated NeuronCore: all-MiniLM-L6-v2 (real weights) through
 torch.compile(backend="neuron"), compared with the CPU, with the compile records and a
 warm start from the executable cache. Run: `.venv/bin/python examples/compile_demo.py`."""
+
 import os
 import tempfile
 import time
@@ -32,10 +33,12 @@ def main():
         first = time.perf_counter() - t0
         (r,) = torch.neuron.get_dynamo_metrics()
         cos = torch.nn.functional.cosine_similarity(out, ref).min().item()
-        print(f"{run:4s}: graph {r['graph_name']} ({r['graph_node_count']} nodes), cache "
-              f"{r['cache']}, lowering {r['lower_us'] / 1e3:.0f} ms, compile "
-              f"{r['compile_us'] / 1e3:.0f} ms, first call {first:.2f} s; min cosine vs CPU "
-              f"{cos:.7f}, max abs diff {(out - ref).abs().max().item():.2e}")
+        print(
+            f"{run:4s}: graph {r['graph_name']} ({r['graph_node_count']} nodes), cache "
+            f"{r['cache']}, lowering {r['lower_us'] / 1e3:.0f} ms, compile "
+            f"{r['compile_us'] / 1e3:.0f} ms, first call {first:.2f} s; min cosine vs CPU "
+            f"{cos:.7f}, max abs diff {(out - ref).abs().max().item():.2e}"
+        )
     print(f"executables in {os.environ['TORCH_NEURONX_NEFF_CACHE_DIR']}")
 
 

@@ -3,6 +3,7 @@ and on the CPU; prints the agreement and the operators that fell back.
 
 The only change from a CPU program is the device string.
 """
+
 import torch
 import torch.nn.functional as F
 

@@ -9,6 +9,7 @@ and prints the top operators by self device time.
 
 Run: .venv/bin/python examples/profile_minilm.py [OUT_DIR]
 """
+
 import os
 import pickle
 import sys
@@ -33,8 +34,10 @@ model = model.to("neuron").eval()
 inputs = {k: v.to("neuron") for k, v in inputs.items()}
 
 # wait 1, warm up 1, record 1: the recorded iteration is a steady-state one.
-with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-             schedule=schedule(wait=1, warmup=1, active=1)) as prof:
+with profile(
+    activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+    schedule=schedule(wait=1, warmup=1, active=1),
+) as prof:
     for _ in range(3):
         with record_function("forward"), torch.no_grad():
             model(**inputs)

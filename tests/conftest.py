@@ -6,6 +6,7 @@ cores, HBM capacity, strict fallback, launch blocking) run a fresh Python
 process through ``run_python``; TORCHNEURON_PROTECT_MEMORY is passed on, so
 the protected-memory run of the suite covers those processes too.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,17 +35,25 @@ _DEVICE_ENV = (
 )
 
 
-def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 60,
-               check: bool = True) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, env: dict[str, str] | None = None, timeout: float = 60, check: bool = True
+) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter with ``env`` added to a clean device
     environment. With ``check``, a non-zero exit fails the test and shows stderr."""
     full_env = {k: v for k, v in os.environ.items() if k not in _DEVICE_ENV}
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check and proc.returncode != 0:
-        pytest.fail(f"child process failed (rc={proc.returncode}):\n"
-                    f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        pytest.fail(
+            f"child process failed (rc={proc.returncode}):\n"
+            f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        )
     return proc
 
 
@@ -55,9 +64,13 @@ def run_python_many(jobs: dict, timeout: float = 120) -> dict:
     for key, (code, env) in jobs.items():
         full_env = {k: v for k, v in os.environ.items() if k not in _DEVICE_ENV}
         full_env.update(env or {})
-        procs[key] = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
-                                      env=full_env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True)
+        procs[key] = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     out = {}
     for key, p in procs.items():
         stdout, stderr = p.communicate(timeout=timeout)

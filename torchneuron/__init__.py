@@ -4,6 +4,7 @@ Importing this package (done automatically by ``import torch`` through the
 ``torch.backends`` entry point) loads the native extension, renames PyTorch's
 PrivateUse1 backend to ``neuron`` and registers ``torch.neuron``.
 """
+
 import os as _os
 
 
@@ -81,6 +82,8 @@ _atexit.register(_drain_at_exit)
 
 
 from . import distributed as _distributed  # noqa: E402,F401  (registers the c10d backend `neuron`)
+
+
 def _register_compile_backend() -> None:
     # torch.compile(backend="neuron"): the torch_dynamo_backends entry point finds it
     # after a plain `import torch`; registering here as well covers a Dynamo that was

@@ -6,6 +6,7 @@ write leaves the old file. ``tempfile.mkstemp`` creates the temporary file with 
 0600; it gets the mode ``open()`` would have given (0666 less the umask), so that a
 cache or baseline folder shared by several users stays readable as their umask allows.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,13 +15,13 @@ import tempfile
 
 def _umask() -> int:
     try:
-        with open("/proc/self/status") as f:     # Linux: read without changing it
+        with open("/proc/self/status") as f:  # Linux: read without changing it
             for line in f:
                 if line.startswith("Umask:"):
                     return int(line.split()[1], 8)
     except (OSError, ValueError):
         pass
-    old = os.umask(0o022)      # elsewhere: set and restore (not thread-safe, rarely reached)
+    old = os.umask(0o022)  # elsewhere: set and restore (not thread-safe, rarely reached)
     os.umask(old)
     return old
 

@@ -1,4 +1,5 @@
 """Device-index parsing shared by ``torch.neuron`` (and torch.serialization)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,5 +35,6 @@ def _get_device_index(device: Any, optional: bool = False) -> int:
     if idx < -1 or idx >= n:
         raise torch.AcceleratorError(
             f"neuron error: invalid device ordinal (invalid neuron device index {idx}: {n} "
-            "NeuronCore(s) visible; NEURON_RT_VISIBLE_CORES, NEURON_LOGICAL_NC_CONFIG)")
+            "NeuronCore(s) visible; NEURON_RT_VISIBLE_CORES, NEURON_LOGICAL_NC_CONFIG)"
+        )
     return _C._get_device() if idx == -1 else idx

@@ -8,6 +8,7 @@ deprecated here (``torch.amp.*(..., "neuron")`` is the same thing).
 The scaler's kernels (``_amp_foreach_non_finite_check_and_unscale_``,
 ``_amp_update_scale_``) run natively on the device (no CPU fallback).
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,8 +26,9 @@ class autocast(torch.amp.autocast_mode.autocast):
     ``cache_enabled`` (bool). Usable as a context manager or a decorator.
     """
 
-    def __init__(self, enabled: bool = True, dtype: torch.dtype = torch.float16,
-                 cache_enabled: bool = True):
+    def __init__(
+        self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True
+    ):
         super().__init__("neuron", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
 
 
@@ -38,12 +40,22 @@ class GradScaler(torch.amp.GradScaler):
     are float32 tensors on the neuron device.
     """
 
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000,
-                 enabled: bool = True) -> None:
-        super().__init__("neuron", init_scale=init_scale, growth_factor=growth_factor,
-                         backoff_factor=backoff_factor, growth_interval=growth_interval,
-                         enabled=enabled)
+    def __init__(
+        self,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ) -> None:
+        super().__init__(
+            "neuron",
+            init_scale=init_scale,
+            growth_factor=growth_factor,
+            backoff_factor=backoff_factor,
+            growth_interval=growth_interval,
+            enabled=enabled,
+        )
 
 
 def custom_fwd(fwd: Optional[Callable] = None, *, cast_inputs: Optional[torch.dtype] = None) -> Any:
@@ -51,7 +63,8 @@ def custom_fwd(fwd: Optional[Callable] = None, *, cast_inputs: Optional[torch.dt
     autograd Function's ``forward`` runs with the caller's autocast state (or, with
     ``cast_inputs``, autocast off and floating inputs cast to that dtype)."""
     return functools.partial(torch.amp.custom_fwd, device_type="neuron")(
-        fwd=fwd, cast_inputs=cast_inputs)
+        fwd=fwd, cast_inputs=cast_inputs
+    )
 
 
 def custom_bwd(bwd: Callable) -> Callable:

@@ -31,6 +31,7 @@ is (8, 0), what scripts test for bfloat16 (a NeuronCore has it), nothing more;
 ``torch.Generator(device="cuda")`` (a class, not a torch function) and CUDA-only APIs
 (graphs, NVTX, cuBLAS handles) are not remapped.
 """
+
 from __future__ import annotations
 
 import functools
@@ -62,8 +63,10 @@ def to_neuron_device(d: Any) -> Any:
 
 
 def _map_args(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    return (tuple(to_neuron_device(a) for a in args),
-            {k: to_neuron_device(v) for k, v in kwargs.items()})
+    return (
+        tuple(to_neuron_device(a) for a in args),
+        {k: to_neuron_device(v) for k, v in kwargs.items()},
+    )
 
 
 def _tensor_cuda(t, device=None, non_blocking=False, memory_format=torch.preserve_format):
@@ -110,13 +113,40 @@ def _patch_cuda_module() -> list[str]:
     import torch.cuda.amp as cuda_amp
 
     names = [
-        "is_available", "device_count", "current_device", "set_device", "device", "synchronize",
-        "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
-        "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
-        "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
-        "memory_stats", "memory_summary", "mem_get_info", "manual_seed", "manual_seed_all", "seed",
-        "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
-        "set_rng_state_all", "get_device_name", "get_device_properties", "is_bf16_supported",
+        "is_available",
+        "device_count",
+        "current_device",
+        "set_device",
+        "device",
+        "synchronize",
+        "Stream",
+        "Event",
+        "current_stream",
+        "default_stream",
+        "set_stream",
+        "stream",
+        "empty_cache",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "reset_peak_memory_stats",
+        "reset_accumulated_memory_stats",
+        "memory_stats",
+        "memory_summary",
+        "mem_get_info",
+        "manual_seed",
+        "manual_seed_all",
+        "seed",
+        "seed_all",
+        "initial_seed",
+        "get_rng_state",
+        "set_rng_state",
+        "get_rng_state_all",
+        "set_rng_state_all",
+        "get_device_name",
+        "get_device_properties",
+        "is_bf16_supported",
         "is_initialized",
     ]
     done = []
@@ -131,6 +161,7 @@ def _patch_cuda_module() -> list[str]:
         NeuronCore computes natively; no CUDA feature beyond that is implied."""
         torch.neuron.get_device_properties(device)  # a bad index raises as CUDA's does
         return (8, 0)
+
     torch.cuda.get_device_capability = get_device_capability
     done.append("get_device_capability")
     torch.cuda.init = lambda: None
@@ -142,13 +173,15 @@ def _patch_cuda_module() -> list[str]:
 
 def _map_device_kw(fn, pos: int, name: str):
     """Wrap `fn` so that its device argument (position `pos`, or keyword `name`) is remapped."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if len(args) > pos:
-            args = args[:pos] + (to_neuron_device(args[pos]),) + args[pos + 1:]
+            args = args[:pos] + (to_neuron_device(args[pos]),) + args[pos + 1 :]
         if name in kwargs:
             kwargs[name] = to_neuron_device(kwargs[name])
         return fn(*args, **kwargs)
+
     wrapper._torchneuron_cuda_compat = True
     return wrapper
 
@@ -167,6 +200,7 @@ def _patch_amp() -> None:
             if not args and "device" not in kwargs:
                 kwargs["device"] = "neuron"  # GradScaler()'s default device is "cuda"
             return mapped(self, *args, **kwargs)
+
         gs_init._torchneuron_cuda_compat = True
         gs.__init__ = gs_init
     for mod in (torch.amp, am):
@@ -183,14 +217,17 @@ def _patch_amp() -> None:
             @functools.wraps(f)
             def g(device_type: str = "cuda"):
                 return f(to_neuron_device(device_type))
+
             g._torchneuron_cuda_compat = True
             return g
+
         setattr(torch, n, make(f))
 
 
 def _patch_load() -> None:
     load = torch.load
     if not getattr(load, "_torchneuron_cuda_compat", False):
+
         @functools.wraps(load)
         def _load(*args, **kwargs):
             if len(args) > 1:
@@ -198,6 +235,7 @@ def _patch_load() -> None:
             if "map_location" in kwargs:
                 kwargs["map_location"] = _map_location(kwargs["map_location"])
             return load(*args, **kwargs)
+
         _load._torchneuron_cuda_compat = True
         torch.load = _load
 
@@ -223,20 +261,23 @@ def _patch_distributed() -> None:
             @functools.wraps(f)
             def g(*args, **kwargs):
                 if len(args) > pos:
-                    args = args[:pos] + (map_backend(args[pos]),) + args[pos + 1:]
+                    args = args[:pos] + (map_backend(args[pos]),) + args[pos + 1 :]
                 if "backend" in kwargs:
                     kwargs["backend"] = map_backend(kwargs["backend"])
                 if "device_id" in kwargs:
                     kwargs["device_id"] = to_neuron_device(kwargs["device_id"])
                 return f(*args, **kwargs)
+
             g._torchneuron_cuda_compat = True
             return g
+
         wrapped = make(f, 0 if n == "init_process_group" else 2)
         setattr(c10d, n, wrapped)
         setattr(dist, n, wrapped)
 
     def is_nccl_available() -> bool:
         return "neuron" in dist.Backend.backend_list
+
     c10d.is_nccl_available = dist.is_nccl_available = is_nccl_available
 
 
@@ -259,7 +300,9 @@ def activate(quiet: bool = False) -> None:
             f"{{{', '.join(cuda_names)}}} and torch.cuda.amp -> torch.neuron; autocast, GradScaler, "
             "custom_fwd/bwd with 'cuda' -> 'neuron'; distributed backend 'nccl' -> 'neuron'. "
             "torch.backends.cuda/cudnn flags: accepted (the SDPA switches act on neuron).",
-            UserWarning, stacklevel=2)
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 def is_active() -> bool:

@@ -3,6 +3,7 @@
 Devices are the visible logical NeuronCores (``NEURON_RT_VISIBLE_CORES``,
 ``NEURON_LOGICAL_NC_CONFIG``); memory figures are bytes of the core's HBM.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -136,9 +137,11 @@ class NeuronDeviceProperties:
         self.logical_id: int = props["logical_id"]
 
     def __repr__(self) -> str:
-        return (f"NeuronDeviceProperties(name='{self.name}', total_memory="
-                f"{self.total_memory // 2**20}MB, logical_nc_config={self.logical_nc_config}, "
-                f"logical_id={self.logical_id})")
+        return (
+            f"NeuronDeviceProperties(name='{self.name}', total_memory="
+            f"{self.total_memory // 2**20}MB, logical_nc_config={self.logical_nc_config}, "
+            f"logical_id={self.logical_id})"
+        )
 
 
 def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
@@ -225,6 +228,8 @@ def __getattr__(name: str):
     if name == "default_generators":
         return _random.default_generators()
     raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")
+
+
 def get_dynamo_metrics() -> list[dict]:
     """One record per graph compiled by torch.compile(backend="neuron") (torchneuron/compiler/metrics.py)."""
     from .compiler.metrics import get_dynamo_metrics as _get

@@ -3,6 +3,7 @@
 The figures come from the runtime's caching allocator through
 ``torch.accelerator``, so both APIs report the same numbers.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -89,19 +90,25 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     ]
     pools = ["all"] if abbreviated else ["all", "large_pool", "small_pool"]
     width = 78
-    lines = ["=" * width,
-             f" neuron:{idx} memory summary ({props['name']}, capacity {_fmt(props['total_memory'])})",
-             "-" * width,
-             f" {'Metric':<32}{'Cur Usage':>11}{'Peak Usage':>12}{'Tot Alloc':>11}{'Tot Freed':>11}",
-             "-" * width]
+    lines = [
+        "=" * width,
+        f" neuron:{idx} memory summary ({props['name']}, capacity {_fmt(props['total_memory'])})",
+        "-" * width,
+        f" {'Metric':<32}{'Cur Usage':>11}{'Peak Usage':>12}{'Tot Alloc':>11}{'Tot Freed':>11}",
+        "-" * width,
+    ]
     for title, key, fmt in rows:
         for pool in pools:
             name = title if pool == "all" else f"  from {pool.replace('_', ' ')}"
-            vals = [s.get(f"{key}.{pool}.{k}", 0) for k in ("current", "peak", "allocated", "freed")]
+            vals = [
+                s.get(f"{key}.{pool}.{k}", 0) for k in ("current", "peak", "allocated", "freed")
+            ]
             lines.append(f" {name:<32}" + "".join(f"{fmt(v):>11} " for v in vals).rstrip())
     lines.append("-" * width)
-    lines.append(f" OOMs: {s.get('num_ooms', 0)}   cache flushes: {s.get('num_alloc_retries', 0)}   "
-                 f"device allocs/frees: {s.get('num_device_alloc', 0)}/{s.get('num_device_free', 0)}")
+    lines.append(
+        f" OOMs: {s.get('num_ooms', 0)}   cache flushes: {s.get('num_alloc_retries', 0)}   "
+        f"device allocs/frees: {s.get('num_device_alloc', 0)}/{s.get('num_device_free', 0)}"
+    )
     lines.append("=" * width)
     return "\n".join(lines) + "\n"
 
@@ -150,48 +157,85 @@ def _record_memory_history(enabled: str | bool | None = "all", *args: Any, **kwa
     return _record_memory_history_impl(enabled, *args, **kwargs)
 
 
-def _record_memory_history_impl(enabled: str | None = "all", context: str | None = "all",
-                                stacks: str = "python", max_entries: int = sys.maxsize,
-                                device: Any = None, clear_history: bool = False,
-                                compile_context: bool = False, global_record_annotations: bool = False,
-                                skip_actions: list[str] | None = None) -> None:
+def _record_memory_history_impl(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "python",
+    max_entries: int = sys.maxsize,
+    device: Any = None,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: list[str] | None = None,
+) -> None:
     # torch.cuda's messages (torch/csrc/cuda/memory_snapshot.cpp), RuntimeError as its TORCH_CHECK.
     if enabled not in (None, "state", "all"):
         raise RuntimeError(f"expected state to be 'state', 'all', or None, got {enabled!r}")
     if context not in _CONTEXT_LEVELS:
-        raise RuntimeError(f"expected context to be 'state', 'alloc', 'all', or None, got {context!r}")
+        raise RuntimeError(
+            f"expected context to be 'state', 'alloc', 'all', or None, got {context!r}"
+        )
     if stacks not in ("python", "all"):
         raise RuntimeError(f"expected stacks to be 'python', or 'all', got {stacks!r}")
-    _set_history(enabled is not None, max_entries if enabled == "all" else 0,
-                 _CONTEXT_LEVELS[context] if enabled is not None else 0, device, clear_history, skip_actions)
+    _set_history(
+        enabled is not None,
+        max_entries if enabled == "all" else 0,
+        _CONTEXT_LEVELS[context] if enabled is not None else 0,
+        device,
+        clear_history,
+        skip_actions,
+    )
 
 
-def _record_memory_history_legacy(enabled: bool, record_context: bool = True, trace_alloc_max_entries: int = 1,
-                                  trace_alloc_record_context: bool = False, device: Any = None,
-                                  record_context_cpp: bool = False, clear_history: bool = False,
-                                  compile_context: bool = False, global_record_annotations: bool = False,
-                                  skip_actions: list[str] | None = None) -> None:
+def _record_memory_history_legacy(
+    enabled: bool,
+    record_context: bool = True,
+    trace_alloc_max_entries: int = 1,
+    trace_alloc_record_context: bool = False,
+    device: Any = None,
+    record_context_cpp: bool = False,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: list[str] | None = None,
+) -> None:
     """torch.cuda's legacy form: ``_record_memory_history(True,
     trace_alloc_max_entries=n, trace_alloc_record_context=True)``."""
     level = 2 if trace_alloc_record_context else 1 if record_context else 0
-    _set_history(enabled, trace_alloc_max_entries if enabled else 0, level if enabled else 0, device,
-                 clear_history, skip_actions)
+    _set_history(
+        enabled,
+        trace_alloc_max_entries if enabled else 0,
+        level if enabled else 0,
+        device,
+        clear_history,
+        skip_actions,
+    )
 
 
 _record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)  # type: ignore[attr-defined]
 
 
-def _set_history(enabled: bool, max_entries: Any, level: int, device: Any, clear: bool,
-                 skip_actions: list[str] | None) -> None:
+def _set_history(
+    enabled: bool,
+    max_entries: Any,
+    level: int,
+    device: Any,
+    clear: bool,
+    skip_actions: list[str] | None,
+) -> None:
     if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
-        raise TypeError(f"_record_memory_history: max_entries must be an int >= 0, got {max_entries!r}")
+        raise TypeError(
+            f"_record_memory_history: max_entries must be an int >= 0, got {max_entries!r}"
+        )
     mask = 0
     for a in skip_actions or ():
         if a == "snapshot":
             continue
         if a not in _ACTIONS:
-            raise RuntimeError(f"_record_memory_history: unknown action {a!r} in skip_actions; "
-                               f"expected one of {', '.join(_ACTIONS + ('snapshot',))}")
+            raise RuntimeError(
+                f"_record_memory_history: unknown action {a!r} in skip_actions; "
+                f"expected one of {', '.join(_ACTIONS + ('snapshot',))}"
+            )
         mask |= 1 << _ACTIONS.index(a)
     if device is not None:
         _dev(device)  # validates the index
@@ -215,7 +259,9 @@ def memory_snapshot(mempool_id: Any = None, include_traces: bool = True) -> list
 
     Raises RuntimeError for a ``mempool_id`` other than None or (0, 0)."""
     if mempool_id is not None and tuple(mempool_id) != (0, 0):
-        raise RuntimeError(f"memory_snapshot: neuron has no memory pool {tuple(mempool_id)} (one pool, (0, 0))")
+        raise RuntimeError(
+            f"memory_snapshot: neuron has no memory pool {tuple(mempool_id)} (one pool, (0, 0))"
+        )
     return _snapshot()["segments"]
 
 

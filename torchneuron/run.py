@@ -3,6 +3,7 @@
 Activates :mod:`torchneuron.cuda_compat` and then runs the script (or module) as
 ``__main__`` with ``sys.argv`` set as Python would set it. The exit code is the program's.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,12 @@ USAGE = "usage: torchneuron run [-m module | script.py] [args...]"
 def main(argv: list[str]) -> int:
     """Run the program named by ``argv`` (``[script, *args]`` or ``["-m", module, *args]``)."""
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE + "\n\nRuns a CUDA program unchanged on the neuron device: 'cuda' devices, "
-              ".cuda(), torch.cuda.*, torch.amp 'cuda' and nccl process groups act on neuron "
-              "(see torchneuron.cuda_compat).", file=sys.stderr if not argv else sys.stdout)
+        print(
+            USAGE + "\n\nRuns a CUDA program unchanged on the neuron device: 'cuda' devices, "
+            ".cuda(), torch.cuda.*, torch.amp 'cuda' and nccl process groups act on neuron "
+            "(see torchneuron.cuda_compat).",
+            file=sys.stderr if not argv else sys.stdout,
+        )
         return 2 if not argv else 0
     if argv[0] == "-m":
         if len(argv) < 2:

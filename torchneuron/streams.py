@@ -4,6 +4,7 @@ A stream is an in-order queue on one NeuronCore, served by its own worker in
 the runtime; work is asynchronous until a sync point (host copy, ``.item()``,
 ``synchronize()``, an event wait).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,9 +52,16 @@ def _wrap(s: torch.Stream) -> Stream:
 class Event(torch.Event):
     """A marker in a stream; ``enable_timing`` allows ``elapsed_time`` (ms)."""
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device="neuron", enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ):
+        return super().__new__(
+            cls,
+            device="neuron",
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
 
     def record(self, stream: torch.Stream | None = None) -> None:
         super().record(current_stream() if stream is None else stream)

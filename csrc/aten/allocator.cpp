@@ -1,8 +1,8 @@
 // c10::DeviceAllocator for `neuron`: DataPtrs over the runtime's caching HBM
 // allocator, with its statistics in PyTorch's DeviceStats form (so
 // torch.accelerator.memory_* and torch.neuron.memory_* read the same figures).
-#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstring>
 
@@ -31,9 +31,7 @@ c10::CachingAllocator::StatArray to_c10(const rt::StatArray& a) {
 }
 
 struct NeuronAllocator final : public c10::DeviceAllocator {
-  c10::DataPtr allocate(size_t nbytes) override {
-    return allocate_on(current_device(), nbytes);
-  }
+  c10::DataPtr allocate(size_t nbytes) override { return allocate_on(current_device(), nbytes); }
 
   c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
     void* ptr = nullptr;

@@ -2,11 +2,11 @@
 // and stream, launching kernels, CPU aliases of device memory.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
-#include <c10/core/Allocator.h>
-#include <ATen/core/Generator.h>
 
 #include <functional>
 #include <string>

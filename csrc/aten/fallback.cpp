@@ -96,8 +96,8 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   record_fallback(name, secs);
   if (trace_t0)  // marks it in torch.profiler's device rows (csrc/profiler)
-    rt::activity::record_host(rt::ActivityKind::kFallback, rt::activity::intern(name), current_device(), trace_t0,
-                              rt::activity::now_ns());
+    rt::activity::record_host(rt::ActivityKind::kFallback, rt::activity::intern(name),
+                              current_device(), trace_t0, rt::activity::now_ns());
 }
 
 }  // namespace
@@ -147,8 +147,8 @@ std::string fallback_mode() {
 }
 
 void set_fallback_mode(const std::string& mode) {
-  TORCH_CHECK(mode == "warn" || mode == "error",
-              "fallback mode must be 'warn' or 'error', got '", mode, "'");
+  TORCH_CHECK(mode == "warn" || mode == "error", "fallback mode must be 'warn' or 'error', got '",
+              mode, "'");
   auto& s = stats();
   std::lock_guard<std::mutex> lock(s.mu);
   s.mode = mode;

@@ -44,12 +44,13 @@ c10::DeviceIndex check_devices(const c10::FunctionSchema& s, const Stack& args) 
     auto visit = [&](const at::Tensor& t) {
       if (!t.defined()) return;
       if (t.device().is_cpu() && t.dim() == 0) return;  // a scalar (lr), as CUDA allows
-      TORCH_CHECK(t.device().type() == kNeuron && (device == -1 || t.device().index() == device),
-                  "Expected all tensors to be on the same device, but found at least two "
-                  "devices, ", device == -1 ? c10::Device(kNeuron, current_device())
-                                            : c10::Device(kNeuron, device),
-                  " and ", t.device(), "! (when checking argument ", s.arguments()[i].name(),
-                  " in ", op_name(s), ")");
+      TORCH_CHECK(
+          t.device().type() == kNeuron && (device == -1 || t.device().index() == device),
+          "Expected all tensors to be on the same device, but found at least two "
+          "devices, ",
+          device == -1 ? c10::Device(kNeuron, current_device()) : c10::Device(kNeuron, device),
+          " and ", t.device(), "! (when checking argument ", s.arguments()[i].name(), " in ",
+          op_name(s), ")");
       device = t.device().index();
     };
     const IValue& v = args[i];
@@ -107,9 +108,10 @@ void fused_step(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack
     static std::atomic<bool> warned{false};
     record_narrowing(name);
     if (!warned.exchange(true))
-      TORCH_WARN("neuron: the fused optimizers compute float64 parameters and state as float32 "
-                 "and write them back (TorchNeuron's 64-bit policy; TORCHNEURON_NARROW_64BIT=0 "
-                 "computes in full width). Warned once.");
+      TORCH_WARN(
+          "neuron: the fused optimizers compute float64 parameters and state as float32 "
+          "and write them back (TorchNeuron's 64-bit policy; TORCHNEURON_NARROW_64BIT=0 "
+          "computes in full width). Warned once.");
   }
   // The kernel sees the tensors as they are now (addresses, not objects).
   for (auto& a : args) a = map_tensors(a, [](const at::Tensor& t) { return launch_view(t); });

@@ -1,9 +1,9 @@
 // Device guard (c10::impl::DeviceGuardImplInterface) for `neuron`: current
 // device and stream per thread, streams and events over the runtime.
-#include <sstream>
 #include <ATen/Parallel.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
+#include <sstream>
 
 #include <pthread.h>
 
@@ -89,9 +89,8 @@ void check_device_index(c10::DeviceIndex index) {
   // As CUDA: torch.AcceleratorError (a RuntimeError), "invalid device
   // ordinal"; code 101 is cudaErrorInvalidDevice.
   std::ostringstream msg;
-  msg << "neuron error: invalid device ordinal (invalid neuron device index " << int(index)
-      << ": " << int(n)
-      << " NeuronCore(s) visible; NEURON_RT_VISIBLE_CORES, NEURON_LOGICAL_NC_CONFIG)";
+  msg << "neuron error: invalid device ordinal (invalid neuron device index " << int(index) << ": "
+      << int(n) << " NeuronCore(s) visible; NEURON_RT_VISIBLE_CORES, NEURON_LOGICAL_NC_CONFIG)";
   throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 101,
                               msg.str());
 }
@@ -170,7 +169,8 @@ void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn)
 
 void sync_current_stream(c10::DeviceIndex device) {
   blocking_wait([&] {
-    translate_errors([&] { device_runtime().synchronize_stream(device, current_stream_id(device)); });
+    translate_errors(
+        [&] { device_runtime().synchronize_stream(device, current_stream_id(device)); });
   });
 }
 
@@ -244,9 +244,9 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
-    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-                "event device index ", int(device_index),
-                " does not match the recording stream's device ", stream.device_index());
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "event device index ",
+                int(device_index), " does not match the recording stream's device ",
+                stream.device_index());
     translate_errors([&] {
       if (!*event) {
         bool timing = flag == c10::EventFlag::BACKEND_DEFAULT;
@@ -257,8 +257,9 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (!event) return;
-    translate_errors(
-        [&] { device_runtime().stream_wait_event(stream.device_index(), stream.id(), to_event(event)); });
+    translate_errors([&] {
+      device_runtime().stream_wait_event(stream.device_index(), stream.id(), to_event(event));
+    });
   }
   bool queryEvent(void* event) const override {
     if (!event) return true;
@@ -269,7 +270,8 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
   bool queryStream(const c10::Stream& stream) const override {
     bool r = false;
-    translate_errors([&] { r = device_runtime().query_stream(stream.device_index(), stream.id()); });
+    translate_errors(
+        [&] { r = device_runtime().query_stream(stream.device_index(), stream.id()); });
     return r;
   }
   void synchronizeStream(const c10::Stream& stream) const override {
@@ -289,7 +291,8 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start && end, "elapsed_time: both events must be recorded first");
     double ms = 0;
-    translate_errors([&] { ms = device_runtime().elapsed_time_ms(to_event(start), to_event(end)); });
+    translate_errors(
+        [&] { ms = device_runtime().elapsed_time_ms(to_event(start), to_event(end)); });
     return ms;
   }
 };

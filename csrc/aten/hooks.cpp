@@ -1,11 +1,11 @@
 // PrivateUse1 hooks for `neuron` (availability, device count, generators,
 // current device) and the per-core random generator.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/GeneratorImpl.h>
 #include <c10/core/CPUAllocator.h>
-#include <ATen/Context.h>
+#include <c10/core/GeneratorImpl.h>
 #include <cstring>
 
 #include <deque>

@@ -2,14 +2,14 @@
 // 1. check devices; 2. result geometry: the CPU kernel's, learned once per
 // signature from zero-filled host copies (errors are raised at once, inputs
 // stay intact); 3. allocate results on the device; 4. enqueue ATen's CPU
-// kernel over the device memory on the current stream. 64-bit inputs are narrowed to 32 bits (TorchNeuron's
-// policy) unless TORCHNEURON_NARROW_64BIT=0.
+// kernel over the device memory on the current stream. 64-bit inputs are narrowed to 32 bits
+// (TorchNeuron's policy) unless TORCHNEURON_NARROW_64BIT=0.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <sys/mman.h>
@@ -45,18 +45,18 @@ std::atomic<bool> g_narrow{[] {
 
 // What we learn once per operator from its schema.
 struct Plan {
-  std::string name;            // "aten::add.Tensor"
+  std::string name;  // "aten::add.Tensor"
   size_t num_args = 0;
   std::vector<bool> is_index;  // per argument: exempt from narrowing
   std::vector<int> ret_alias;  // per return: aliased (written) argument or -1
   bool returns_tensors_only = true;
-  bool writes_args = false;    // in-place or out=
-  std::optional<c10::OperatorHandle> out_op;      // functional -> its out= overload
+  bool writes_args = false;                          // in-place or out=
+  std::optional<c10::OperatorHandle> out_op;         // functional -> its out= overload
   std::optional<c10::OperatorHandle> functional_op;  // out= overload -> its functional one
-  size_t num_out = 0;          // out= arguments (kwarg-only, written), last in the schema
+  size_t num_out = 0;  // out= arguments (kwarg-only, written), last in the schema
   std::optional<c10::OperatorHandle> compute_op;  // kComputeAliases
   std::atomic<bool> sync{false};  // kSyncNativeOps / kCheckedIndexOps (set once, any thread)
-  int host_indices = -1;       // kHostIndexOps: the `indices` argument
+  int host_indices = -1;          // kHostIndexOps: the `indices` argument
 };
 
 bool same_alias(const c10::AliasInfo* a, const c10::AliasInfo* b) {
@@ -73,8 +73,7 @@ std::vector<c10::OperatorHandle> overloads_of(const std::string& name) {
   return out;
 }
 
-bool same_leading_arguments(const c10::FunctionSchema& a, const c10::FunctionSchema& b,
-                            size_t n) {
+bool same_leading_arguments(const c10::FunctionSchema& a, const c10::FunctionSchema& b, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (a.arguments()[i].name() != b.arguments()[i].name() ||
         a.arguments()[i].type()->str() != b.arguments()[i].type()->str())
@@ -154,7 +153,9 @@ const Plan& plan_for(const c10::OperatorHandle& op) {
   for (const char* n : kDataMovementOps)
     if (base == n) std::fill(p->is_index.begin(), p->is_index.end(), true);
   for (const auto& ca : kComputeAliases)
-    if (base == ca.op) p->compute_op = c10::Dispatcher::singleton().findOp({std::string("aten::") + ca.computed_as, ""});
+    if (base == ca.op)
+      p->compute_op =
+          c10::Dispatcher::singleton().findOp({std::string("aten::") + ca.computed_as, ""});
   for (const char* n : kSyncNativeOps)
     if (p->name == std::string("aten::") + n) p->sync = true;
   for (const char* n : kCheckedIndexOps)
@@ -187,15 +188,17 @@ c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, S
       } else {
         TORCH_CHECK(t.device().index() == device,
                     "Expected all tensors to be on the same device, but found at least two "
-                    "devices, neuron:", int(device), " and ", device_str(t),
-                    "! (when checking argument ", arg, " in ", plan.name, ")");
+                    "devices, neuron:",
+                    int(device), " and ", device_str(t), "! (when checking argument ", arg, " in ",
+                    plan.name, ")");
       }
       return;
     }
     if (t.device().is_cpu() && t.dim() == 0) return;  // a scalar, as CUDA allows
-    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-                       "devices, neuron and ", device_str(t), "! (when checking argument ", arg,
-                " in ", plan.name, ")");
+    TORCH_CHECK(false,
+                "Expected all tensors to be on the same device, but found at least two "
+                "devices, neuron and ",
+                device_str(t), "! (when checking argument ", arg, " in ", plan.name, ")");
   };
   for (size_t i = 0; i < plan.num_args; ++i) {
     const IValue& v = args_view[base + i];
@@ -224,9 +227,7 @@ void indices_to_device(const Plan& plan, Stack& stack, size_t base) {
   });
 }
 
-bool is_narrowable(c10::ScalarType st) {
-  return st == c10::kDouble || st == c10::kLong;
-}
+bool is_narrowable(c10::ScalarType st) { return st == c10::kDouble || st == c10::kLong; }
 
 at::Tensor narrowed(const at::Tensor& t) {
   return t.to(t.scalar_type() == c10::kDouble ? c10::kFloat : c10::kInt);
@@ -271,8 +272,7 @@ bool wants_narrowing(const Plan& plan, const c10::FunctionSchema& s, const Stack
     const IValue& v = st[base + i];
     bool hit = false;
     auto check = [&](const at::Tensor& t) {
-      if (t.defined() && t.device().type() == kNeuron && is_narrowable(t.scalar_type()))
-        hit = true;
+      if (t.defined() && t.device().type() == kNeuron && is_narrowable(t.scalar_type())) hit = true;
       return t;
     };
     map_tensors(v, check);
@@ -286,7 +286,8 @@ void note_narrowing(const std::string& name, int64_t calls = 1) {
   auto& log = narrow_log();
   std::lock_guard<std::mutex> lock(log.mu);
   if (log.warned.insert(name).second)
-    TORCH_WARN("neuron: ", name, " computes float64/int64 inputs as float32/int32 and restores "
+    TORCH_WARN("neuron: ", name,
+               " computes float64/int64 inputs as float32/int32 and restores "
                "the result dtype (TorchNeuron's 64-bit policy; TORCHNEURON_NARROW_64BIT=0 "
                "computes in full width). Warned once per operator.");
 }
@@ -536,8 +537,9 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
     });
   });
   if (trace_t0)
-    rt::activity::record_on_stream(rt::ActivityKind::kKernel, rt::activity::intern(plan.name), device,
-                                   current_stream_id(device), trace_t0, rt::activity::now_ns());
+    rt::activity::record_on_stream(rt::ActivityKind::kKernel, rt::activity::intern(plan.name),
+                                   device, current_stream_id(device), trace_t0,
+                                   rt::activity::now_ns());
   std::vector<IValue> results;
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;
   bool resized = false;
@@ -559,8 +561,8 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
       auto dt = h.scalar_type();
       if (narrow && dt == c10::kFloat && had_double) dt = c10::kDouble;
       if (narrow && dt == c10::kInt && had_long) dt = c10::kLong;
-      auto strides = h.is_non_overlapping_and_dense() ? h.strides().vec()
-                                                      : dense_strides(h.sizes());
+      auto strides =
+          h.is_non_overlapping_and_dense() ? h.strides().vec() : dense_strides(h.sizes());
       at::Tensor d = empty_strided_neuron(h.sizes(), strides, dt, device);
       copies.emplace_back(d, h);
       results.emplace_back(d);
@@ -606,8 +608,9 @@ void note_full_width(const std::string& name, int64_t calls) {
     n += calls;
   }
   if (first)
-    TORCH_WARN("neuron: ", name, " has no 32-bit kernel for narrowed float64/int64 inputs; "
-                    "computed at full width (counted in torch.neuron.full_width_stats()).");
+    TORCH_WARN("neuron: ", name,
+               " has no 32-bit kernel for narrowed float64/int64 inputs; "
+               "computed at full width (counted in torch.neuron.full_width_stats()).");
 }
 
 // Runs the CPU kernel of `compute` over device memory (host access granted):
@@ -643,7 +646,6 @@ ResultGeometry geometry_of(const at::Tensor& t) {
   r.dtype = t.scalar_type();
   return r;
 }
-
 
 // Result geometry: the CPU kernel's own results (the truth; ATen's Meta
 // kernels disagree with it on some dtypes, shapes and strides), learned once
@@ -696,8 +698,8 @@ std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan
     }
     for (size_t r = 0; r < n.size() && !geo.full_width; ++r)
       if (r < got.size() && got[r].isTensor() && n[r].isTensor() &&
-          got[r].toTensor().defined() == n[r].toTensor().defined() &&
-          got[r].toTensor().defined() && got[r].toTensor().sizes() != n[r].toTensor().sizes())
+          got[r].toTensor().defined() == n[r].toTensor().defined() && got[r].toTensor().defined() &&
+          got[r].toTensor().sizes() != n[r].toTensor().sizes())
         geo.full_width = true;
   }
   return geo;
@@ -860,8 +862,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   std::set<std::string> outs;
   for (const auto& n : listed) {
     auto dot = n.find('.');
-    auto h = d.findOp({"aten::" + n.substr(0, dot),
-                       dot == std::string::npos ? "" : n.substr(dot + 1)});
+    auto h =
+        d.findOp({"aten::" + n.substr(0, dot), dot == std::string::npos ? "" : n.substr(dot + 1)});
     if (!h || h->schema().is_mutable()) continue;
     if (auto o = find_out_variant(h->schema())) {
       std::string name = o->schema().name().substr(6) + "." + o->schema().overload_name();

@@ -27,9 +27,11 @@ using at::Tensor;
 // Rows of the nested sizes [B, 2] (component b is [len_b, E]).
 std::vector<int64_t> lengths_of(const Tensor& nested, int64_t* embed) {
   const Tensor& sizes = at::native::get_nested_sizes(nested);
-  TORCH_CHECK(sizes.dim() == 2 && sizes.size(1) == 2, "neuron: nested tensors of 2-D components "
-              "([length, E], as nn.TransformerEncoder makes them) are supported, got components of ",
-              sizes.size(1), " dims");
+  TORCH_CHECK(
+      sizes.dim() == 2 && sizes.size(1) == 2,
+      "neuron: nested tensors of 2-D components "
+      "([length, E], as nn.TransformerEncoder makes them) are supported, got components of ",
+      sizes.size(1), " dims");
   auto acc = sizes.accessor<int64_t, 2>();
   std::vector<int64_t> lengths;
   *embed = sizes.size(0) ? acc[0][1] : 0;
@@ -67,7 +69,8 @@ Tensor unpack(const Tensor& nested, double padding, int64_t min_seq,
   int64_t offset = 0;
   for (size_t b = 0; b < lengths.size(); ++b) {
     if (lengths[b] == 0) continue;
-    out.select(0, b).narrow(0, 0, lengths[b])
+    out.select(0, b)
+        .narrow(0, 0, lengths[b])
         .copy_(buffer.narrow(0, offset, lengths[b] * embed).view({lengths[b], embed}));
     offset += lengths[b] * embed;
   }
@@ -81,22 +84,25 @@ Tensor nested_tensor_from_mask(const Tensor& t, const Tensor& mask, bool mask_ch
   TORCH_CHECK(mask.dim() == 2 && mask.size(0) == t.size(0) && mask.size(1) == t.size(1),
               "_nested_tensor_from_mask: the mask must be [B, S] = ", t.sizes().slice(0, 2),
               ", got ", mask.sizes());
-  TORCH_CHECK(mask.scalar_type() == at::kBool, "_nested_tensor_from_mask: expected a bool mask, got ",
-              mask.scalar_type());
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "_nested_tensor_from_mask: expected a bool mask, got ", mask.scalar_type());
   if (mask_check)
     TORCH_CHECK(at::_nested_tensor_from_mask_left_aligned(t, mask),
                 "Mask must be left aligned without gaps");
   // The lengths size the buffer: read on the host (a sync point, as nonzero).
   Tensor lengths = mask.sum(1).cpu();
-  std::vector<int64_t> lens(lengths.data_ptr<int64_t>(), lengths.data_ptr<int64_t>() + lengths.numel());
+  std::vector<int64_t> lens(lengths.data_ptr<int64_t>(),
+                            lengths.data_ptr<int64_t>() + lengths.numel());
   return pack(t, lens);
 }
 
 Tensor to_padded_tensor(const Tensor& self, double padding, at::OptionalIntArrayRef output_size) {
   int64_t min_seq = 0;
   if (output_size) {
-    TORCH_CHECK(output_size->size() == 3, "to_padded_tensor: output_size must have 3 dims for "
-                "nested tensors of 2-D components, got ", *output_size);
+    TORCH_CHECK(output_size->size() == 3,
+                "to_padded_tensor: output_size must have 3 dims for "
+                "nested tensors of 2-D components, got ",
+                *output_size);
     min_seq = (*output_size)[1];
   }
   Tensor out = unpack(self, padding, min_seq);
@@ -116,7 +122,8 @@ Tensor transformer_encoder_layer_fwd(
     const Tensor& norm_weight_2, const Tensor& norm_bias_2, const Tensor& ffn_weight_1,
     const Tensor& ffn_bias_1, const Tensor& ffn_weight_2, const Tensor& ffn_bias_2,
     const std::optional<Tensor>& mask, std::optional<int64_t> mask_type) {
-  TORCH_CHECK(!mask || !mask->defined(), "neuron: _transformer_encoder_layer_fwd of a nested "
+  TORCH_CHECK(!mask || !mask->defined(),
+              "neuron: _transformer_encoder_layer_fwd of a nested "
               "tensor takes no mask (the nesting is the mask), as on the CPU");
   std::vector<int64_t> lengths;
   Tensor dense = unpack(src, 0.0, 0, &lengths);

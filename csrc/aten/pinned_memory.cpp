@@ -48,8 +48,8 @@ class PinnedHostAllocator final : public c10::Allocator {
       free_.erase(it);
     } else {
       p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "neuron: pinned host allocation of ",
-                       n, " bytes failed (mmap: out of host memory)");
+      TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "neuron: pinned host allocation of ", n,
+                       " bytes failed (mmap: out of host memory)");
       const bool locked = mlock(p, size) == 0;
       blocks_[reinterpret_cast<uintptr_t>(p)] = Block{size, locked};
       if (locked) locked_bytes_ += size;
@@ -105,8 +105,8 @@ class PinnedHostAllocator final : public c10::Allocator {
   }
 
   std::mutex mu_;
-  std::map<uintptr_t, Block> blocks_;    // every mapped block, by base address
-  std::multimap<size_t, void*> free_;    // cached blocks, by size
+  std::map<uintptr_t, Block> blocks_;  // every mapped block, by base address
+  std::multimap<size_t, void*> free_;  // cached blocks, by size
   size_t mapped_bytes_ = 0, locked_bytes_ = 0;
 };
 

@@ -41,8 +41,8 @@ std::vector<int64_t> to_ints(c10::SymIntArrayRef a) {
 
 // A fresh neuron tensor shaped like `like`, dense in its suggested layout.
 Tensor empty_like_dense(const Tensor& like, c10::DeviceIndex device) {
-  auto meta = at::empty(like.sizes(), like.options().device(c10::kMeta)
-                                          .memory_format(like.suggest_memory_format()));
+  auto meta = at::empty(
+      like.sizes(), like.options().device(c10::kMeta).memory_format(like.suggest_memory_format()));
   return empty_strided_neuron(meta.sizes(), meta.strides(), like.scalar_type(), device);
 }
 
@@ -56,9 +56,7 @@ void check_conv_devices(const Tensor& grad_output, const Tensor& input, const Te
                 " in aten::convolution_backward_overrideable)");
 }
 
-bool narrows(const Tensor& t) {
-  return narrow_64bit_enabled() && t.scalar_type() == c10::kDouble;
-}
+bool narrows(const Tensor& t) { return narrow_64bit_enabled() && t.scalar_type() == c10::kDouble; }
 
 std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight,
@@ -84,24 +82,25 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
     static std::atomic<bool> warned{false};
     record_narrowing("aten::convolution_backward_overrideable");
     if (!warned.exchange(true))
-      TORCH_WARN("neuron: aten::convolution_backward_overrideable computes float64 inputs as "
-                 "float32 and restores the result dtype (TorchNeuron's 64-bit policy; "
-                 "TORCHNEURON_NARROW_64BIT=0 computes in full width). Warned once per operator.");
+      TORCH_WARN(
+          "neuron: aten::convolution_backward_overrideable computes float64 inputs as "
+          "float32 and restores the result dtype (TorchNeuron's 64-bit policy; "
+          "TORCHNEURON_NARROW_64BIT=0 computes in full width). Warned once per operator.");
   }
 
   launch(device, "aten::convolution_backward_overrideable",
          [go = launch_view(grad_output), in = launch_view(input), w = launch_view(weight),
-          gi = launch_view(grad_input), gw = launch_view(grad_weight),
-          gb = launch_view(grad_bias), bias_sizes, stride = to_ints(stride),
-          padding = to_ints(padding), dilation = to_ints(dilation), transposed,
-          output_padding = to_ints(output_padding), g, output_mask, narrow] {
+          gi = launch_view(grad_input), gw = launch_view(grad_weight), gb = launch_view(grad_bias),
+          bias_sizes, stride = to_ints(stride), padding = to_ints(padding),
+          dilation = to_ints(dilation), transposed, output_padding = to_ints(output_padding), g,
+          output_mask, narrow] {
            auto host = [narrow](const Tensor& t) {
              Tensor a = cpu_alias(t);
              return narrow && a.scalar_type() == c10::kDouble ? a.to(c10::kFloat) : a;
            };
-           auto [ri, rw, rb] = at::convolution_backward(
-               host(go), host(in), host(w), bias_sizes, stride, padding, dilation, transposed,
-               output_padding, g, output_mask);
+           auto [ri, rw, rb] =
+               at::convolution_backward(host(go), host(in), host(w), bias_sizes, stride, padding,
+                                        dilation, transposed, output_padding, g, output_mask);
            if (gi.defined()) cpu_alias(gi).copy_(ri);
            if (gw.defined()) cpu_alias(gw).copy_(rw);
            if (gb.defined()) cpu_alias(gb).copy_(rb);
@@ -116,8 +115,7 @@ Tensor sigmoid_slope(const Tensor& x) { return at::sub(x, at::mul(x, x)); }
 // 1 - x * x: the derivative of tanh at its output x.
 Tensor tanh_slope(const Tensor& x) { return at::add(at::neg(at::mul(x, x)), 1); }
 
-Tensor with_biases(Tensor gates, const std::optional<Tensor>& b1,
-                   const std::optional<Tensor>& b2) {
+Tensor with_biases(Tensor gates, const std::optional<Tensor>& b1, const std::optional<Tensor>& b2) {
   if (b1 && b1->defined()) gates = at::add(gates, *b1);
   if (b2 && b2->defined()) gates = at::add(gates, *b2);
   return gates;
@@ -127,8 +125,8 @@ void check_cell(const char* op, const Tensor& input_gates, const Tensor& hidden_
                 const Tensor& state, int64_t chunks, const std::optional<Tensor>& input_bias,
                 const std::optional<Tensor>& hidden_bias) {
   TORCH_CHECK(input_gates.dim() == 2 && input_gates.sizes() == hidden_gates.sizes(), op,
-              ": expected input_gates and hidden_gates of one 2-D shape, got ",
-              input_gates.sizes(), " and ", hidden_gates.sizes());
+              ": expected input_gates and hidden_gates of one 2-D shape, got ", input_gates.sizes(),
+              " and ", hidden_gates.sizes());
   TORCH_CHECK(state.dim() == 2 && state.size(0) == input_gates.size(0) &&
                   state.size(1) * chunks == input_gates.size(1),
               op, ": expected a state of shape [", input_gates.size(0), ", ",
@@ -145,8 +143,7 @@ std::tuple<Tensor, Tensor, Tensor> fused_lstm_cell(const Tensor& input_gates,
   check_cell("_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, 4, input_bias, hidden_bias);
   Tensor gates = with_biases(at::add(input_gates, hidden_gates), input_bias, hidden_bias);
   auto c = gates.chunk(4, 1);
-  Tensor i = at::sigmoid(c[0]), f = at::sigmoid(c[1]), g = at::tanh(c[2]),
-         o = at::sigmoid(c[3]);
+  Tensor i = at::sigmoid(c[0]), f = at::sigmoid(c[1]), g = at::tanh(c[2]), o = at::sigmoid(c[3]);
   Tensor cy = at::add(at::mul(f, cx), at::mul(i, g));
   Tensor hy = at::mul(o, at::tanh(cy));
   return {hy, cy, at::cat({i, f, g, o}, 1)};
@@ -159,8 +156,8 @@ std::tuple<Tensor, Tensor, Tensor> fused_lstm_cell_backward_impl(
   const bool has_hy = grad_hy_opt && grad_hy_opt->defined();
   const bool has_cy = grad_cy_opt && grad_cy_opt->defined();
   if (!has_hy && !has_cy) return {};
-  TORCH_CHECK(workspace.dim() == 2 && cx.sizes() == cy.sizes() &&
-                  workspace.size(0) == cx.size(0) && workspace.size(1) == 4 * cx.size(1),
+  TORCH_CHECK(workspace.dim() == 2 && cx.sizes() == cy.sizes() && workspace.size(0) == cx.size(0) &&
+                  workspace.size(1) == 4 * cx.size(1),
               "_thnn_fused_lstm_cell_backward_impl: workspace ", workspace.sizes(),
               " does not match cx ", cx.sizes(), " and cy ", cy.sizes());
   auto w = workspace.chunk(4, 1);
@@ -187,8 +184,7 @@ std::tuple<Tensor, Tensor, Tensor> fused_lstm_cell_backward_impl(
 
 // -> (hy, workspace = [r, z, n, hx, hn])
 std::tuple<Tensor, Tensor> fused_gru_cell(const Tensor& input_gates, const Tensor& hidden_gates,
-                                          const Tensor& hx,
-                                          const std::optional<Tensor>& input_bias,
+                                          const Tensor& hx, const std::optional<Tensor>& input_bias,
                                           const std::optional<Tensor>& hidden_bias) {
   check_cell("_thnn_fused_gru_cell", input_gates, hidden_gates, hx, 3, input_bias, hidden_bias);
   Tensor ig = with_biases(input_gates, input_bias, std::nullopt);
@@ -202,10 +198,10 @@ std::tuple<Tensor, Tensor> fused_gru_cell(const Tensor& input_gates, const Tenso
 }
 
 // -> (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fused_gru_cell_backward(
-    const Tensor& grad_hy, const Tensor& workspace, bool has_bias) {
-  TORCH_CHECK(workspace.dim() == 2 && grad_hy.dim() == 2 &&
-                  workspace.size(0) == grad_hy.size(0) &&
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fused_gru_cell_backward(const Tensor& grad_hy,
+                                                                           const Tensor& workspace,
+                                                                           bool has_bias) {
+  TORCH_CHECK(workspace.dim() == 2 && grad_hy.dim() == 2 && workspace.size(0) == grad_hy.size(0) &&
                   workspace.size(1) == 5 * grad_hy.size(1),
               "_thnn_fused_gru_cell_backward: workspace ", workspace.sizes(),
               " does not match grad_hy ", grad_hy.sizes());

@@ -27,8 +27,8 @@ c10::DeviceAllocator* neuron_allocator();
 
 at::Tensor cpu_alias(const at::Tensor& t) {
   if (!t.defined()) return t;
-  at::Tensor a = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [](void*) {},
-                               t.options().device(c10::kCPU));
+  at::Tensor a = at::from_blob(
+      t.data_ptr(), t.sizes(), t.strides(), [](void*) {}, t.options().device(c10::kCPU));
   // Lazy conjugate/negation views reach kernels that resolve them themselves
   // (copies, mm & co. are fallthrough for those keys); dropping the bits
   // would compute with the unconjugated values.
@@ -44,8 +44,8 @@ at::Tensor launch_view(const at::Tensor& t) {
     return at::Tensor(impl->shallow_copy_and_detach(impl->version_counter(), true));
   const c10::Storage& src = t.storage();
   auto* keep = new c10::Storage(src);
-  c10::DataPtr ptr(src.mutable_data(), keep,
-                   [](void* k) { delete static_cast<c10::Storage*>(k); }, t.device());
+  c10::DataPtr ptr(
+      src.mutable_data(), keep, [](void* k) { delete static_cast<c10::Storage*>(k); }, t.device());
   c10::Storage pinned(c10::Storage::use_byte_size_t(), src.nbytes(), std::move(ptr),
                       /*allocator=*/nullptr, /*resizable=*/false);
   auto view = c10::make_intrusive<c10::TensorImpl>(std::move(pinned), t.key_set(), t.dtype());
@@ -56,9 +56,8 @@ at::Tensor launch_view(const at::Tensor& t) {
 at::Tensor empty_strided_neuron(c10::IntArrayRef size, c10::IntArrayRef stride,
                                 c10::ScalarType dtype, c10::DeviceIndex device) {
   c10::DeviceGuard guard(c10::Device(kNeuron, resolve_device(device)));
-  return at::detail::empty_strided_generic(size, stride, neuron_allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           dtype);
+  return at::detail::empty_strided_generic(
+      size, stride, neuron_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
 }
 
 namespace {
@@ -70,16 +69,15 @@ c10::DeviceIndex device_of(std::optional<c10::Device> d) {
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-                               std::optional<c10::Layout> layout,
-                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   TORCH_CHECK(!layout || *layout == c10::kStrided, "neuron tensors are strided only, got layout ",
               *layout);
   c10::DeviceGuard guard(c10::Device(kNeuron, device_of(device)));
-  return at::detail::empty_generic(size, neuron_allocator(),
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   dtype.value_or(c10::get_default_dtype_as_scalartype()),
-                                   memory_format);
+  return at::detail::empty_generic(
+      size, neuron_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      dtype.value_or(c10::get_default_dtype_as_scalartype()), memory_format);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -87,14 +85,13 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   TORCH_CHECK(!layout || *layout == c10::kStrided, "neuron tensors are strided only, got layout ",
               *layout);
-  return empty_strided_neuron(size, stride,
-                              dtype.value_or(c10::get_default_dtype_as_scalartype()),
+  return empty_strided_neuron(size, stride, dtype.value_or(c10::get_default_dtype_as_scalartype()),
                               device_of(device));
 }
 
 void check_copy_shapes(const at::Tensor& src, const at::Tensor& dst) {
-  TORCH_CHECK(at::is_expandable_to(src.sizes(), dst.sizes()),
-              "copy_: the source of shape ", src.sizes(), " on ", src.device(),
+  TORCH_CHECK(at::is_expandable_to(src.sizes(), dst.sizes()), "copy_: the source of shape ",
+              src.sizes(), " on ", src.device(),
               " cannot be broadcast to the destination of shape ", dst.sizes(), " on ",
               dst.device());
 }
@@ -116,8 +113,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
       device_runtime().with_device_access([&] { cpu_alias(dst).copy_(cpu_alias(src)); });
     });
     if (t0)  // a host-side copy: the profiler's host row of the destination core
-      rt::activity::record_host(rt::ActivityKind::kMemcpyDtoD, "copy_core_to_core", dst.device().index(), t0,
-                                rt::activity::now_ns(), dst.nbytes());
+      rt::activity::record_host(rt::ActivityKind::kMemcpyDtoD, "copy_core_to_core",
+                                dst.device().index(), t0, rt::activity::now_ns(), dst.nbytes());
     return dst;
   }
   const auto device = (dst_dev ? dst : src).device().index();
@@ -161,10 +158,13 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   sync_current_stream(device);
   c10::Scalar r;
   const int64_t t0 = rt::activity::enabled() ? rt::activity::now_ns() : 0;
-  translate_errors([&] { device_runtime().with_device_access([&] { r = cpu_alias(self).item(); }); });
-  if (t0)  // the read of one element: a device-to-host copy in the stream's place, as CUDA's .item()
-    rt::activity::record_on_stream(rt::ActivityKind::kMemcpyDtoH, "copy_d2h", device, current_stream_id(device), t0,
-                                   rt::activity::now_ns(), self.element_size());
+  translate_errors(
+      [&] { device_runtime().with_device_access([&] { r = cpu_alias(self).item(); }); });
+  if (t0)  // the read of one element: a device-to-host copy in the stream's place, as CUDA's
+           // .item()
+    rt::activity::record_on_stream(rt::ActivityKind::kMemcpyDtoH, "copy_d2h", device,
+                                   current_stream_id(device), t0, rt::activity::now_ns(),
+                                   self.element_size());
   return r;
 }
 
@@ -177,8 +177,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
       impl->empty_tensor_restride(*memory_format);
   }
   size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
-                                                   self.dtype().itemsize(),
-                                                   self.storage_offset());
+                                                   self.dtype().itemsize(), self.storage_offset());
   if (needed > self.storage().nbytes()) at::native::resize_bytes_nocuda(self.storage(), needed);
   return self;
 }

@@ -44,9 +44,8 @@ std::vector<CommOp::Wait> waits_of(c10::intrusive_ptr<c10d::Work> w) {
   }
   if (fut) {
     x.on_done = [w, fut](CommOp::Done done) {
-      fut->addCallback([done](c10::ivalue::Future& f) {
-        done(f.hasError() ? f.exception_ptr() : nullptr);
-      });
+      fut->addCallback(
+          [done](c10::ivalue::Future& f) { done(f.hasError() ? f.exception_ptr() : nullptr); });
     };
   }
   return {x};
@@ -67,13 +66,15 @@ std::string describe(const at::Tensor& t) {
 
 void check_tag(const char* name, int tag) {
   TORCH_CHECK(tag >= 0 && tag < kMaxUserTag, "ProcessGroupNeuron::", name, ": tag ", tag,
-              " out of range [0, ", kMaxUserTag, ") (larger tags carry the backend's own messages)");
+              " out of range [0, ", kMaxUserTag,
+              ") (larger tags carry the backend's own messages)");
 }
 
 void check_reduce_op(const char* name, const c10d::ReduceOp& op,
                      const std::vector<at::Tensor>& tensors) {
   TORCH_CHECK(op != c10d::ReduceOp::PREMUL_SUM && op != c10d::ReduceOp::UNUSED,
-              "ProcessGroupNeuron::", name, ": ReduceOp.PREMUL_SUM is not supported "
+              "ProcessGroupNeuron::", name,
+              ": ReduceOp.PREMUL_SUM is not supported "
               "(Gloo, the transport, has SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)");
   // Gloo averages by summing, then dividing in place, which an integer
   // tensor cannot hold: CPU Gloo raises there (after the data moved); here at
@@ -83,23 +84,34 @@ void check_reduce_op(const char* name, const c10d::ReduceOp& op,
       if (t.scalar_type() == at::kBool)
         C10_THROW_ERROR(TypeError, "Cannot use ReduceOp.AVG with boolean inputs");
       TORCH_CHECK(at::isFloatingType(t.scalar_type()), "ProcessGroupNeuron::", name,
-                  ": ReduceOp.AVG on ", t.scalar_type(), " tensors: result type Float can't be cast "
-                  "to the desired output type ", t.scalar_type(), " (as on CPU Gloo; reduce with SUM "
+                  ": ReduceOp.AVG on ", t.scalar_type(),
+                  " tensors: result type Float can't be cast "
+                  "to the desired output type ",
+                  t.scalar_type(),
+                  " (as on CPU Gloo; reduce with SUM "
                   "and divide, or use a floating-point tensor)");
     }
-  const bool bitwise = op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR ||
-                       op == c10d::ReduceOp::BXOR;
+  const bool bitwise =
+      op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
   for (const auto& t : tensors)
-    TORCH_CHECK(!bitwise || (!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type())),
-                "ProcessGroupNeuron::", name, ": bitwise reductions need integer or bool tensors, got ",
-                t.scalar_type());
+    TORCH_CHECK(
+        !bitwise || (!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type())),
+        "ProcessGroupNeuron::", name, ": bitwise reductions need integer or bool tensors, got ",
+        t.scalar_type());
 }
 
 // ProcessGroupGloo's GENERATE_ALL_TYPES in PyTorch 2.13.
 bool gloo_dtype(c10::ScalarType t) {
   switch (t) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16: case at::kChar:
-    case at::kByte: case at::kInt: case at::kLong: case at::kBool:
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kChar:
+    case at::kByte:
+    case at::kInt:
+    case at::kLong:
+    case at::kBool:
       return true;
     default:
       return false;
@@ -118,8 +130,9 @@ void check_list(const char* name, const char* what, size_t got, size_t expected)
 
 void check_like(const char* name, const char* what, size_t i, const at::Tensor& t,
                 const at::Tensor& ref) {
-  TORCH_CHECK(t.scalar_type() == ref.scalar_type() && t.sizes() == ref.sizes(), "ProcessGroupNeuron::",
-              name, ": ", what, " ", i, " is ", describe(t), ", expected ", describe(ref));
+  TORCH_CHECK(t.scalar_type() == ref.scalar_type() && t.sizes() == ref.sizes(),
+              "ProcessGroupNeuron::", name, ": ", what, " ", i, " is ", describe(t), ", expected ",
+              describe(ref));
 }
 
 }  // namespace torchneuron::distributed

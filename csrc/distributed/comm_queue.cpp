@@ -98,7 +98,8 @@ void CommOp::wait_done() {
 }
 
 std::shared_ptr<CommOp> CommOp::completed(std::string name) {
-  auto op = std::make_shared<CommOp>(std::move(name), std::vector<Post>{}, std::vector<Post>{}, false);
+  auto op =
+      std::make_shared<CommOp>(std::move(name), std::vector<Post>{}, std::vector<Post>{}, false);
   op->ready_ = true;
   op->finish(nullptr);
   return op;
@@ -210,7 +211,8 @@ void CommQueue::post_loop() {
         waits.insert(waits.end(), w.begin(), w.end());
       }
       if (op->collective_ && op->then_.empty() && !waits.empty() &&
-          std::all_of(waits.begin(), waits.end(), [](const CommOp::Wait& w) { return bool(w.on_done); })) {
+          std::all_of(waits.begin(), waits.end(),
+                      [](const CommOp::Wait& w) { return bool(w.on_done); })) {
         mark_posted();
         finish_by_callbacks(std::move(op), std::move(waits));
         continue;

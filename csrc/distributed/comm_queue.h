@@ -80,8 +80,11 @@ class CommOp {
   // `then`: posted once the transfers of `posts` are done (may be empty).
   CommOp(std::string name, std::vector<Post> checks, std::vector<Post> posts, bool collective,
          std::vector<Post> then = {})
-      : name_(std::move(name)), checks_(std::move(checks)), posts_(std::move(posts)),
-        then_(std::move(then)), collective_(collective) {}
+      : name_(std::move(name)),
+        checks_(std::move(checks)),
+        posts_(std::move(posts)),
+        then_(std::move(then)),
+        collective_(collective) {}
 
   const std::string& name() const { return name_; }
   // An operation that is already done (an empty coalescing block).
@@ -145,7 +148,7 @@ class CommQueue {
   void finish_by_callbacks(std::shared_ptr<CommOp> op, std::vector<CommOp::Wait> waits);
 
   std::unique_ptr<AccessLease> lease_;  // null: memory always accessible
-  int callbacks_pending_ = 0;  // collectives that finish from the transport's thread
+  int callbacks_pending_ = 0;           // collectives that finish from the transport's thread
   std::mutex mu_;
   // One per waiter, so that an event wakes only the thread it concerns.
   std::condition_variable post_cv_, complete_cv_, finish_cv_, posted_cv_;

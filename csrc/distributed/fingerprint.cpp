@@ -37,8 +37,7 @@ constexpr int kReasonLen = 32;
 constexpr int64_t kFailedOp = -2;
 int64_t fingerprint_len(int size) { return kMetaLen + 2 * int64_t(size) + kReasonLen; }
 
-void meta_of(c10d::OpType type, const std::vector<at::Tensor>& ts, bool dtype_only,
-             int64_t* m) {
+void meta_of(c10d::OpType type, const std::vector<at::Tensor>& ts, bool dtype_only, int64_t* m) {
   std::fill(m, m + kMetaLen, -1);
   m[0] = int64_t(type);
   m[1] = int64_t(ts.size());
@@ -67,8 +66,7 @@ void meta_of(c10d::OpType type, const std::vector<at::Tensor>& ts, bool dtype_on
 std::string describe_meta(const int64_t* m) {
   if (m[1] == 0) return "no tensors";
   std::ostringstream s;
-  s << (m[1] > 1 ? std::to_string(m[1]) + " tensors, the first " : "")
-    << c10::ScalarType(m[2]);
+  s << (m[1] > 1 ? std::to_string(m[1]) + " tensors, the first " : "") << c10::ScalarType(m[2]);
   if (m[3] >= 0) {
     s << "[";
     for (int i = 0; i < m[3] && i < kMaxDims - 1; ++i) s << (i ? ", " : "") << m[4 + i];
@@ -113,7 +111,8 @@ struct ProcessGroupNeuron::Exchange {
   }
 };
 
-std::shared_ptr<ProcessGroupNeuron::Exchange> ProcessGroupNeuron::post_fingerprint(at::Tensor mine) {
+std::shared_ptr<ProcessGroupNeuron::Exchange> ProcessGroupNeuron::post_fingerprint(
+    at::Tensor mine) {
   call_posted_ = true;  // this call's slot is taken, whatever happens below
   auto x = std::make_shared<Exchange>();
   x->mine = std::move(mine);
@@ -149,12 +148,14 @@ std::shared_ptr<ProcessGroupNeuron::Exchange> ProcessGroupNeuron::post_fingerpri
   }
   guard([&] {
     for (int r = 0; r < size_; ++r)
-      if (r != rank_ && !inbox_.empty()) x->recvs[r] = std::exchange(inbox_[r], post_fingerprint_recv(r));
+      if (r != rank_ && !inbox_.empty())
+        x->recvs[r] = std::exchange(inbox_[r], post_fingerprint_recv(r));
   });
   return x;
 }
 
-std::function<void()> ProcessGroupNeuron::post_failed(c10d::OpType type, const std::string& reason) {
+std::function<void()> ProcessGroupNeuron::post_failed(c10d::OpType type,
+                                                      const std::string& reason) {
   if (size_ == 1) return [] {};
   at::Tensor mine = at::full({fingerprint_len(size_)}, -1, at::kLong);
   int64_t* m = mine.data_ptr<int64_t>();
@@ -175,8 +176,8 @@ std::function<void()> ProcessGroupNeuron::post_failed(c10d::OpType type, const s
 }
 
 CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpType type,
-                                                    const std::vector<at::Tensor>& tensors,
-                                                    bool dtype_only, const PeerCounts* peers) {
+                                                     const std::vector<at::Tensor>& tensors,
+                                                     bool dtype_only, const PeerCounts* peers) {
   const int size = size_, rank = rank_;
   if (size == 1) return [] {};
   // Every rank gets every rank's counts, so each one finds any pair that
@@ -218,8 +219,9 @@ CommOp::Wait ProcessGroupNeuron::verify_across_ranks(const char* name, c10d::OpT
       std::ostringstream s;
       if (theirs[0] != mine[0]) {
         s << op << ": the ranks called different collectives (rank " << rank << ": "
-          << c10d::opTypeToString(c10d::OpType(mine[0])) << " of " << describe_meta(mine) << "; rank " << r
-          << ": " << c10d::opTypeToString(c10d::OpType(theirs[0])) << " of " << describe_meta(theirs) << ")";
+          << c10d::opTypeToString(c10d::OpType(mine[0])) << " of " << describe_meta(mine)
+          << "; rank " << r << ": " << c10d::opTypeToString(c10d::OpType(theirs[0])) << " of "
+          << describe_meta(theirs) << ")";
       } else {
         s << op << ": the ranks' tensors differ (rank " << rank << ": " << describe_meta(mine)
           << "; rank " << r << ": " << describe_meta(theirs) << ")";

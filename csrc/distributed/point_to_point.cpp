@@ -23,7 +23,9 @@ constexpr int64_t kPairFailed = -2;
 
 // One tag for each direction of the pair: both ends of a transfer compute
 // the same one, whatever else the two ranks exchange.
-int pair_tag(int from, int to, int tag) { return kCheckTagBit | (from < to ? kCheckTagUp : 0) | tag; }
+int pair_tag(int from, int to, int tag) {
+  return kCheckTagBit | (from < to ? kCheckTagUp : 0) | tag;
+}
 
 // Sends `mine` to `peer` and receives its message into `theirs`, on `tag`.
 CommOp::Post pair_exchange(c10::intrusive_ptr<c10d::Backend> g, std::shared_ptr<at::Tensor> mine,
@@ -70,7 +72,8 @@ void ProcessGroupNeuron::post_failed_pair(c10d::OpType type, int peer, int tag, 
   // Not when the peer is unknown (then no peer waits for this call), the call
   // had no neuron tensor (Gloo's own, no pair check), or its exchange is
   // already queued; inside a coalescing block the call raises out of it.
-  if (!call_neuron_ || call_posted_ || pending_ || peer < 0 || peer >= size_ || peer == rank_) return;
+  if (!call_neuron_ || call_posted_ || pending_ || peer < 0 || peer >= size_ || peer == rank_)
+    return;
   const auto* ce = dynamic_cast<const c10::Error*>(&error);
   const std::string reason = ce ? ce->what_without_backtrace() : error.what();
   auto mine = std::make_shared<at::Tensor>(at::zeros({kPairLen}, at::kLong));
@@ -86,16 +89,18 @@ void ProcessGroupNeuron::post_failed_pair(c10d::OpType type, int peer, int tag, 
   // Queued in program order (the pair's earlier exchanges on this tag are
   // posted first); the peer's message is received too, so that the pair's
   // next exchange on this tag reads the peer's next one. Nothing waits on it.
-  std::vector<CommOp::Post> posts{pair_exchange(gloo_, mine, theirs, peer, pair_tag(from, to, tag))};
-  auto op = std::make_shared<CommOp>(std::string("neuron c10d ") + c10d::opTypeToString(type) +
-                                         " (failed at the call)",
-                                     std::vector<CommOp::Post>{}, std::move(posts), false);
+  std::vector<CommOp::Post> posts{
+      pair_exchange(gloo_, mine, theirs, peer, pair_tag(from, to, tag))};
+  auto op = std::make_shared<CommOp>(
+      std::string("neuron c10d ") + c10d::opTypeToString(type) + " (failed at the call)",
+      std::vector<CommOp::Post>{}, std::move(posts), false);
   op->signal_ready();  // it moves no device data
   queue_->push(std::move(op));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
-    const char* name, std::vector<at::Tensor>& tensors, int peer, int tag, bool sending) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(const char* name,
+                                                                  std::vector<at::Tensor>& tensors,
+                                                                  int peer, int tag, bool sending) {
   TORCH_CHECK(tensors.size() == 1, "ProcessGroupNeuron::", name, ": expects one tensor, got ",
               tensors.size());
   TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "ProcessGroupNeuron::", name,

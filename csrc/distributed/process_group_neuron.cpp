@@ -30,14 +30,19 @@ namespace torchneuron::distributed {
 class NeuronWork : public c10d::Work {
  public:
   using Slot = std::shared_ptr<std::shared_ptr<CommOp>>;
-  NeuronWork(int rank, c10d::OpType type, Slot slot, Ordering ordering,
-             c10::DeviceIndex device, std::vector<at::Tensor> outputs,
-             c10::intrusive_ptr<c10::ivalue::Future> future)
-      : c10d::Work(rank, type), slot_(std::move(slot)), ordering_(ordering),
-        device_(device), outputs_(std::move(outputs)), future_(std::move(future)) {}
+  NeuronWork(int rank, c10d::OpType type, Slot slot, Ordering ordering, c10::DeviceIndex device,
+             std::vector<at::Tensor> outputs, c10::intrusive_ptr<c10::ivalue::Future> future)
+      : c10d::Work(rank, type),
+        slot_(std::move(slot)),
+        ordering_(ordering),
+        device_(device),
+        outputs_(std::move(outputs)),
+        future_(std::move(future)) {}
 
   bool isCompleted() override { return *slot_ && (*slot_)->done(); }
-  bool isSuccess() const override { return *slot_ && (*slot_)->done() && (*slot_)->error().empty(); }
+  bool isSuccess() const override {
+    return *slot_ && (*slot_)->done() && (*slot_)->error().empty();
+  }
   std::vector<at::Tensor> result() override { return outputs_; }
 
   // As NCCL's: the caller's current stream waits for the operation; its
@@ -45,8 +50,9 @@ class NeuronWork : public c10d::Work {
   // the issuing stream's). Barrier blocks the host and raises here.
   bool wait(std::chrono::milliseconds /*timeout: Gloo's own, the group's*/) override {
     std::shared_ptr<CommOp> op = *slot_;
-    TORCH_CHECK(op, "neuron c10d: wait() on an operation issued inside a coalescing block; "
-                    "wait on the work that ends the block (_coalescing_manager's cm.wait())");
+    TORCH_CHECK(op,
+                "neuron c10d: wait() on an operation issued inside a coalescing block; "
+                "wait on the work that ends the block (_coalescing_manager's cm.wait())");
     if (ordering_ == Ordering::kHost) {
       std::string err;
       blocking_wait([&] {
@@ -69,8 +75,9 @@ class NeuronWork : public c10d::Work {
   const Slot& slot() const { return slot_; }
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    TORCH_CHECK(future_, "neuron c10d: getFuture() is available for collectives, "
-                         "not for send, recv and barrier (as with Gloo)");
+    TORCH_CHECK(future_,
+                "neuron c10d: getFuture() is available for collectives, "
+                "not for send, recv and barrier (as with Gloo)");
     return future_;
   }
 
@@ -91,8 +98,7 @@ struct ProcessGroupNeuron::Pending {
   std::exception_ptr failed;  // a call's local error, raised by endCoalescing
 };
 
-ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank,
-                                       int size)
+ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size)
     : c10d::Backend(rank, size), gloo_(std::move(gloo)) {
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo backend");
   ScopeFn scope;  // none needed when device memory is never protected
@@ -137,8 +143,9 @@ bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>&
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     TORCH_CHECK(t.device().index() == device_, "ProcessGroupNeuron::", name, ": tensor ", i,
-                " is on ", t.device(), " but rank ", rank_, " of this process group uses neuron:",
-                int(device_), " (the current device at its first operation; call "
+                " is on ", t.device(), " but rank ", rank_,
+                " of this process group uses neuron:", int(device_),
+                " (the current device at its first operation; call "
                 "torch.neuron.set_device(local_rank) before communicating)");
     // Gloo reads the tensor's memory as one block of numel elements.
     TORCH_CHECK_VALUE(t.is_contiguous() || (dense && t.is_non_overlapping_and_dense()),
@@ -149,7 +156,8 @@ bool ProcessGroupNeuron::on_cpu(const char* name, const std::vector<at::Tensor>&
                 " is a lazy conjugate/negative view; call resolve_conj()/resolve_neg() first");
     // Checked here so that it fails at the call, as on a CPU group, not on the stream.
     TORCH_CHECK(!typed || gloo_dtype(t.scalar_type()), "ProcessGroupNeuron::", name, ": tensor ", i,
-                " has dtype ", t.scalar_type(), ", which Gloo (the transport) does not reduce or "
+                " has dtype ", t.scalar_type(),
+                ", which Gloo (the transport) does not reduce or "
                 "copy in collectives (it has float32, float64, float16, bfloat16, int8, uint8, "
                 "int32, int64, bool)");
   }
@@ -188,8 +196,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::guarded(
       drain();
       throw std::runtime_error(reason);
     }};
-    queue_->push(std::make_shared<CommOp>(label, std::move(checks), std::vector<CommOp::Post>{},
-                                          true));
+    queue_->push(
+        std::make_shared<CommOp>(label, std::move(checks), std::vector<CommOp::Post>{}, true));
     throw;
   }
 }
@@ -243,14 +251,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
   // An idle stream has nothing the transfer must wait for: start it now
   // (the kernel below still orders later kernels after it).
   bool idle = false;
-  translate_errors([&] { idle = device_runtime().query_stream(device, current_stream_id(device)); });
+  translate_errors(
+      [&] { idle = device_runtime().query_stream(device, current_stream_id(device)); });
   post_check();  // first: the peers wait for it
-  std::string label = std::string("neuron c10d ") + name + " (rank " + std::to_string(rank_) + " of " +
-                      std::to_string(size_) + ")";
-  auto op = std::make_shared<CommOp>(std::move(label), std::move(checks), std::move(posts), collective,
-                                     std::move(then));
-  if (ordering != Ordering::kStream)
-    op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
+  std::string label = std::string("neuron c10d ") + name + " (rank " + std::to_string(rank_) +
+                      " of " + std::to_string(size_) + ")";
+  auto op = std::make_shared<CommOp>(std::move(label), std::move(checks), std::move(posts),
+                                     collective, std::move(then));
+  if (ordering != Ordering::kStream) op->keep({std::make_shared<std::vector<at::Tensor>>(tensors)});
   if (idle) op->signal_ready();
   queue_->push(op);
   call_posted_ = true;  // its exchanges are queued: a later failure is the op's
@@ -274,8 +282,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     future->markCompleted(c10::IValue(outputs));
   }
   auto slot = std::make_shared<std::shared_ptr<CommOp>>(op);
-  return c10::make_intrusive<NeuronWork>(rank_, type, slot, ordering, device,
-                                         std::move(outputs), future);
+  return c10::make_intrusive<NeuronWork>(rank_, type, slot, ordering, device, std::move(outputs),
+                                         future);
 }
 
 void ProcessGroupNeuron::startCoalescing() {
@@ -302,8 +310,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
       }
       throw std::runtime_error("a call of this coalescing block failed at the call");
     }};
-    *p->slot = std::make_shared<CommOp>("neuron c10d coalesced (failed at a call)", std::move(drain),
-                                        std::vector<CommOp::Post>{}, true);
+    *p->slot = std::make_shared<CommOp>("neuron c10d coalesced (failed at a call)",
+                                        std::move(drain), std::vector<CommOp::Post>{}, true);
     queue_->push(*p->slot);
     std::rethrow_exception(p->failed);
   }
@@ -332,23 +340,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
     };
     then_post = [tp, run_all] { return run_all(tp); };
   }
-  auto work = issue("coalesced", c10d::OpType::COALESCED, p->tensors, p->outputs, ordering,
-                    nullptr, false, [checks, posts, run_all] {
-                      // All before any transfer; each one even after another
-                      // failed: it waits for its fingerprint exchange, whose
-                      // Gloo buffers must outlive it (a send dropped unfinished
-                      // never reaches the peer, which then waits for it).
-                      std::exception_ptr first;
-                      for (const auto& check : checks) {
-                        try {
-                          check();
-                        } catch (...) {
-                          if (!first) first = std::current_exception();
-                        }
-                      }
-                      if (first) std::rethrow_exception(first);
-                      return run_all(posts);
-                    }, then_check, then_post);
+  auto work = issue(
+      "coalesced", c10d::OpType::COALESCED, p->tensors, p->outputs, ordering, nullptr, false,
+      [checks, posts, run_all] {
+        // All before any transfer; each one even after another
+        // failed: it waits for its fingerprint exchange, whose
+        // Gloo buffers must outlive it (a send dropped unfinished
+        // never reaches the peer, which then waits for it).
+        std::exception_ptr first;
+        for (const auto& check : checks) {
+          try {
+            check();
+          } catch (...) {
+            if (!first) first = std::current_exception();
+          }
+        }
+        if (first) std::rethrow_exception(first);
+        return run_all(posts);
+      },
+      then_check, then_post);
   // The block's works wait on the block's CommOp.
   *p->slot = *static_cast<NeuronWork*>(work.get())->slot();
   return work;

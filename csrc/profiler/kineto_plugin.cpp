@@ -47,7 +47,8 @@ constexpr int64_t kPidBase = 0;
 constexpr int64_t kHostTid = 1000;
 
 const std::set<ActivityType>& device_types() {
-  static const std::set<ActivityType> types{ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY};
+  static const std::set<ActivityType> types{ActivityType::CONCURRENT_KERNEL,
+                                            ActivityType::GPU_MEMCPY};
   return types;
 }
 
@@ -59,10 +60,14 @@ const libkineto::TraceSpan& neuron_span() {
 
 const char* direction(rt::ActivityKind k) {
   switch (k) {
-    case rt::ActivityKind::kMemcpyHtoD: return "HtoD";
-    case rt::ActivityKind::kMemcpyDtoH: return "DtoH";
-    case rt::ActivityKind::kMemcpyDtoD: return "DtoD";
-    default: return "";
+    case rt::ActivityKind::kMemcpyHtoD:
+      return "HtoD";
+    case rt::ActivityKind::kMemcpyDtoH:
+      return "DtoH";
+    case rt::ActivityKind::kMemcpyDtoD:
+      return "DtoD";
+    default:
+      return "";
   }
 }
 
@@ -74,7 +79,8 @@ bool is_copy(rt::ActivityKind k) {
 // The name a row shows: copies as CUDA's "Memcpy HtoD (Device -> Device)" style.
 std::string display_name(const rt::Activity& a) {
   if (is_copy(a.kind)) return std::string("Memcpy ") + direction(a.kind) + " (neuron)";
-  if (a.kind == rt::ActivityKind::kFallback) return std::string("cpu_fallback: ") + (a.name ? a.name : "?");
+  if (a.kind == rt::ActivityKind::kFallback)
+    return std::string("cpu_fallback: ") + (a.name ? a.name : "?");
   return a.name ? a.name : "?";
 }
 
@@ -115,18 +121,20 @@ class NeuronSession final : public libkineto::IActivityProfilerSession {
     for (auto& [device, streams] : rows) {
       const int64_t pid = kPidBase + device;
       logger.handleDeviceInfo(
-          libkineto::DeviceInfo{pid, pid, "NeuronCore " + std::to_string(device), "neuron:" + std::to_string(device)},
+          libkineto::DeviceInfo{pid, pid, "NeuronCore " + std::to_string(device),
+                                "neuron:" + std::to_string(device)},
           t_last);
       for (int64_t s : streams) {
         const int64_t tid = s == rt::kHostStream ? kHostTid : s;
-        std::string name = s == rt::kHostStream ? std::string("host (CPU fallback)")
+        std::string name = s == rt::kHostStream      ? std::string("host (CPU fallback)")
                            : s == rt::kDefaultStream ? std::string("stream 0 (default)")
                                                      : "stream " + std::to_string(s);
         logger.handleResourceInfo(libkineto::ResourceInfo{tid, tid, pid, name}, t_last);
       }
     }
     for (const rt::Activity& a : records_) {
-      const ActivityType type = is_copy(a.kind) ? ActivityType::GPU_MEMCPY : ActivityType::CONCURRENT_KERNEL;
+      const ActivityType type =
+          is_copy(a.kind) ? ActivityType::GPU_MEMCPY : ActivityType::CONCURRENT_KERNEL;
       libkineto::GenericTraceActivity act(neuron_span(), type, display_name(a));
       act.startTime = a.start_ns;
       act.endTime = a.end_ns;
@@ -143,7 +151,8 @@ class NeuronSession final : public libkineto::IActivityProfilerSession {
         const double us = double(a.end_ns - a.start_ns) / 1e3;
         if (us > 0) act.addMetadata("memory bandwidth (GB/s)", double(a.bytes) / us / 1e3);
       }
-      if (a.kind == rt::ActivityKind::kFallback) act.addMetadataQuoted("cpu_fallback", a.name ? a.name : "?");
+      if (a.kind == rt::ActivityKind::kFallback)
+        act.addMetadataQuoted("cpu_fallback", a.name ? a.name : "?");
       if (a.kind == rt::ActivityKind::kGraph) act.addMetadataQuoted("graph", a.name ? a.name : "?");
       if (a.failed) act.addMetadata("failed", 1);
       logger.handleGenericActivity(act);
@@ -164,17 +173,18 @@ class NeuronProfiler final : public libkineto::IActivityProfiler {
   const std::string& name() const override { return name_; }
   const std::set<ActivityType>& availableActivities() const override { return device_types(); }
 
-  std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>& types,
-                                                                 const libkineto::Config&) override {
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      const std::set<ActivityType>& types, const libkineto::Config&) override {
     // PyTorch asks for the PRIVATEUSE1_* runtime types with CPU activity too;
     // device rows are wanted only when device kernels or copies are.
-    if (!types.count(ActivityType::CONCURRENT_KERNEL) && !types.count(ActivityType::GPU_MEMCPY)) return nullptr;
+    if (!types.count(ActivityType::CONCURRENT_KERNEL) && !types.count(ActivityType::GPU_MEMCPY))
+      return nullptr;
     g_session_active = true;
     return std::make_unique<NeuronSession>();
   }
-  std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,
-                                                                 const std::set<ActivityType>& types,
-                                                                 const libkineto::Config& config) override {
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      int64_t, int64_t, const std::set<ActivityType>& types,
+      const libkineto::Config& config) override {
     return configure(types, config);
   }
 

@@ -1,16 +1,16 @@
 // torchneuron._C: the Python bindings the front layer (torchneuron/) uses.
+#include <ATen/DLConvertor.h>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
-#include <ATen/DLConvertor.h>
 
 #include "aten/compiled_launch.h"
 #include "aten/context.h"
 #include "aten/stats.h"
-#include "python/profiler_bindings.h"
 #include "python/distributed_bindings.h"
+#include "python/profiler_bindings.h"
 
 namespace torchneuron {
 namespace {
@@ -158,11 +158,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_reset_narrowing_stats", &reset_narrowing_stats);
   // ((op, calls), ...) of one compiled launch; TORCH_WARN reaches Python as a warning
-  m.def("_note_compiled_narrowing", [](const std::vector<std::pair<std::string, int64_t>>& ops,
-                                       bool full_width) {
-    torch::PyWarningHandler handler;
-    for (const auto& [op, n] : ops) note_compiled_narrowing(op, n, full_width);
-  });
+  m.def("_note_compiled_narrowing",
+        [](const std::vector<std::pair<std::string, int64_t>>& ops, bool full_width) {
+          torch::PyWarningHandler handler;
+          for (const auto& [op, n] : ops) note_compiled_narrowing(op, n, full_width);
+        });
   m.def("_full_width_stats", [] {
     py::dict out;
     for (const auto& [op, n] : full_width_stats()) out[py::str(op)] = n;

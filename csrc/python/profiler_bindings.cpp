@@ -52,7 +52,9 @@ class Symbolizer {
   std::vector<py::object> frames_;
 };
 
-const char* block_state(const rt::MemoryBlock& b) { return b.allocated ? "active_allocated" : "inactive"; }
+const char* block_state(const rt::MemoryBlock& b) {
+  return b.allocated ? "active_allocated" : "inactive";
+}
 
 // torch.cuda.memory._snapshot()'s structure, for every visible core.
 py::dict memory_snapshot() {
@@ -125,15 +127,20 @@ py::dict memory_snapshot() {
 
 void init_python_bindings(py::module& m) {
   register_kineto_plugin();
-  m.def("_device_busy_ns", [](int d) { return device_runtime().counters(resolve_device(d)).busy_ns; },
-        "Nanoseconds the core's streams have spent running kernels since start.");
-  m.def("_device_kernel_cpu_ns", [](int d) { return device_runtime().counters(resolve_device(d)).kernel_cpu_ns; },
-        "CPU nanoseconds the core's stream workers spent inside kernels while counting was on "
-        "(thread CPU clocks around each kernel): the emulated core's busy time, not inflated by "
-        "preemption or by the queue's hand-offs.");
-  m.def("_set_count_kernel_cpu", [](bool on) { return device_runtime().set_count_kernel_cpu(on); },
-        "Turns counting of _device_kernel_cpu_ns on or off (off by default: two thread CPU clock "
-        "reads per kernel); returns the previous setting.", py::arg("on"));
+  m.def(
+      "_device_busy_ns", [](int d) { return device_runtime().counters(resolve_device(d)).busy_ns; },
+      "Nanoseconds the core's streams have spent running kernels since start.");
+  m.def(
+      "_device_kernel_cpu_ns",
+      [](int d) { return device_runtime().counters(resolve_device(d)).kernel_cpu_ns; },
+      "CPU nanoseconds the core's stream workers spent inside kernels while counting was on "
+      "(thread CPU clocks around each kernel): the emulated core's busy time, not inflated by "
+      "preemption or by the queue's hand-offs.");
+  m.def(
+      "_set_count_kernel_cpu", [](bool on) { return device_runtime().set_count_kernel_cpu(on); },
+      "Turns counting of _device_kernel_cpu_ns on or off (off by default: two thread CPU clock "
+      "reads per kernel); returns the previous setting.",
+      py::arg("on"));
   m.def("_activity_tracing", [] { return rt::activity::enabled(); });
   m.def(
       "_record_memory_history",
@@ -152,7 +159,8 @@ void init_python_bindings(py::module& m) {
         }
         translate_errors([&] { device_runtime().record_memory_history(o); });
       },
-      py::arg("enabled"), py::arg("max_entries"), py::arg("context"), py::arg("skip_actions"), py::arg("clear"),
+      py::arg("enabled"), py::arg("max_entries"), py::arg("context"), py::arg("skip_actions"),
+      py::arg("clear"),
       "Memory history of every core: context 0..3 = never/state/alloc/all (c10's RecordContext); "
       "skip_actions: bit (1 << action) per MemoryEvent::Action not recorded.");
   m.def("_memory_snapshot", [] {

@@ -32,12 +32,18 @@ thread_local uint64_t t_bytes = 0;
 
 const char* activity_kind_name(ActivityKind kind) {
   switch (kind) {
-    case ActivityKind::kKernel: return "kernel";
-    case ActivityKind::kMemcpyHtoD: return "memcpy_htod";
-    case ActivityKind::kMemcpyDtoH: return "memcpy_dtoh";
-    case ActivityKind::kMemcpyDtoD: return "memcpy_dtod";
-    case ActivityKind::kGraph: return "graph";
-    case ActivityKind::kFallback: return "cpu_fallback";
+    case ActivityKind::kKernel:
+      return "kernel";
+    case ActivityKind::kMemcpyHtoD:
+      return "memcpy_htod";
+    case ActivityKind::kMemcpyDtoH:
+      return "memcpy_dtoh";
+    case ActivityKind::kMemcpyDtoD:
+      return "memcpy_dtod";
+    case ActivityKind::kGraph:
+      return "graph";
+    case ActivityKind::kFallback:
+      return "cpu_fallback";
   }
   return "?";
 }
@@ -45,7 +51,8 @@ const char* activity_kind_name(ActivityKind kind) {
 namespace activity {
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -93,8 +100,8 @@ void record_host(ActivityKind kind, const char* name, int device, int64_t start_
   record_on_stream(kind, name, device, kHostStream, start_ns, end_ns, bytes);
 }
 
-void record_on_stream(ActivityKind kind, const char* name, int device, StreamId stream, int64_t start_ns,
-                      int64_t end_ns, uint64_t bytes) {
+void record_on_stream(ActivityKind kind, const char* name, int device, StreamId stream,
+                      int64_t start_ns, int64_t end_ns, uint64_t bytes) {
   if (!enabled()) return;
   Activity a;
   a.kind = kind;
@@ -110,7 +117,8 @@ void record_on_stream(ActivityKind kind, const char* name, int device, StreamId 
 
 }  // namespace activity
 
-ActivityScope::ActivityScope(ActivityKind kind, uint64_t bytes) : prev_kind_(t_kind), prev_bytes_(t_bytes) {
+ActivityScope::ActivityScope(ActivityKind kind, uint64_t bytes)
+    : prev_kind_(t_kind), prev_bytes_(t_bytes) {
   t_kind = kind;
   t_bytes = bytes;
 }

@@ -18,7 +18,7 @@ namespace torchneuron::runtime {
 // What an activity was. Callers say it with an ActivityScope around the launch;
 // a launch without one is a kernel.
 enum class ActivityKind : uint8_t {
-  kKernel = 0,     // an operator's kernel on a stream
+  kKernel = 0,      // an operator's kernel on a stream
   kMemcpyHtoD = 1,  // host to device copy (bytes set)
   kMemcpyDtoH = 2,  // device to host copy (bytes set)
   kMemcpyDtoD = 3,  // device to device copy, same core or core to core (bytes set)
@@ -34,8 +34,8 @@ struct Activity {
   ActivityKind kind = ActivityKind::kKernel;
   const char* name = nullptr;  // the launch name (static lifetime)
   int device = 0;
-  StreamId stream = 0;         // kHostStream for host-side activities
-  int64_t start_ns = 0;        // nanoseconds since the Unix epoch (system clock)
+  StreamId stream = 0;   // kHostStream for host-side activities
+  int64_t start_ns = 0;  // nanoseconds since the Unix epoch (system clock)
   int64_t end_ns = 0;
   uint64_t correlation_id = 0;  // of the launching thread's top operator; 0 if none
   uint64_t bytes = 0;           // copies: bytes moved; else 0
@@ -72,8 +72,8 @@ void record_host(ActivityKind kind, const char* name, int device, int64_t start_
 // caller drained the stream first and blocks meanwhile): synchronous kernels
 // (results sized by the data) and scalar reads (.item()). Not in busy_ns.
 // Ignored while recording is off.
-void record_on_stream(ActivityKind kind, const char* name, int device, StreamId stream, int64_t start_ns,
-                      int64_t end_ns, uint64_t bytes = 0);
+void record_on_stream(ActivityKind kind, const char* name, int device, StreamId stream,
+                      int64_t start_ns, int64_t end_ns, uint64_t bytes = 0);
 
 // A copy of `name` with static lifetime (kept for the process), for names
 // built at run time; the same pointer for equal names.

@@ -33,8 +33,9 @@ void decrease(Stat& s, int64_t n) {
 
 template <typename F>
 void for_each_stat(MemoryStats& m, F f) {
-  for (StatArray* a : {&m.allocation, &m.segment, &m.active, &m.inactive_split, &m.allocated_bytes,
-                       &m.reserved_bytes, &m.active_bytes, &m.inactive_split_bytes, &m.requested_bytes})
+  for (StatArray* a :
+       {&m.allocation, &m.segment, &m.active, &m.inactive_split, &m.allocated_bytes,
+        &m.reserved_bytes, &m.active_bytes, &m.inactive_split_bytes, &m.requested_bytes})
     for (Stat& s : *a) f(s);
 }
 
@@ -103,7 +104,8 @@ void* CachingAllocator::allocate(size_t bytes) {
     b = fits_at_all ? map_new_segment(small, segment, &why) : nullptr;
   }
   if (!b) {
-    trace(MemoryEvent::kOom, nullptr, bytes, context, capacity_ - size_t(stats_.reserved_bytes[kAggregate].current));
+    trace(MemoryEvent::kOom, nullptr, bytes, context,
+          capacity_ - size_t(stats_.reserved_bytes[kAggregate].current));
     out_of_memory(bytes, why);
   }
   trace(MemoryEvent::kSegmentAlloc, b->ptr, b->size, context);
@@ -124,7 +126,8 @@ CachingAllocator::Block* CachingAllocator::take_cached(bool small, size_t size) 
 
 // A new segment as one free block (not in the pool), or nullptr with `why`
 // set when the host refuses; nullptr with `why` empty when over capacity.
-CachingAllocator::Block* CachingAllocator::map_new_segment(bool small, size_t segment_bytes, std::string* why) {
+CachingAllocator::Block* CachingAllocator::map_new_segment(bool small, size_t segment_bytes,
+                                                           std::string* why) {
   const size_t reserved = size_t(stats_.reserved_bytes[kAggregate].current);
   if (segment_bytes > capacity_ - reserved) return nullptr;
   void* base = map_segment(segment_bytes, protect_);
@@ -298,12 +301,18 @@ void CachingAllocator::reset_accumulated_stats() {
 
 const char* memory_action_name(MemoryEvent::Action a) {
   switch (a) {
-    case MemoryEvent::kAlloc: return "alloc";
-    case MemoryEvent::kFreeRequested: return "free_requested";
-    case MemoryEvent::kFreeCompleted: return "free_completed";
-    case MemoryEvent::kSegmentAlloc: return "segment_alloc";
-    case MemoryEvent::kSegmentFree: return "segment_free";
-    case MemoryEvent::kOom: return "oom";
+    case MemoryEvent::kAlloc:
+      return "alloc";
+    case MemoryEvent::kFreeRequested:
+      return "free_requested";
+    case MemoryEvent::kFreeCompleted:
+      return "free_completed";
+    case MemoryEvent::kSegmentAlloc:
+      return "segment_alloc";
+    case MemoryEvent::kSegmentFree:
+      return "segment_free";
+    case MemoryEvent::kOom:
+      return "oom";
   }
   return "?";
 }
@@ -362,7 +371,8 @@ MemorySnapshot CachingAllocator::snapshot() const {
     seg.addr = reinterpret_cast<uint64_t>(base);
     seg.size = bytes;
     auto it = first.find(base);
-    if (it == first.end()) throw Error("memory_snapshot: segment without a first block (allocator bug)");
+    if (it == first.end())
+      throw Error("memory_snapshot: segment without a first block (allocator bug)");
     seg.small = it->second->small;
     for (Block* b = it->second; b; b = b->next) {
       MemoryBlock mb;

@@ -51,7 +51,7 @@ class CachingAllocator {
   struct Block {
     char* ptr;
     size_t size;
-    bool small;             // pool
+    bool small;  // pool
     bool allocated = false;
     size_t requested = 0;   // bytes asked for, while allocated
     Block* prev = nullptr;  // neighbours in the same segment
@@ -74,8 +74,8 @@ class CachingAllocator {
   void release_cached_segments();
   void update(StatArray& stat, bool small, int64_t delta);
   [[noreturn]] void out_of_memory(size_t requested, const std::string& why);
-  void trace(MemoryEvent::Action action, const void* addr, size_t size, const MemoryContext& context,
-             uint64_t device_free = 0);
+  void trace(MemoryEvent::Action action, const void* addr, size_t size,
+             const MemoryContext& context, uint64_t device_free = 0);
   MemoryContext gather_context(MemoryContextLevel needed) const;  // outside mu_
 
   const int device_;
@@ -85,8 +85,8 @@ class CachingAllocator {
 
   mutable std::mutex mu_;
   FreeBlocks small_free_, large_free_;
-  std::unordered_map<void*, Block*> allocated_;   // by block start
-  std::unordered_map<char*, size_t> segments_;    // base -> bytes
+  std::unordered_map<void*, Block*> allocated_;  // by block start
+  std::unordered_map<char*, size_t> segments_;   // base -> bytes
   MemoryStats stats_;
   // History: a ring of the newest max_entries_ events (when recording).
   bool recording_ = false;

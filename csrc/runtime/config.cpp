@@ -65,13 +65,14 @@ std::vector<int> parse_visible(int total, int lnc) {
     for (int i = 0; i < total; ++i) ids.push_back(i);
     return ids;
   }
-  const std::string range = "logical ids are 0-" + std::to_string(total - 1) + " at NEURON_LOGICAL_NC_CONFIG=" +
-                            std::to_string(lnc);
+  const std::string range = "logical ids are 0-" + std::to_string(total - 1) +
+                            " at NEURON_LOGICAL_NC_CONFIG=" + std::to_string(lnc);
   std::vector<bool> seen(total, false);
   size_t start = 0;
   while (true) {
     size_t comma = v.find(',', start);
-    std::string item = trim(v.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    std::string item =
+        trim(v.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     int lo = 0, hi = 0;
     size_t dash = item.find('-');
     bool ok = false;
@@ -81,10 +82,13 @@ std::vector<int> parse_visible(int total, int lnc) {
     } else {
       ok = parse_id(trim(item.substr(0, dash)), &lo) && parse_id(trim(item.substr(dash + 1)), &hi);
     }
-    if (!ok) bad(var, v, "'" + item + "' is not a core id or range; expected a list like '0', '0-1' or '0,2'");
+    if (!ok)
+      bad(var, v,
+          "'" + item + "' is not a core id or range; expected a list like '0', '0-1' or '0,2'");
     if (lo > hi) bad(var, v, "range '" + item + "' is reversed");
     for (int id = lo; id <= hi; ++id) {
-      if (id >= total) bad(var, v, "core " + std::to_string(id) + " is out of range (" + range + ")");
+      if (id >= total)
+        bad(var, v, "core " + std::to_string(id) + " is out of range (" + range + ")");
       if (seen[id]) bad(var, v, "core " + std::to_string(id) + " is listed twice");
       seen[id] = true;
       ids.push_back(id);

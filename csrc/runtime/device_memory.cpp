@@ -37,7 +37,8 @@ bool set_prot(Protection& p, void* base, size_t bytes, int prot) {
 }  // namespace
 
 void* map_segment(size_t bytes, bool protect) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   if (protect) {
     Protection& pr = protection();
@@ -91,7 +92,8 @@ AccessScope::~AccessScope() {
   for (auto& [base, bytes] : pr.segments) {
     // Failing to re-protect loses only the diagnostic, never data: warn.
     if (!set_prot(pr, base, bytes, PROT_NONE))
-      std::fprintf(stderr, "torchneuron: warning: mprotect(PROT_NONE) failed: %s\n", std::strerror(errno));
+      std::fprintf(stderr, "torchneuron: warning: mprotect(PROT_NONE) failed: %s\n",
+                   std::strerror(errno));
   }
 }
 

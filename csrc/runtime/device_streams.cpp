@@ -13,14 +13,16 @@ DeviceStreams::~DeviceStreams() {
 }
 
 StreamId DeviceStreams::create(int priority) {
-  if (priority < 0) return kStreamsPerPool + 1 + StreamId(next_high_.fetch_add(1) % kStreamsPerPool);
+  if (priority < 0)
+    return kStreamsPerPool + 1 + StreamId(next_high_.fetch_add(1) % kStreamsPerPool);
   return 1 + StreamId(next_normal_.fetch_add(1) % kStreamsPerPool);
 }
 
 void DeviceStreams::check(StreamId id) const {
   if (id < 0 || id > kMaxStreamId)
-    throw Error("invalid neuron stream id " + std::to_string(id) + " on device " + std::to_string(device_) +
-                " (valid ids are 0-" + std::to_string(kMaxStreamId) + ")");
+    throw Error("invalid neuron stream id " + std::to_string(id) + " on device " +
+                std::to_string(device_) + " (valid ids are 0-" + std::to_string(kMaxStreamId) +
+                ")");
 }
 
 Stream& DeviceStreams::get(StreamId id) {

@@ -20,8 +20,8 @@ class DeviceStreams {
   DeviceStreams(const DeviceStreams&) = delete;
   DeviceStreams& operator=(const DeviceStreams&) = delete;
 
-  StreamId create(int priority);   // next id of the pool, round-robin
-  Stream& get(StreamId id);        // creates it on first use; Error on a bad id
+  StreamId create(int priority);    // next id of the pool, round-robin
+  Stream& get(StreamId id);         // creates it on first use; Error on a bad id
   Stream* find(StreamId id) const;  // nullptr if never used; Error on a bad id
   // Waits for all work queued so far on every stream; rethrows the first
   // kernel error (by stream id) as AsyncError and clears them all.

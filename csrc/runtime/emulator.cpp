@@ -20,18 +20,21 @@ constexpr const char* kVersion = "0.1.0";
 // Fills defaults and checks what config_from_env checks, for hand-made configs.
 Config resolve(Config c) {
   if (c.logical_nc_config != 1 && c.logical_nc_config != 2)
-    throw Error("logical_nc_config " + std::to_string(c.logical_nc_config) + " is not supported (1 or 2)");
+    throw Error("logical_nc_config " + std::to_string(c.logical_nc_config) +
+                " is not supported (1 or 2)");
   c.logical_cores_total = trainium2::logical_cores(c.logical_nc_config);
   if (c.visible.empty())
     for (int i = 0; i < c.logical_cores_total; ++i) c.visible.push_back(i);
   std::vector<bool> seen(c.logical_cores_total, false);
   for (int id : c.visible) {
     if (id < 0 || id >= c.logical_cores_total || seen[id])
-      throw Error("visible logical core " + std::to_string(id) + " is out of range or repeated (ids 0-" +
+      throw Error("visible logical core " + std::to_string(id) +
+                  " is out of range or repeated (ids 0-" +
                   std::to_string(c.logical_cores_total - 1) + ")");
     seen[id] = true;
   }
-  if (c.hbm_bytes_per_core == 0) c.hbm_bytes_per_core = trainium2::hbm_per_core(c.logical_nc_config);
+  if (c.hbm_bytes_per_core == 0)
+    c.hbm_bytes_per_core = trainium2::hbm_per_core(c.logical_nc_config);
   return c;
 }
 
@@ -44,8 +47,8 @@ class Emulator final : public Runtime {
       info.logical_id = config_.visible[i];
       info.logical_nc_config = config_.logical_nc_config;
       info.hbm_bytes = config_.hbm_bytes_per_core;
-      info.name = std::string(trainium2::kCoreName) + " (emulated, LNC=" +
-                  std::to_string(config_.logical_nc_config) + ")";
+      info.name = std::string(trainium2::kCoreName) +
+                  " (emulated, LNC=" + std::to_string(config_.logical_nc_config) + ")";
       devices_.push_back(std::make_unique<Device>(std::move(info), config_, segments_));
     }
   }
@@ -61,7 +64,9 @@ class Emulator final : public Runtime {
   int device_count() const override { return int(devices_.size()); }
   const CoreInfo& core(int device) const override { return dev(device).info; }
 
-  void* allocate(int device, size_t bytes) override { return dev(device).allocator.allocate(bytes); }
+  void* allocate(int device, size_t bytes) override {
+    return dev(device).allocator.allocate(bytes);
+  }
 
   void free(void* ptr) override {
     if (!ptr) return;
@@ -77,7 +82,9 @@ class Emulator final : public Runtime {
   int device_of(const void* ptr) const override { return ptr ? segments_.find(ptr) : -1; }
   MemoryStats memory_stats(int device) const override { return dev(device).allocator.stats(); }
   void reset_peak_stats(int device) override { dev(device).allocator.reset_peak_stats(); }
-  void reset_accumulated_stats(int device) override { dev(device).allocator.reset_accumulated_stats(); }
+  void reset_accumulated_stats(int device) override {
+    dev(device).allocator.reset_accumulated_stats();
+  }
   void empty_cache(int device) override { dev(device).allocator.empty_cache(); }
 
   std::pair<size_t, size_t> mem_get_info(int device) const override {
@@ -88,13 +95,19 @@ class Emulator final : public Runtime {
   void record_memory_history(const MemoryHistoryOptions& options) override {
     for (auto& d : devices_) d->allocator.record_history(options);
   }
-  MemorySnapshot memory_snapshot(int device) const override { return dev(device).allocator.snapshot(); }
+  MemorySnapshot memory_snapshot(int device) const override {
+    return dev(device).allocator.snapshot();
+  }
 
-  StreamId create_stream(int device, int priority) override { return dev(device).streams.create(priority); }
+  StreamId create_stream(int device, int priority) override {
+    return dev(device).streams.create(priority);
+  }
 
   void launch(int device, StreamId stream, const char* name, std::function<void()> fn) override {
     Stream& s = dev(device).streams.get(stream);
-    if (!fn) throw Error(std::string("launch of neuron kernel '") + (name ? name : "?") + "' without a function");
+    if (!fn)
+      throw Error(std::string("launch of neuron kernel '") + (name ? name : "?") +
+                  "' without a function");
     if (!config_.launch_blocking) {
       s.enqueue(name, std::move(fn), Stream::Kind::kKernel);
       return;
@@ -131,7 +144,9 @@ class Emulator final : public Runtime {
   }
   bool query_event(EventId event) override { return events_.query(event); }
   void synchronize_event(EventId event) override { events_.synchronize(event); }
-  double elapsed_time_ms(EventId start, EventId end) override { return events_.elapsed_ms(start, end); }
+  double elapsed_time_ms(EventId start, EventId end) override {
+    return events_.elapsed_ms(start, end);
+  }
 
   void with_device_access(const std::function<void()>& fn) override {
     AccessScope access(config_.protect_memory);
@@ -155,8 +170,8 @@ class Emulator final : public Runtime {
   Device& dev(int device) const {
     if (device < 0 || device >= int(devices_.size())) {
       const size_t n = devices_.size();
-      throw Error("invalid neuron device index " + std::to_string(device) + " (" + std::to_string(n) +
-                  " visible NeuronCore" + (n == 1 ? "" : "s") + ")");
+      throw Error("invalid neuron device index " + std::to_string(device) + " (" +
+                  std::to_string(n) + " visible NeuronCore" + (n == 1 ? "" : "s") + ")");
     }
     return *devices_[device];
   }
@@ -169,7 +184,9 @@ class Emulator final : public Runtime {
 
 }  // namespace
 
-std::unique_ptr<Runtime> make_emulator(const Config& config) { return std::make_unique<Emulator>(config); }
+std::unique_ptr<Runtime> make_emulator(const Config& config) {
+  return std::make_unique<Emulator>(config);
+}
 
 // Leaked on purpose: stream workers may still run during static destruction.
 Runtime& get() {

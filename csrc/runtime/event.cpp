@@ -13,7 +13,8 @@ EventId EventTable::create(int device, bool enable_timing) {
 
 const EventTable::Event& EventTable::lookup(EventId event) const {
   auto it = events_.find(event);
-  if (it == events_.end()) throw Error("unknown neuron event " + std::to_string(event) + " (destroyed or never created)");
+  if (it == events_.end())
+    throw Error("unknown neuron event " + std::to_string(event) + " (destroyed or never created)");
   return it->second;
 }
 
@@ -38,27 +39,29 @@ void EventTable::record(EventId event, Stream& stream) {
     timing = e.timing;
   }
   if (device != stream.device())
-    throw Error("neuron event " + std::to_string(event) + " belongs to device " + std::to_string(device) +
-                " and cannot be recorded on a stream of device " + std::to_string(stream.device()));
+    throw Error("neuron event " + std::to_string(event) + " belongs to device " +
+                std::to_string(device) + " and cannot be recorded on a stream of device " +
+                std::to_string(stream.device()));
   // Queue the stamp outside mu_: the stream lock is never taken under it.
   auto mark = std::make_shared<Mark>();
   mark->stream = &stream;
   if (timing)
     mark->point = stream.enqueue(
-        "record_event", [mark] { mark->time = std::chrono::steady_clock::now(); }, Stream::Kind::kMarker);
+        "record_event", [mark] { mark->time = std::chrono::steady_clock::now(); },
+        Stream::Kind::kMarker);
   else
     mark->point = stream.enqueued();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = events_.find(event);
-  if (it != events_.end()) it->second.mark = std::move(mark);  // destroyed meanwhile: nothing to update
+  if (it != events_.end())
+    it->second.mark = std::move(mark);  // destroyed meanwhile: nothing to update
 }
 
 void EventTable::block(Stream& waiting, EventId event) {
   std::shared_ptr<Mark> m = mark_of(event);
   // Never recorded, already reached, or ordered by the stream itself: no wait.
   if (!m || m->stream == &waiting || m->stream->reached(m->point)) return;
-  waiting.enqueue(
-      "stream_wait_event", [m] { m->stream->wait(m->point); }, Stream::Kind::kMarker);
+  waiting.enqueue("stream_wait_event", [m] { m->stream->wait(m->point); }, Stream::Kind::kMarker);
 }
 
 bool EventTable::query(EventId event) const {

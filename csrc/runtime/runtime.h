@@ -26,10 +26,14 @@ class Error : public std::runtime_error {
 // released and the allocation retried. The message names all figures (bytes).
 class OutOfMemoryError : public Error {
  public:
-  OutOfMemoryError(const std::string& msg, int device, size_t requested,
-                   size_t allocated, size_t reserved, size_t capacity)
-      : Error(msg), device(device), requested(requested), allocated(allocated),
-        reserved(reserved), capacity(capacity) {}
+  OutOfMemoryError(const std::string& msg, int device, size_t requested, size_t allocated,
+                   size_t reserved, size_t capacity)
+      : Error(msg),
+        device(device),
+        requested(requested),
+        allocated(allocated),
+        reserved(reserved),
+        capacity(capacity) {}
   int device;
   size_t requested, allocated, reserved, capacity;
 };
@@ -52,8 +56,7 @@ using StatArray = std::array<Stat, 3>;
 // Same fields and meanings as c10::CachingDeviceAllocator::DeviceStats.
 struct MemoryStats {
   StatArray allocation, segment, active, inactive_split;
-  StatArray allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes,
-      requested_bytes;
+  StatArray allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes, requested_bytes;
   int64_t num_alloc_retries = 0, num_ooms = 0;
   int64_t num_device_alloc = 0, num_device_free = 0;
   int64_t max_split_size = -1;
@@ -61,21 +64,21 @@ struct MemoryStats {
 
 // One visible logical NeuronCore.
 struct CoreInfo {
-  int index = 0;            // device index as PyTorch sees it (0..count-1)
-  int logical_id = 0;       // id among all logical cores of the instance
+  int index = 0;              // device index as PyTorch sees it (0..count-1)
+  int logical_id = 0;         // id among all logical cores of the instance
   int logical_nc_config = 2;  // NEURON_LOGICAL_NC_CONFIG: physical cores per logical core
-  size_t hbm_bytes = 0;     // capacity of this core's HBM
-  std::string name;         // e.g. "Trainium2 NeuronCore-v3 (emulated, LNC=2)"
+  size_t hbm_bytes = 0;       // capacity of this core's HBM
+  std::string name;           // e.g. "Trainium2 NeuronCore-v3 (emulated, LNC=2)"
 };
 
 // Environment-derived configuration; see config.cpp for the variables.
 struct Config {
   int logical_nc_config = 2;
-  int logical_cores_total = 4;        // per chip at this LNC
-  std::vector<int> visible;           // logical ids visible, in order
+  int logical_cores_total = 4;  // per chip at this LNC
+  std::vector<int> visible;     // logical ids visible, in order
   size_t hbm_bytes_per_core = 0;
-  bool launch_blocking = false;       // NEURON_LAUNCH_BLOCKING=1
-  bool protect_memory = false;        // TORCHNEURON_PROTECT_MEMORY=1
+  bool launch_blocking = false;  // NEURON_LAUNCH_BLOCKING=1
+  bool protect_memory = false;   // TORCHNEURON_PROTECT_MEMORY=1
 };
 
 // Reads NEURON_LOGICAL_NC_CONFIG (1 or 2), NEURON_RT_VISIBLE_CORES ("0",
@@ -95,15 +98,24 @@ using MemoryContextRecorder = std::function<MemoryContext()>;
 struct MemoryEvent {
   // As c10's TraceEntry::Action (free_requested and free_completed are one
   // moment here: a block is freed when its last kernel has run).
-  enum Action : uint8_t { kAlloc, kFreeRequested, kFreeCompleted, kSegmentAlloc, kSegmentFree, kOom };
+  enum Action : uint8_t {
+    kAlloc,
+    kFreeRequested,
+    kFreeCompleted,
+    kSegmentAlloc,
+    kSegmentFree,
+    kOom
+  };
   Action action = kAlloc;
-  uint64_t addr = 0;      // block or segment start; for kOom: 0
-  uint64_t size = 0;      // alloc/free: bytes requested (as c10's trace); segments: their size; kOom: bytes requested
-  int64_t time_us = 0;    // microseconds since the Unix epoch
+  uint64_t addr = 0;    // block or segment start; for kOom: 0
+  uint64_t size = 0;    // alloc/free: bytes requested (as c10's trace); segments: their size; kOom:
+                        // bytes requested
+  int64_t time_us = 0;  // microseconds since the Unix epoch
   uint64_t device_free = 0;  // kOom: capacity minus reserved bytes
   MemoryContext context;
 };
-const char* memory_action_name(MemoryEvent::Action a);  // "alloc", "free_requested", ... as torch.cuda
+const char* memory_action_name(
+    MemoryEvent::Action a);  // "alloc", "free_requested", ... as torch.cuda
 
 // Which stacks are kept, as c10's RecordContext (torch.cuda's `context`):
 // kState: of live allocations only (blocks); kAlloc: also on alloc events
@@ -115,8 +127,8 @@ struct MemoryHistoryOptions {
   size_t max_entries = 0;  // events kept per device (the newest)
   MemoryContextLevel context = MemoryContextLevel::kNever;
   MemoryContextRecorder recorder;  // gives contexts (may be empty: none)
-  uint32_t skip_actions = 0;  // bit (1u << MemoryEvent::Action) set: not recorded
-  bool clear = false;         // drop the events recorded so far (stopping always does)
+  uint32_t skip_actions = 0;       // bit (1u << MemoryEvent::Action) set: not recorded
+  bool clear = false;              // drop the events recorded so far (stopping always does)
 };
 
 struct MemoryBlock {
@@ -127,9 +139,9 @@ struct MemoryBlock {
 
 struct MemorySegment {
   uint64_t addr = 0, size = 0;
-  bool small = false;  // pool: "small" or "large"
+  bool small = false;                     // pool: "small" or "large"
   uint64_t allocated = 0, requested = 0;  // bytes of the allocated blocks
-  std::vector<MemoryBlock> blocks;         // by address, covering the segment
+  std::vector<MemoryBlock> blocks;        // by address, covering the segment
 };
 
 struct MemorySnapshot {
@@ -151,9 +163,9 @@ constexpr StreamId kMaxStreamId = 2 * kStreamsPerPool;
 inline int stream_priority(StreamId id) { return id > kStreamsPerPool ? -1 : 0; }
 
 struct Counters {
-  int64_t kernels_launched = 0;   // closures run on streams
+  int64_t kernels_launched = 0;  // closures run on streams
   int64_t kernels_failed = 0;
-  int64_t busy_ns = 0;            // nanoseconds the device's streams spent running kernels
+  int64_t busy_ns = 0;  // nanoseconds the device's streams spent running kernels
   // CPU nanoseconds the stream workers spent inside kernels while kernel CPU
   // counting was on (their thread CPU clock around each kernel): the emulated
   // core's busy time, which time slices lost to other processes do not
@@ -175,7 +187,7 @@ class Runtime {
   // Returns device memory of at least `bytes` (nullptr for 0). Throws
   // OutOfMemoryError past capacity (the cache is released and retried first).
   virtual void* allocate(int device, size_t bytes) = 0;
-  virtual void free(void* ptr) = 0;  // thread-safe; ptr from allocate
+  virtual void free(void* ptr) = 0;                  // thread-safe; ptr from allocate
   virtual int device_of(const void* ptr) const = 0;  // -1 if not device memory
   virtual MemoryStats memory_stats(int device) const = 0;
   virtual void reset_peak_stats(int device) = 0;
@@ -198,8 +210,7 @@ class Runtime {
   // memory accessible (see protect_memory). `name` names it in errors and is
   // kept as a pointer, so it must outlive the kernel (a string literal). With
   // launch_blocking the call waits and rethrows the kernel's error.
-  virtual void launch(int device, StreamId stream, const char* name,
-                      std::function<void()> fn) = 0;
+  virtual void launch(int device, StreamId stream, const char* name, std::function<void()> fn) = 0;
   virtual bool query_stream(int device, StreamId stream) = 0;  // all work done?
   // Wait for all work queued so far; rethrows (once) a kernel error as AsyncError.
   virtual void synchronize_stream(int device, StreamId stream) = 0;

@@ -22,7 +22,9 @@ int64_t thread_cpu_ns() {
 bool set_count_kernel_cpu(bool on) { return g_count_kernel_cpu.exchange(on); }
 
 Stream::Stream(int device, StreamId id, bool protect, DeviceCounters& counters)
-    : device_(device), id_(id), protect_(protect), counters_(counters), worker_([this] { work(); }) {}
+    : device_(device), id_(id), protect_(protect), counters_(counters), worker_([this] {
+        work();
+      }) {}
 
 Stream::~Stream() {
   {
@@ -35,11 +37,13 @@ Stream::~Stream() {
 
 // The hot path: one lock, one push (no allocation once the queue has grown),
 // and a notify only when the worker sleeps.
-uint64_t Stream::enqueue(const char* name, std::function<void()> fn, Kind kind, std::string* error_out) {
+uint64_t Stream::enqueue(const char* name, std::function<void()> fn, Kind kind,
+                         std::string* error_out) {
   std::unique_lock<std::mutex> lock(mu_);
   // A full queue makes the host wait, as a device's launch queue does; this
   // bounds the memory a host far ahead of the device can pin.
-  if (enqueued_ - completed_ >= kMaxPendingTasks && std::this_thread::get_id() != worker_.get_id()) {
+  if (enqueued_ - completed_ >= kMaxPendingTasks &&
+      std::this_thread::get_id() != worker_.get_id()) {
     ++waiters_;
     done_cv_.wait(lock, [&] { return enqueued_ - completed_ < kMaxPendingTasks; });
     --waiters_;
@@ -74,8 +78,8 @@ void Stream::wait(uint64_t point) {
   std::unique_lock<std::mutex> lock(mu_);
   if (completed_ >= point) return;
   if (std::this_thread::get_id() == worker_.get_id())
-    throw Error("a kernel on neuron stream " + std::to_string(id_) + " of device " + std::to_string(device_) +
-                " waited for its own stream, which would never finish");
+    throw Error("a kernel on neuron stream " + std::to_string(id_) + " of device " +
+                std::to_string(device_) + " waited for its own stream, which would never finish");
   ++waiters_;
   done_cv_.wait(lock, [&] { return completed_ >= point; });
   --waiters_;
@@ -90,7 +94,8 @@ std::optional<std::string> Stream::take_error() {
 
 void Stream::work() {
   char thread_name[16];
-  std::snprintf(thread_name, sizeof thread_name, "neuron%d:s%lld", device_, static_cast<long long>(id_));
+  std::snprintf(thread_name, sizeof thread_name, "neuron%d:s%lld", device_,
+                static_cast<long long>(id_));
   pthread_setname_np(pthread_self(), thread_name);
 
   // Swapping the whole queue keeps both vectors' capacity: no allocation per
@@ -161,8 +166,9 @@ std::string Stream::run(Task& t) {
   }
   t.fn = nullptr;
   if (kernel && t0 != std::chrono::steady_clock::time_point{})
-    counters_.busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
-                                std::memory_order_relaxed);
+    counters_.busy_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
+        std::memory_order_relaxed);
   if (count_cpu && cpu0) counters_.kernel_cpu_ns.fetch_add(cpu1 - cpu0, std::memory_order_relaxed);
   if (t.traced && !start_ns) start_ns = end_ns = activity::now_ns();  // AccessScope itself threw
   if (t.traced) {

@@ -22,7 +22,7 @@ namespace torchneuron::runtime {
 struct DeviceCounters {
   std::atomic<int64_t> launched{0};
   std::atomic<int64_t> failed{0};
-  std::atomic<int64_t> busy_ns{0};  // time kernels ran (steady clock)
+  std::atomic<int64_t> busy_ns{0};        // time kernels ran (steady clock)
   std::atomic<int64_t> kernel_cpu_ns{0};  // CPU time inside kernels, while counted
 };
 
@@ -49,7 +49,8 @@ class Stream {
   // Queues `fn`; returns its point. A kernel's failure goes to *error_out
   // when given (blocking launches), else it becomes the stream's error.
   // `name` must outlive the task.
-  uint64_t enqueue(const char* name, std::function<void()> fn, Kind kind, std::string* error_out = nullptr);
+  uint64_t enqueue(const char* name, std::function<void()> fn, Kind kind,
+                   std::string* error_out = nullptr);
   uint64_t enqueued() const;  // point of the last queued task
   bool reached(uint64_t point) const;
   // Blocks until `point` is reached. Error if called from this stream's own

@@ -5,8 +5,8 @@
 
 namespace torchneuron::runtime::trainium2 {
 
-constexpr int kPhysicalCores = 8;                     // NeuronCore-v3 per chip
-constexpr size_t kHbmBytes = size_t(96) << 30;        // HBM per chip
+constexpr int kPhysicalCores = 8;               // NeuronCore-v3 per chip
+constexpr size_t kHbmBytes = size_t(96) << 30;  // HBM per chip
 constexpr const char* kCoreName = "Trainium2 NeuronCore-v3";
 
 // Logical cores per chip at a NEURON_LOGICAL_NC_CONFIG (1 or 2).

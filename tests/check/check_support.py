@@ -1,5 +1,6 @@
 """Shared helpers of the tests/check/ files: in-process CLI runs and a cache of
 check results, so each expensive check (minilm) runs once per test session."""
+
 from __future__ import annotations
 
 import contextlib

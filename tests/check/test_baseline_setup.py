@@ -1,6 +1,7 @@
 """torchneuron check, baselines: a re-check must interleave the same sides in phase 3 as its
 baseline (the reference, the compiled model), or it is refused with the option to change
 (baseline_setup.py): the statistics of runs timed beside other workloads do not compare."""
+
 import json
 import os
 import shutil
@@ -30,7 +31,9 @@ def test_baseline_records_the_interleaved_sides(both_baseline):
 def test_skip_reference_perf_against_a_baseline_that_timed_the_reference_is_refused(both_baseline):
     # was a false regression (device/device calibration x1.9, 6 of 6): the device calibration's
     # busy time differs with and without the reference and the compiled model beside it
-    code, out, err = cli("check", "mlp", *FAST, "--baseline", both_baseline, "--skip-reference-perf")
+    code, out, err = cli(
+        "check", "mlp", *FAST, "--baseline", both_baseline, "--skip-reference-perf"
+    )
     assert code == 2, out + err
     assert "with the reference timed" in err and "Remove --skip-reference-perf" in err
 
@@ -61,6 +64,8 @@ def test_sides_that_differ_after_the_run_are_not_compared():
     base = {"interleaved": ["device", "reference", "compiled", "calibration", "device_calibration"]}
     same = {"samples": {k: [1.0] for k in base["interleaved"]}}
     assert baseline_setup.differs(base, same) is None
-    no_compiled = {"samples": {k: [1.0] for k in ("device", "reference", "calibration", "device_calibration")}}
+    no_compiled = {
+        "samples": {k: [1.0] for k in ("device", "reference", "calibration", "device_calibration")}
+    }
     assert "compiled" in baseline_setup.differs(base, no_compiled)
     assert baseline_setup.differs({"samples": no_compiled["samples"]}, no_compiled) is None

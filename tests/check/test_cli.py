@@ -1,5 +1,6 @@
 """torchneuron check, command line: built-in and user models, bad input (exit code 2), the
 console script and ``python -m torchneuron``."""
+
 import json
 import os
 import subprocess
@@ -32,7 +33,7 @@ def test_pass_prints_three_phases():
     assert code == 0, err
     for title in ("Phase 1", "Phase 2", "Phase 3", "Cost per million", "verdict: PASS"):
         assert title in out
-    assert "torch.compile" in out and "warm (cache hit)" in out   # compiled mode checked
+    assert "torch.compile" in out and "warm (cache hit)" in out  # compiled mode checked
     assert "not Trainium" in out
 
 
@@ -47,26 +48,37 @@ def test_user_factory_default_batch_from_first_input():
     assert code == 0, out + err
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["check"], "MODEL is required"),
-    (["check", "no-such-model"], "unknown model 'no-such-model'"),
-    (["check", "missing.py:factory"], "file 'missing.py' not found"),
-    (["check", f"{MODELS}:nope"], "has no attribute 'nope'"),
-    (["check", f"{MODELS}:NOT_CALLABLE"], "not a callable factory"),
-    (["check", f"{MODELS}:factory_raises"], "the factory raised ValueError: no weights found"),
-    (["check", f"{MODELS}:returns_model_only"], "must return (model, example_inputs), got a Small"),
-    (["check", f"{MODELS}:returns_not_a_module"], "expected a torch.nn.Module"),
-    (["check", f"{MODELS}:returns_bad_inputs"], "'x' is a list"),
-    (["check", f"{MODELS}:takes_nothing", "--batch-size", "4"], "takes no batch_size parameter"),
-    (["check", f"{os.path.join(FIXTURES, 'check_broken_import.py')}:factory"],
-     "raised ModuleNotFoundError"),
-    (["check", "mlp", "--dtype", "float64"], "invalid choice"),
-    (["check", "mlp", "--iterations", "0"], "--iterations must be >= 1"),
-    (["check", "mlp", "--device", "cpu"], "must be a neuron device"),
-    (["check", "mlp", "--device", "neuron:99"], "NeuronCore(s) visible"),
-    (["check", "mlp", "--reference", "cuda"], "CUDA is not available"),
-    (["check", "mlp", "--bogus-option"], "unrecognized arguments"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["check"], "MODEL is required"),
+        (["check", "no-such-model"], "unknown model 'no-such-model'"),
+        (["check", "missing.py:factory"], "file 'missing.py' not found"),
+        (["check", f"{MODELS}:nope"], "has no attribute 'nope'"),
+        (["check", f"{MODELS}:NOT_CALLABLE"], "not a callable factory"),
+        (["check", f"{MODELS}:factory_raises"], "the factory raised ValueError: no weights found"),
+        (
+            ["check", f"{MODELS}:returns_model_only"],
+            "must return (model, example_inputs), got a Small",
+        ),
+        (["check", f"{MODELS}:returns_not_a_module"], "expected a torch.nn.Module"),
+        (["check", f"{MODELS}:returns_bad_inputs"], "'x' is a list"),
+        (
+            ["check", f"{MODELS}:takes_nothing", "--batch-size", "4"],
+            "takes no batch_size parameter",
+        ),
+        (
+            ["check", f"{os.path.join(FIXTURES, 'check_broken_import.py')}:factory"],
+            "raised ModuleNotFoundError",
+        ),
+        (["check", "mlp", "--dtype", "float64"], "invalid choice"),
+        (["check", "mlp", "--iterations", "0"], "--iterations must be >= 1"),
+        (["check", "mlp", "--device", "cpu"], "must be a neuron device"),
+        (["check", "mlp", "--device", "neuron:99"], "NeuronCore(s) visible"),
+        (["check", "mlp", "--reference", "cuda"], "CUDA is not available"),
+        (["check", "mlp", "--bogus-option"], "unrecognized arguments"),
+    ],
+)
 def test_bad_input_exits_2_with_a_clear_message(argv, message):
     code, out, err = cli(*argv)
     assert code == 2
@@ -80,6 +92,7 @@ def test_factory_traceback_is_shown():
 
 
 # ------------------------------------------------------------------ real entry points
+
 
 def _run(args, **env):
     e = dict(os.environ, **env)
@@ -100,8 +113,10 @@ def test_console_script(tmp_path):
 def test_python_m_torchneuron_strict_fallback_from_environment():
     # TORCHNEURON_FALLBACK=error makes the CPU fallback an error: phase 1 fails
     op = needs_fallback_op()
-    p = _run([sys.executable, "-m", "torchneuron", "check", fixture("falls_back"), *FAST],
-             TORCHNEURON_FALLBACK="error")
+    p = _run(
+        [sys.executable, "-m", "torchneuron", "check", fixture("falls_back"), *FAST],
+        TORCHNEURON_FALLBACK="error",
+    )
     assert p.returncode == 1, p.stdout + p.stderr
     assert f"aten::{op}" in p.stdout and "TORCHNEURON_FALLBACK=error" in p.stdout
     assert "phase 1 failed" in p.stdout
@@ -109,8 +124,16 @@ def test_python_m_torchneuron_strict_fallback_from_environment():
 
 # ------------------------------------------------------------------ options checked before anything runs
 
-FLOAT_OPTIONS = ["--seconds", "--tol", "--cv-threshold", "--price-per-hour", "--reference-price-per-hour",
-                 "--max-cost-per-million", "--max-latency-regression", "--max-memory-regression"]
+FLOAT_OPTIONS = [
+    "--seconds",
+    "--tol",
+    "--cv-threshold",
+    "--price-per-hour",
+    "--reference-price-per-hour",
+    "--max-cost-per-million",
+    "--max-latency-regression",
+    "--max-memory-regression",
+]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
@@ -119,31 +142,39 @@ def test_non_finite_float_options_are_bad_usage(option, value):
     # NaN compares false with everything: --seconds nan measured forever, --tol nan raised in
     # phase 2, a NaN price or budget passed the budget gate
     extra = [] if option == "--seconds" else ["--iterations", "3"]
-    code, out, err = cli("check", "mlp", f"{option}={value}", *extra, "--max-warmup", "2", "--cv-window", "2")
+    code, out, err = cli(
+        "check", "mlp", f"{option}={value}", *extra, "--max-warmup", "2", "--cv-window", "2"
+    )
     assert code == 2, out + err
     assert f"{option} must be a finite number, got {float(value)!r}" in err
     assert "Phase 1" not in out and "Traceback" not in out + err
 
 
-@pytest.mark.parametrize("option,value,message", [
-    ("--seconds", "-1", "--seconds must be > 0"),
-    ("--tol", "0", "--tol must be > 0"),
-    ("--price-per-hour", "-2", "--price-per-hour must be > 0"),
-    ("--reference-price-per-hour", "0", "--reference-price-per-hour must be > 0"),
-    ("--max-cost-per-million", "-1", "--max-cost-per-million must be > 0"),
-    ("--max-latency-regression", "-0.1", "--max-latency-regression must be >= 0"),
-    ("--batch-size", "0", "--batch-size must be >= 1"),
-    ("--amortize-samples", "0", "--amortize-samples must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("--seconds", "-1", "--seconds must be > 0"),
+        ("--tol", "0", "--tol must be > 0"),
+        ("--price-per-hour", "-2", "--price-per-hour must be > 0"),
+        ("--reference-price-per-hour", "0", "--reference-price-per-hour must be > 0"),
+        ("--max-cost-per-million", "-1", "--max-cost-per-million must be > 0"),
+        ("--max-latency-regression", "-0.1", "--max-latency-regression must be >= 0"),
+        ("--batch-size", "0", "--batch-size must be >= 1"),
+        ("--amortize-samples", "0", "--amortize-samples must be >= 1"),
+    ],
+)
 def test_meaningless_values_are_bad_usage(option, value, message):
     code, out, err = cli("check", "mlp", option, value)
     assert code == 2 and message in err, out + err
 
 
-@pytest.mark.parametrize("argv", [
-    ["--price-per-hour", "nan", "--max-cost-per-million", "0.0000001"],
-    ["--max-cost-per-million", "nan"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--price-per-hour", "nan", "--max-cost-per-million", "0.0000001"],
+        ["--max-cost-per-million", "nan"],
+    ],
+)
 def test_nan_price_or_budget_does_not_pass_the_budget_gate(argv):
     code, out, err = cli("check", "mlp", *FAST, *argv)
     assert code == 2, out + err

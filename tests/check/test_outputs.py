@@ -1,5 +1,6 @@
 """torchneuron check, machine-readable outputs: --json (strict JSON, the whole result) and
 --junit (JUnit XML for CI)."""
+
 import json
 import xml.etree.ElementTree as ET
 
@@ -15,6 +16,7 @@ def _run(tmp_path, model, *extra):
 def _strict_json(path):
     def bad(v):
         raise ValueError(f"non-standard JSON constant {v}")
+
     return json.loads(path.read_text(), parse_constant=bad)
 
 
@@ -29,10 +31,14 @@ def test_json_and_junit_for_a_pass(tmp_path):
     assert len(r["phase3"]["device"]["times_s"]) == 20
     assert x.tag == "testsuites" and x.get("failures") == "0"
     names = [c.get("name") for c in x.iter("testcase")]
-    assert {"phase1.runs_on_device", "phase1.torch_compile", "phase2.accuracy[output]",
-            "phase3.performance"} <= set(names)
+    assert {
+        "phase1.runs_on_device",
+        "phase1.torch_compile",
+        "phase2.accuracy[output]",
+        "phase3.performance",
+    } <= set(names)
     comp = next(c for c in x.iter("testcase") if c.get("name") == "phase1.torch_compile")
-    assert comp.find("skipped") is None and comp.find("failure") is None   # compiled and ran
+    assert comp.find("skipped") is None and comp.find("failure") is None  # compiled and ran
 
 
 def test_json_and_junit_for_a_device_failure(tmp_path):
@@ -54,6 +60,5 @@ def test_junit_for_an_accuracy_failure_and_budget(tmp_path):
     assert code == 1, log
     failed = {c.get("name") for c in x.iter("testcase") if c.find("failure") is not None}
     # --mode both: the compiled model is the same perturbed model, so it fails as well
-    assert failed == {"phase2.accuracy[output]", "phase2.compiled.accuracy[output]",
-                      "cost.budget"}
+    assert failed == {"phase2.accuracy[output]", "phase2.compiled.accuracy[output]", "cost.budget"}
     assert len(r["failures"]) == 3

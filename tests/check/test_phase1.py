@@ -1,4 +1,5 @@
 """torchneuron check, phase 1: does the model run on the device."""
+
 import pytest
 import torch
 
@@ -11,10 +12,17 @@ def _assert_ran(p1):
     assert p1["cold_latency_s"] > 0
     assert p1["determinism"]["identical"] is True
     m = p1["memory"]
-    assert 0 < m["weights_bytes"] <= m["peak_allocated_bytes"] <= m["peak_reserved_bytes"] <= m["capacity_bytes"]
+    assert (
+        0
+        < m["weights_bytes"]
+        <= m["peak_allocated_bytes"]
+        <= m["peak_reserved_bytes"]
+        <= m["capacity_bytes"]
+    )
     assert isinstance(p1["narrowing"], dict)
-    assert p1["op_profile"] and all(r["op"].startswith("aten::") and r["self_host_s"] >= 0
-                                    for r in p1["op_profile"])
+    assert p1["op_profile"] and all(
+        r["op"].startswith("aten::") and r["self_host_s"] >= 0 for r in p1["op_profile"]
+    )
     # compiled mode (issue 6): it compiles, cold and warm times, graphs and breaks counted
     c = p1["compile"]
     assert c["checked"] is True and c["ok"] is True, c.get("error")
@@ -54,7 +62,9 @@ def test_fallback_ops_are_counted_and_timed():
     hit = [k for k in ops if k.startswith(f"aten::{op}")]
     assert hit, ops
     v = ops[hit[0]]
-    assert v["calls"] >= 3 and v["seconds"] > 0 and 0 < v["share"] < 1     # cold, determinism, profile runs
+    assert (
+        v["calls"] >= 3 and v["seconds"] > 0 and 0 < v["share"] < 1
+    )  # cold, determinism, profile runs
     assert 0 < p1["fallback"]["share"] < 1
     # the steady-state share is measured again in phase 3
     assert r["phase3"]["device"]["fallback_share"] > 0
@@ -80,7 +90,7 @@ def test_python_error_on_device_only():
     r = result(fixture("raises_on_device"), **FAST_KW)
     e = r["phase1"]["error"]
     assert e["type"] == "RuntimeError" and "refuses the neuron device" in e["message"]
-    assert e["op"] is None                       # raised in Python, not in an operator
+    assert e["op"] is None  # raised in Python, not in an operator
     assert "check_models.py" in e["raised_at"]
     assert r["phase2"]["status"] == "skipped" and r["phase3"]["status"] == "skipped"
     assert r["exit_code"] == 1
@@ -99,8 +109,10 @@ def test_model_failing_on_the_reference_too_is_bad_input():
     # a shape error that the CPU raises too is the model's or its inputs' fault, not the device's
     code, out, err = cli("check", fixture("bad_shapes"), *FAST)
     assert code == 2, out + err
-    assert ("fails on the reference device cpu too: this is a model/input error, not a device problem"
-            in err)
+    assert (
+        "fails on the reference device cpu too: this is a model/input error, not a device problem"
+        in err
+    )
     assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied" in err
     assert "failing op on neuron: aten::mm.default" in err
     line = next(ln for ln in err.splitlines() if ln.startswith("raised at: "))
@@ -119,14 +131,18 @@ def test_raised_at_is_the_users_frame(tmp_path):
     link = tmp_path / "lib64"
     os.symlink(os.path.dirname(os.path.dirname(torch.__file__)), link)
     user = str(tmp_path / "model.py")
-    frames = [traceback.FrameSummary(user, 10, "forward"),
-              traceback.FrameSummary("/opt/otherlib/layers.py", 20, "helper"),
-              traceback.FrameSummary(str(link / "torch" / "__init__.py"), 1750, "_check_with")]
+    frames = [
+        traceback.FrameSummary(user, 10, "forward"),
+        traceback.FrameSummary("/opt/otherlib/layers.py", 20, "helper"),
+        traceback.FrameSummary(str(link / "torch" / "__init__.py"), 1750, "_check_with"),
+    ]
     assert _raised_at(frames, user).filename == user
     assert _raised_at(frames, None).filename == "/opt/otherlib/layers.py"
 
 
-@pytest.mark.parametrize("name,returned", [("returns_float", "a float ("), ("returns_none", "None")])
+@pytest.mark.parametrize(
+    "name,returned", [("returns_float", "a float ("), ("returns_none", "None")]
+)
 def test_model_returning_no_tensors_anywhere_is_bad_input(name, returned):
     code, out, err = cli("check", fixture(name), *FAST)
     assert code == 2, out + err
@@ -156,12 +172,11 @@ def test_fallback_mode_restored_after_check():
     from torchneuron import _C
 
     assert _C._fallback_mode() == "warn"
-    getattr(torch, op)(torch.rand(3, device="neuron") + 0.5)   # still allowed afterwards
-
-
+    getattr(torch, op)(torch.rand(3, device="neuron") + 0.5)  # still allowed afterwards
 
 
 # ------------------------------------------------------------------ peak memory in program order
+
 
 def test_peak_memory_is_the_program_order_peak():
     # runs_ahead: 20 steps of h = h * 0.5 + 0.25 on a 1 MiB input, no weights. Counted by hand,
@@ -170,7 +185,11 @@ def test_peak_memory_is_the_program_order_peak():
     # device held about 40 MiB in the development runs: the compared figure must not be that.
     m = result(fixture("runs_ahead"), mode="eager", **FAST_KW)["phase1"]["memory"]
     assert m["peak_allocated_basis"] == "in order" and m["peak_allocated_bytes"] == 4 * 2**20
-    assert m["peak_allocated_in_order_bytes"] == m["peak_allocated_bytes"] <= m["peak_allocated_run_ahead_bytes"]
+    assert (
+        m["peak_allocated_in_order_bytes"]
+        == m["peak_allocated_bytes"]
+        <= m["peak_allocated_run_ahead_bytes"]
+    )
 
 
 def test_peak_memory_is_the_same_with_and_without_save_baseline(tmp_path):
@@ -180,7 +199,9 @@ def test_peak_memory_is_the_same_with_and_without_save_baseline(tmp_path):
 
     kw = dict(model="mlp", mode="eager", iterations=5, max_warmup=3, progress=False)
     plain = run(CheckConfig(**kw))["phase1"]["memory"]["peak_allocated_bytes"]
-    saved = run(CheckConfig(**kw, save_baseline=str(tmp_path / "b"), baseline_runs=1))["phase1"]["memory"]["peak_allocated_bytes"]
+    saved = run(CheckConfig(**kw, save_baseline=str(tmp_path / "b"), baseline_runs=1))["phase1"][
+        "memory"
+    ]["peak_allocated_bytes"]
     stored = json.load(open(tmp_path / "b" / "baseline.json"))["metrics"]["peak_allocated_bytes"]
     assert plain == saved == stored
 
@@ -195,14 +216,39 @@ def test_compiled_runs_narrowing_is_gathered_not_printed(tmp_path):
     import sys
 
     j = tmp_path / "r.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (os.getcwd(), os.environ.get("PYTHONPATH")) if x))
-    p = subprocess.run([sys.executable, "-m", "torchneuron", "check", fixture("narrows_when_compiled"), "--mode",
-                        "both", "--iterations", "3", "--max-warmup", "3", "--no-progress", "--json", str(j)],
-                       capture_output=True, text=True, env=env, timeout=600)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(x for x in (os.getcwd(), os.environ.get("PYTHONPATH")) if x),
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torchneuron",
+            "check",
+            fixture("narrows_when_compiled"),
+            "--mode",
+            "both",
+            "--iterations",
+            "3",
+            "--max-warmup",
+            "3",
+            "--no-progress",
+            "--json",
+            str(j),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "UserWarning" not in p.stderr and "computes float64/int64" not in p.stderr, p.stderr
     r = json.loads(j.read_text())
-    assert "aten::cumsum" not in r["phase1"]["narrowing"]                 # eager never ran it
+    assert "aten::cumsum" not in r["phase1"]["narrowing"]  # eager never ran it
     assert r["phase1"]["compile"]["narrowing"].get("aten::cumsum", 0) >= 1
     assert any("aten::cumsum computes float64/int64" in w for w in r["phase1"]["warnings"])
-    assert "compiled: aten::cumsum" in p.stdout and "device warning: UserWarning: neuron: aten::cumsum" in p.stdout
+    assert (
+        "compiled: aten::cumsum" in p.stdout
+        and "device warning: UserWarning: neuron: aten::cumsum" in p.stdout
+    )

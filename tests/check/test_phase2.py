@@ -1,4 +1,5 @@
 """torchneuron check, phase 2: are the device's results accurate (PyTorch's benchmark rule)."""
+
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from torchneuron.check.phase2 import compare, failure_text, multiplier, scaled_a
 
 # ------------------------------------------------------------------ the rule itself
 
+
 def test_allclose_decides_first():
     r = torch.randn(100, dtype=torch.float64)
     c = compare(r.float(), r.float(), r, 1e-4, torch.float32)
@@ -22,7 +24,7 @@ def test_rmse_rule_passes_when_device_error_is_like_the_reference_error():
     g = torch.randn(1000, dtype=torch.float64)
     noise = 1e-3 * torch.randn(1000, dtype=torch.float64)
     ref = (g + noise).float()
-    dev = (g - noise).float()                # as far from fp64 as the reference, not allclose to it
+    dev = (g - noise).float()  # as far from fp64 as the reference, not allclose to it
     c = compare(dev, ref, g, 1e-4, torch.float32)
     assert not c["allclose"]
     assert c["passed"] and c["decided_by"].startswith("RMSE")
@@ -39,15 +41,19 @@ def test_rmse_rule_fails_when_device_is_much_worse():
 
 
 def test_multiplier_and_relative_error():
-    assert multiplier(torch.float32) == 2 and multiplier(torch.bfloat16) == 3 and multiplier(torch.float16) == 3
+    assert (
+        multiplier(torch.float32) == 2
+        and multiplier(torch.bfloat16) == 3
+        and multiplier(torch.float16) == 3
+    )
     r = torch.tensor([0.0, 2.0, 4.0], dtype=torch.float64)
     c = compare(torch.tensor([1e-3, 2.2, 4.0]), r.float(), r, 1e-4, torch.float32)
-    assert c["max_rel"] == pytest.approx(0.1, rel=1e-5)      # zero reference element left out
+    assert c["max_rel"] == pytest.approx(0.1, rel=1e-5)  # zero reference element left out
     assert c["max_abs"] == pytest.approx(0.2, rel=1e-5)
 
 
 def test_outputs_below_the_tolerance_are_judged_against_their_own_size():
-    g = torch.softmax(0.2 * torch.randn(4, 32000, dtype=torch.float64), -1)   # elements ~3e-5
+    g = torch.softmax(0.2 * torch.randn(4, 32000, dtype=torch.float64), -1)  # elements ~3e-5
     ref = g.float()
     assert scaled_atol(g, 1e-4) == pytest.approx(1e-4 * float(g.max()))
     for wrong in (torch.zeros_like(ref), torch.full_like(ref, 1 / 32000)):
@@ -60,7 +66,10 @@ def test_outputs_below_the_tolerance_are_judged_against_their_own_size():
     # an output of order 1 keeps tol (the harness's rule)
     big = torch.randn(100, dtype=torch.float64)
     assert scaled_atol(big, 1e-4) == 1e-4
-    assert compare(big.float(), big.float(), big, 1e-4, torch.float32)["decided_by"] == "allclose(atol=rtol=0.0001)"
+    assert (
+        compare(big.float(), big.float(), big, 1e-4, torch.float32)["decided_by"]
+        == "allclose(atol=rtol=0.0001)"
+    )
     assert scaled_atol(torch.zeros(3, dtype=torch.float64), 1e-4) == 1e-4
 
 
@@ -83,14 +92,18 @@ def test_nan_on_the_device_where_the_reference_is_finite_fails():
     d = r.float().clone()
     d[3] = float("nan")
     c = compare(d, r.float(), r, 1e-4, torch.float32)
-    assert not c["passed"] and c["decided_by"] == "non-finite on the device where the reference is finite"
+    assert (
+        not c["passed"]
+        and c["decided_by"] == "non-finite on the device where the reference is finite"
+    )
     assert "1 of 8" in c["detail"]
     d[3] = float("inf")
     assert not compare(d, r.float(), r, 1e-4, torch.float32)["passed"]
 
 
-@pytest.mark.parametrize("ref", [torch.tensor([1, 2, 3]), torch.tensor([True, False, True])],
-                         ids=["int64", "bool"])
+@pytest.mark.parametrize(
+    "ref", [torch.tensor([1, 2, 3]), torch.tensor([True, False, True])], ids=["int64", "bool"]
+)
 def test_a_dtype_mismatch_fails_whatever_the_values(ref):
     # equal values: casting the device output to the reference's dtype first passed these
     c = compare(ref.float(), ref, ref.double(), 1e-4, torch.float32)
@@ -102,7 +115,7 @@ def test_a_dtype_mismatch_fails_whatever_the_values(ref):
     c = compare(x, x.long(), x.long(), 1e-4, torch.float32)
     assert not c["passed"] and c["max_abs"] == pytest.approx(0.9, rel=1e-4)
     r = torch.randn(8, dtype=torch.float64)
-    assert not compare(r.half(), r.float(), r, 1e-2, torch.float32)["passed"]   # no autocast
+    assert not compare(r.half(), r.float(), r, 1e-2, torch.float32)["passed"]  # no autocast
     assert compare(r.float(), r.float(), r, 1e-4, torch.float32)["passed"]
 
 
@@ -113,10 +126,20 @@ def test_under_autocast_float32_against_the_autocast_dtype_is_compared():
     c = compare(g.float(), g.bfloat16(), g, 1e-2, torch.bfloat16)
     assert c["passed"] and c["dtype"] == "float32" and c["reference_dtype"] == "bfloat16"
     assert compare(g.bfloat16(), g.float(), g, 1e-2, torch.bfloat16)["passed"]
-    assert not compare((g + 0.5).float(), g.bfloat16(), g, 1e-2, torch.bfloat16)["passed"]   # values still judged
-    for d, r, dt in ((g.half(), g.bfloat16(), torch.bfloat16), (g.float(), g.bfloat16(), torch.float32),
-                     (g.float(), g.half(), torch.bfloat16), (g, g.float(), torch.bfloat16)):
-        assert compare(d, r, g, 1e-2, dt)["decided_by"].startswith("dtype mismatch"), (d.dtype, r.dtype, dt)
+    assert not compare((g + 0.5).float(), g.bfloat16(), g, 1e-2, torch.bfloat16)[
+        "passed"
+    ]  # values still judged
+    for d, r, dt in (
+        (g.half(), g.bfloat16(), torch.bfloat16),
+        (g.float(), g.bfloat16(), torch.float32),
+        (g.float(), g.half(), torch.bfloat16),
+        (g, g.float(), torch.bfloat16),
+    ):
+        assert compare(d, r, g, 1e-2, dt)["decided_by"].startswith("dtype mismatch"), (
+            d.dtype,
+            r.dtype,
+            dt,
+        )
 
 
 def test_a_shape_mismatch_fails_even_where_it_broadcasts():
@@ -128,14 +151,20 @@ def test_a_shape_mismatch_fails_even_where_it_broadcasts():
 
 def test_failure_text_of_early_endings():
     a = torch.tensor([1, 2, 3])
-    assert failure_text(compare(a, a + 1, a, 1e-4, torch.float32)) == "exact equality (integer output); max abs 1"
-    assert failure_text(compare(a.float(), a, a, 1e-4, torch.float32)) == \
-        "dtype mismatch: device float32, reference int64; max abs 0"
+    assert (
+        failure_text(compare(a, a + 1, a, 1e-4, torch.float32))
+        == "exact equality (integer output); max abs 1"
+    )
+    assert (
+        failure_text(compare(a.float(), a, a, 1e-4, torch.float32))
+        == "dtype mismatch: device float32, reference int64; max abs 0"
+    )
     c = compare(a.reshape(3, 1).float(), a.float(), a.double(), 1e-4, torch.float32)
     assert failure_text(c) == "shape mismatch (device [3, 1], reference [3], fp64 [3])"
 
 
 # ------------------------------------------------------------------ on models
+
 
 def _assert_accurate(p2, names):
     assert p2["status"] == "pass", p2
@@ -213,6 +242,7 @@ def test_tol_override_is_used():
 
 
 # ------------------------------------------------------------------ lower precision (autocast)
+
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_lower_precision_under_autocast(dtype):

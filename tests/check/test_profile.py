@@ -1,6 +1,7 @@
 """torchneuron check --profile: a steady-state iteration under torch.profiler;
 the HTML report gains a timeline (host dispatch, each stream, fallbacks in red)
 and the top operators by device time; the JSON carries the same table."""
+
 import json
 
 from check_support import FAST, cli, fixture, needs_fallback_op
@@ -8,8 +9,18 @@ from check_support import FAST, cli, fixture, needs_fallback_op
 
 def test_profile_in_json_and_html(tmp_path):
     js, html = tmp_path / "r.json", tmp_path / "r.html"
-    code, out, err = cli("check", "mlp", *FAST, "--skip-reference-perf", "--profile", "--json", js,
-                         "--html", html, "--quiet")
+    code, out, err = cli(
+        "check",
+        "mlp",
+        *FAST,
+        "--skip-reference-perf",
+        "--profile",
+        "--json",
+        js,
+        "--html",
+        html,
+        "--quiet",
+    )
     assert code == 0, err
     p = json.loads(js.read_text())["profile"]
     assert p["status"] == "ok"
@@ -29,8 +40,16 @@ def test_profile_in_json_and_html(tmp_path):
 def test_fallbacks_are_highlighted(tmp_path):
     op = needs_fallback_op()
     js = tmp_path / "r.json"
-    code, _, err = cli("check", fixture("falls_back"), *FAST, "--skip-reference-perf", "--profile",
-                       "--json", js, "--quiet")
+    code, _, err = cli(
+        "check",
+        fixture("falls_back"),
+        *FAST,
+        "--skip-reference-perf",
+        "--profile",
+        "--json",
+        js,
+        "--quiet",
+    )
     assert code == 0, err
     p = json.loads(js.read_text())["profile"]
     fb = [s for s in p["timeline"] if s["kind"] == "cpu_fallback"]

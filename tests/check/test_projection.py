@@ -1,5 +1,6 @@
 """The Trainium projection: StableHLO parsing (FLOPs, engines, bytes), the roofline on
 NeuronCore figures, the torch-mlir lowering and `torchneuron check --projection`."""
+
 import json
 
 import pytest
@@ -8,9 +9,11 @@ import torch
 from check_support import cli
 from torchneuron.check import hardware, projection
 
-CONV = ("    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], "
-        "window = {stride = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : "
-        "(tensor<1x8x8x3xf32>, tensor<3x3x3x16xf32>) -> tensor<1x6x6x16xf32>")
+CONV = (
+    "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], "
+    "window = {stride = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : "
+    "(tensor<1x8x8x3xf32>, tensor<3x3x3x16xf32>) -> tensor<1x6x6x16xf32>"
+)
 MODULE = f"""module {{
   func.func @main(%arg0: tensor<4x64xbf16>, %arg1: tensor<64x32xbf16>) -> tensor<4x32xbf16> {{
     %cst = stablehlo.constant dense<1.0> : tensor<4x32xbf16>
@@ -27,11 +30,16 @@ MODULE = f"""module {{
 def test_parse_counts_flops_and_engines():
     ops = {o.name: o for o in projection.parse(MODULE)}
     assert ops["dot_general"].flops == 2 * 4 * 32 * 64 and ops["dot_general"].engine == "tensor"
-    assert ops["convolution"].flops == 2 * (6 * 6 * 16) * (3 * 3 * 3) and ops["convolution"].engine == "tensor"
+    assert (
+        ops["convolution"].flops == 2 * (6 * 6 * 16) * (3 * 3 * 3)
+        and ops["convolution"].engine == "tensor"
+    )
     assert ops["add"].engine == "vector" and ops["add"].flops == 4 * 32
     assert ops["exponential"].engine == "scalar"
     assert ops["transpose"].engine == "move" and ops["transpose"].flops == 0
-    assert ops["add"].out_bytes == 4 * 32 * 2 and ops["dot_general"].in_bytes == (4 * 64 + 64 * 32) * 2
+    assert (
+        ops["add"].out_bytes == 4 * 32 * 2 and ops["dot_general"].in_bytes == (4 * 64 + 64 * 32) * 2
+    )
     assert "constant" not in ops and "return" not in ops
 
 
@@ -39,30 +47,43 @@ def test_roofline_compute_and_memory_bound():
     core = hardware.NEURONCORE_V3
     r = projection.project(MODULE, core, batch=4)
     dot = next(x for x in r["top_ops"] if x["op"] == "dot_general")
-    assert dot["bound"] == "compute" and dot["time_s"] == pytest.approx(2 * 4 * 32 * 64 / core.tensor_bf16)
+    assert dot["bound"] == "compute" and dot["time_s"] == pytest.approx(
+        2 * 4 * 32 * 64 / core.tensor_bf16
+    )
     # a transpose of a tensor bigger than half the SBUF is materialized in HBM: memory-bound;
     # an elementwise op on it is fused with its producer: no HBM traffic of its own
-    n = core.sbuf_bytes // 4 // 2                  # 2 x n f32 elements: the whole SBUF
-    body = (f"    %0 = stablehlo.transpose %arg0, dims = [1, 0] : (tensor<2x{n}xf32>) -> tensor<{n}x2xf32>\n"
-            f"    %1 = stablehlo.add %0, %0 : tensor<{n}x2xf32>")
-    r2 = projection.project(f"module {{\n  func.func @main(%arg0: tensor<2x{n}xf32>) -> tensor<{n}x2xf32> {{\n"
-                            f"{body}\n  }}\n}}", core, batch=1)
+    n = core.sbuf_bytes // 4 // 2  # 2 x n f32 elements: the whole SBUF
+    body = (
+        f"    %0 = stablehlo.transpose %arg0, dims = [1, 0] : (tensor<2x{n}xf32>) -> tensor<{n}x2xf32>\n"
+        f"    %1 = stablehlo.add %0, %0 : tensor<{n}x2xf32>"
+    )
+    r2 = projection.project(
+        f"module {{\n  func.func @main(%arg0: tensor<2x{n}xf32>) -> tensor<{n}x2xf32> {{\n"
+        f"{body}\n  }}\n}}",
+        core,
+        batch=1,
+    )
     ops2 = {x["op"]: x for x in r2["top_ops"]}
     op = ops2["transpose"]
     assert op["bound"] == "memory" and op["hbm_bytes"] == 2 * 2 * n * 4
-    assert op["time_s"] == pytest.approx(2 * 2 * n * 4 / (core.hbm_bytes_per_s_chip / core.cores_per_chip))
+    assert op["time_s"] == pytest.approx(
+        2 * 2 * n * 4 / (core.hbm_bytes_per_s_chip / core.cores_per_chip)
+    )
     assert ops2["add"]["hbm_bytes"] == 0 and ops2["add"]["bound"] == "compute"
     # + the serial row: the argument read once and the result written once
     serial = ops2[projection.WEIGHTS_ROW]
     assert serial["hbm_bytes"] == 2 * n * 4 + n * 2 * 4 and serial["engine"] == "dma"
-    assert r2["latency_s_per_core"] == pytest.approx(op["time_s"] + ops2["add"]["time_s"]
-                                                     + (2 * n * 4 + n * 2 * 4) / core.hbm_bytes_per_s_core)
+    assert r2["latency_s_per_core"] == pytest.approx(
+        op["time_s"] + ops2["add"]["time_s"] + (2 * n * 4 + n * 2 * 4) / core.hbm_bytes_per_s_core
+    )
     assert "not a measurement" in r2["estimate"]
 
 
 def test_every_figure_has_a_source():
     for core in (hardware.NEURONCORE_V2, hardware.NEURONCORE_V3, hardware.NEURONCORE_V4):
-        assert core.sources and all(u.startswith("https://awsdocs-neuron") for u in core.sources.values())
+        assert core.sources and all(
+            u.startswith("https://awsdocs-neuron") for u in core.sources.values()
+        )
     assert hardware.NEURONCORE_V4.tensor_fp8 > hardware.NEURONCORE_V3.tensor_fp8
     assert hardware.NEURONCORE_V4.hbm_bytes_per_s_core > hardware.NEURONCORE_V3.hbm_bytes_per_s_core
 
@@ -88,7 +109,13 @@ def test_lowering_a_model_whose_output_holds_a_kv_cache():
     from torchneuron.check import stablehlo
 
     spec = importlib.util.spec_from_file_location(
-        "check_models", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "check_models.py"))
+        "check_models",
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            "fixtures",
+            "check_models.py",
+        ),
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model, inputs = mod.structured()
@@ -101,7 +128,9 @@ def test_lowering_a_model_whose_output_holds_a_kv_cache():
 def test_check_projection_section(tmp_path):
     pytest.importorskip("torch_mlir")
     j = tmp_path / "r.json"
-    code, out, err = cli("check", "mlp", "--iterations", "5", "--max-warmup", "5", "--projection", "--json", j)
+    code, out, err = cli(
+        "check", "mlp", "--iterations", "5", "--max-warmup", "5", "--projection", "--json", j
+    )
     assert code == 0, out + err
     p = json.loads(j.read_text())["projection"]
     assert p["status"] == "pass" and set(p) >= {"trn2", "trn3"}
@@ -113,10 +142,12 @@ def test_check_projection_section(tmp_path):
     a = p["trn2"]
     assert projection.WEIGHTS_ROW in out and "of the pass" in out
     from torchneuron.check import formatting
+
     shown = formatting.projected_top(a, 8)
     label, rest = formatting.projected_rest(a, shown)
-    assert label in out and float(rest.split()[0]) * 1e-6 + sum(r["time_s"] for r in shown) == pytest.approx(
-        a["latency_s_per_core"], rel=1e-2)
+    assert label in out and float(rest.split()[0]) * 1e-6 + sum(
+        r["time_s"] for r in shown
+    ) == pytest.approx(a["latency_s_per_core"], rel=1e-2)
 
 
 def test_projection_prices_with_the_users_price(tmp_path):
@@ -124,16 +155,34 @@ def test_projection_prices_with_the_users_price(tmp_path):
     # for that instance prices the projection; USD per 1M = price / 3600 * 1e6 / throughput
     pytest.importorskip("torch_mlir")
     j = tmp_path / "r.json"
-    code, out, err = cli("check", "mlp", "--mode", "eager", "--iterations", "5", "--max-warmup", "5", "--projection",
-                         "--instance", "trn2.48xlarge", "--price-per-hour", "40", "--json", j)
+    code, out, err = cli(
+        "check",
+        "mlp",
+        "--mode",
+        "eager",
+        "--iterations",
+        "5",
+        "--max-warmup",
+        "5",
+        "--projection",
+        "--instance",
+        "trn2.48xlarge",
+        "--price-per-hour",
+        "40",
+        "--json",
+        j,
+    )
     assert code == 0, out + err
     p = json.loads(j.read_text())["projection"]
     a, b = p["trn2"], p["trn3"]
     assert a["price_per_hour"] == 40 and a["price_source"] == "--price-per-hour"
     assert a["usd_per_million"] == pytest.approx(40 / 3600 * 1e6 / a["throughput_per_instance"])
-    assert b["usd_per_million"] is None and b["instance_assumed"]     # not the instance priced
-    assert "(your price)" in out and "assumed" in out and "$0.0000" not in out   # significant figures
+    assert b["usd_per_million"] is None and b["instance_assumed"]  # not the instance priced
+    assert (
+        "(your price)" in out and "assumed" in out and "$0.0000" not in out
+    )  # significant figures
     from torchneuron.check import formatting
+
     assert formatting.usd(4.58e-06) == "$4.58e-06" and formatting.usd(0.5) == "$0.5000"
     assert "fixed costs per execution" in p["note"]
 
@@ -165,7 +214,10 @@ def test_a_gathered_table_counts_the_rows_read():
     serial = 4 * 8 * 8 + 64 * 64 * 4 + 4 * 8 * 64 * 4
     row = next(x for x in r["top_ops"] if x["op"] == projection.WEIGHTS_ROW)
     assert row["hbm_bytes"] == serial and r["gathered_bytes"] == rows_read
-    assert r["weights_and_inputs_bytes"] == 4 * 8 * 8 + 64 * 64 * 4 and r["outputs_bytes"] == 4 * 8 * 64 * 4
+    assert (
+        r["weights_and_inputs_bytes"] == 4 * 8 * 8 + 64 * 64 * 4
+        and r["outputs_bytes"] == 4 * 8 * 64 * 4
+    )
     assert r["latency_s_per_core"] == pytest.approx(sum(x["time_s"] for x in r["top_ops"]))
     assert r["weights_and_inputs_share"] == pytest.approx(row["time_s"] / r["latency_s_per_core"])
 
@@ -182,7 +234,11 @@ def test_torch_mlirs_erf_polynomial_is_one_scalar_op():
 
     m = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.GELU()).eval()
     text, _ = stablehlo.lower(m, (torch.randn(16, 64),))
-    assert "stablehlo.erf" not in text and "chlo.erf" not in text and text.count("stablehlo.clamp") == 2
+    assert (
+        "stablehlo.erf" not in text
+        and "chlo.erf" not in text
+        and text.count("stablehlo.clamp") == 2
+    )
     ops = projection.parse(text)
     erf = [o for o in ops if o.name == "erf"]
     assert len(erf) == 1 and erf[0].engine == "scalar" and erf[0].flops == 16 * 32

@@ -1,4 +1,5 @@
 """torchneuron check, --html: one self-contained page, opened in headless Chromium."""
+
 import re
 import shutil
 import subprocess
@@ -15,11 +16,11 @@ def _html(tmp_path, model, *extra):
 
 
 def _self_contained(text):
-    assert "<script" not in text                                  # nothing runs
-    assert not re.search(r'<(link|img|iframe)\b', text)           # nothing fetched
+    assert "<script" not in text  # nothing runs
+    assert not re.search(r"<(link|img|iframe)\b", text)  # nothing fetched
     assert not re.search(r'\b(src|href)\s*=\s*"(https?:)?//', text)
     assert "@import" not in text
-    assert not re.search(r"url\((?!#)", text)                     # only in-page references (SVG clip paths)
+    assert not re.search(r"url\((?!#)", text)  # only in-page references (SVG clip paths)
 
 
 def test_pass_report(tmp_path):
@@ -27,10 +28,17 @@ def test_pass_report(tmp_path):
     assert code == 0, log
     _self_contained(text)
     assert 'class="verdict v-pass"' in text and "PASS" in text
-    for section in ('id="phase1"', 'id="phase2"', 'id="phase3"', 'id="cost"', 'id="baseline"', 'id="manifest"'):
+    for section in (
+        'id="phase1"',
+        'id="phase2"',
+        'id="phase3"',
+        'id="cost"',
+        'id="baseline"',
+        'id="manifest"',
+    ):
         assert section in text
-    assert text.count("<svg") == 3                                # warm-up, histogram, op time
-    assert "warm (cache hit)" in text and "not Trainium" in text   # compiled mode checked
+    assert text.count("<svg") == 3  # warm-up, histogram, op time
+    assert "warm (cache hit)" in text and "not Trainium" in text  # compiled mode checked
     assert "Host dispatch time per op" in text
 
 
@@ -49,26 +57,41 @@ def test_fallback_ops_highlighted(tmp_path):
     code, text, _, log = _html(tmp_path, fixture("falls_back"), *FAST)
     assert code == 0, log
     assert "CPU fallback ops" in text and f"aten::{op}" in text
-    assert "#c0392b" in text                                       # the red bars
+    assert "#c0392b" in text  # the red bars
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMIUM = (
+    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)"
+)
 def test_opens_in_headless_chromium(tmp_path):
     code, text, page, log = _html(tmp_path, "minilm", *MINILM)
     assert code == 0, log
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-             f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [CHROMIUM, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "torchneuron check — minilm" in dom.stdout and "v-pass" in dom.stdout
     assert dom.stdout.count("<svg") == 3
     png = tmp_path / "report.png"
-    shot = subprocess.run([CHROMIUM, *flags, "--window-size=1280,3800", f"--screenshot={png}", page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    shot = subprocess.run(
+        [CHROMIUM, *flags, "--window-size=1280,3800", f"--screenshot={png}", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shot.returncode == 0, shot.stderr[-2000:]
     data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000   # a real, non-blank page
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000  # a real, non-blank page

@@ -1,6 +1,7 @@
 """torchneuron check compares outputs that are not plain tensors: dataclasses, a
 transformers KV cache (DynamicCache), nested lists and dicts; what it cannot compare is
 listed, never dropped silently."""
+
 import json
 
 from check_support import cli, fixture
@@ -8,12 +9,19 @@ from check_support import cli, fixture
 
 def test_dataclass_cache_and_nested_outputs_are_compared(tmp_path):
     j = tmp_path / "r.json"
-    code, out, err = cli("check", fixture("structured"), "--iterations", "5", "--max-warmup", "5", "--json", j)
+    code, out, err = cli(
+        "check", fixture("structured"), "--iterations", "5", "--max-warmup", "5", "--json", j
+    )
     assert code == 0, out + err
     r = json.loads(j.read_text())
     names = set(r["phase2"]["outputs"])
-    assert {"hidden", "past_key_values.layers[0].key", "past_key_values.layers[0].value",
-            "extra.list[0]", "extra.list[1].max"} <= names
+    assert {
+        "hidden",
+        "past_key_values.layers[0].key",
+        "past_key_values.layers[0].value",
+        "extra.list[0]",
+        "extra.list[1].max",
+    } <= names
     assert all(o["passed"] for o in r["phase2"]["outputs"].values())
     assert r["phase1"]["uncomparable_outputs"] == [{"name": "label", "type": "str"}]
     assert any("not compared (not tensors): label (str)" in w for w in r["warnings"])
@@ -26,8 +34,11 @@ def test_an_encoder_decoder_cache_compares_both_caches(tmp_path):
     assert code == 1, text
     outs = r["phase2"]["outputs"]
     base = "past_key_values.{}.layers[0].{}"
-    assert {base.format(c, kv) for c in ("self_attention_cache", "cross_attention_cache")
-            for kv in ("key", "value")} | {"hidden"} == set(outs)
+    assert {
+        base.format(c, kv)
+        for c in ("self_attention_cache", "cross_attention_cache")
+        for kv in ("key", "value")
+    } | {"hidden"} == set(outs)
     bad = {k for k, o in outs.items() if not o["passed"]}
     assert bad == {base.format("cross_attention_cache", "value")}, outs
     assert abs(outs[base.format("cross_attention_cache", "value")]["max_abs"] - 1.0) < 1e-6
@@ -40,12 +51,18 @@ def test_outputs_whose_names_collide_are_both_compared(tmp_path):
     assert code == 1, text
     outs = r["phase2"]["outputs"]
     assert set(outs) == {"a.b", "a.b#2"}
-    assert not outs["a.b"]["passed"] and abs(outs["a.b"]["max_abs"] - 1.0) < 1e-6 and outs["a.b#2"]["passed"]
+    assert (
+        not outs["a.b"]["passed"]
+        and abs(outs["a.b"]["max_abs"] - 1.0) < 1e-6
+        and outs["a.b#2"]["passed"]
+    )
 
 
 def _check(tmp_path, name, *extra):
     j = tmp_path / f"{name}.json"
-    code, out, err = cli("check", fixture(name), "--iterations", "5", "--max-warmup", "5", "--json", j, *extra)
+    code, out, err = cli(
+        "check", fixture(name), "--iterations", "5", "--max-warmup", "5", "--json", j, *extra
+    )
     return code, out + err, json.loads(j.read_text())
 
 
@@ -75,7 +92,11 @@ def test_numbers_and_empty_outputs_pass_when_equal_in_both_modes(tmp_path):
     outs = r["phase2"]["outputs"]
     assert set(outs) == {"h", "empty", "n", "flag", "scale"}
     assert all(o["passed"] for o in outs.values()), outs
-    assert outs["n"]["dtype"] == "int64" and outs["flag"]["dtype"] == "bool" and outs["scale"]["dtype"] == "float64"
+    assert (
+        outs["n"]["dtype"] == "int64"
+        and outs["flag"]["dtype"] == "bool"
+        and outs["scale"]["dtype"] == "float64"
+    )
     assert r["phase1"]["compile"]["ok"], r["phase1"]["compile"]
     assert r["phase1"]["compile"]["max_abs_diff_vs_eager"]["empty"] == 0.0
     comp = r["phase2"]["compiled"]["outputs"]

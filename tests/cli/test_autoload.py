@@ -2,6 +2,7 @@
 device on a plain ``import torch``; PrivateUse1 is renamed ``neuron`` with the
 generated ``tensor.neuron()``, ``module.neuron()``, storage methods and
 ``is_neuron`` attributes."""
+
 import json
 
 import pytest
@@ -28,19 +29,25 @@ except RuntimeError as e:
 
 @pytest.fixture(scope="module")
 def children():
-    return run_python_many({
-        "plain": (_PLAIN, {}),
-        # PyTorch's switch for backend autoload: then nothing registers "neuron".
-        "off": (_OFF, {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
-    })
+    return run_python_many(
+        {
+            "plain": (_PLAIN, {}),
+            # PyTorch's switch for backend autoload: then nothing registers "neuron".
+            "off": (_OFF, {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
+        }
+    )
 
 
 def test_plain_import_torch_autoloads_the_device(children):
     proc = children["plain"]
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert r == {"device": "neuron:0", "values": [1.0, 1.0], "module": "torchneuron.device_module",
-                 "loaded": True}
+    assert r == {
+        "device": "neuron:0",
+        "values": [1.0, 1.0],
+        "module": "torchneuron.device_module",
+        "loaded": True,
+    }
 
 
 def test_autoload_can_be_switched_off(children):
@@ -123,8 +130,9 @@ def test_storage_slices_are_views():
     assert part.is_neuron and part.nbytes() == 12 and not part.resizable()
     as_tensor = torch.empty(0, device="neuron").set_(part, 0, (3,), (1,))
     assert torch.equal(as_tensor.cpu(), torch.tensor([1.0, 2.0, 3.0]))
-    assert torch.equal(torch.tensor([], dtype=torch.float32).set_(part.cpu()),
-                       torch.tensor([1.0, 2.0, 3.0]))
+    assert torch.equal(
+        torch.tensor([], dtype=torch.float32).set_(part.cpu()), torch.tensor([1.0, 2.0, 3.0])
+    )
     as_tensor.fill_(-1)  # writes through to d
     assert d.cpu().tolist() == [0.0, -1.0, -1.0, -1.0, 4.0, 5.0, 6.0, 7.0]
     # a view cannot grow, as on the CPU

@@ -1,6 +1,7 @@
 """A CUDA script runs unchanged on neuron (issue 7, section 3): `torchneuron run` and
 `import torchneuron.cuda_compat`. Every check runs in a fresh process, since the remapping
 changes torch for the whole process."""
+
 from __future__ import annotations
 
 import os
@@ -11,19 +12,32 @@ import torch
 
 from conftest import run_python
 
-FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "cuda_train_script.py")
+FIXTURE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "cuda_train_script.py"
+)
 
 
 def _cli(*args, cwd=None, env=None):
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "torchneuron", *args], capture_output=True,
-                          text=True, timeout=180, cwd=cwd, env=e)
+    return subprocess.run(
+        [sys.executable, "-m", "torchneuron", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env=e,
+    )
 
 
 def test_cuda_training_script_runs_unchanged_and_matches_cpu(tmp_path):
-    ref = subprocess.run([sys.executable, FIXTURE, str(tmp_path / "cpu.pt")], capture_output=True,
-                         text=True, timeout=180, env={**os.environ, "DEVICE": "cpu"})
+    ref = subprocess.run(
+        [sys.executable, FIXTURE, str(tmp_path / "cpu.pt")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "DEVICE": "cpu"},
+    )
     assert ref.returncode == 0, ref.stderr
     dev_dir = tmp_path / "dev"
     dev_dir.mkdir()
@@ -34,8 +48,9 @@ def test_cuda_training_script_runs_unchanged_and_matches_cpu(tmp_path):
     a, b = torch.load(tmp_path / "cpu.pt"), torch.load(dev_dir / "dev.pt")
     assert len(a["losses"]) == len(b["losses"]) == 8
     # bfloat16 autocast: the CPU's and neuron's (CUDA's) autocast policies differ per op.
-    torch.testing.assert_close(torch.tensor(b["losses"]), torch.tensor(a["losses"]),
-                               rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(
+        torch.tensor(b["losses"]), torch.tensor(a["losses"]), rtol=1e-2, atol=1e-2
+    )
     for p, q in zip(a["params"], b["params"]):
         torch.testing.assert_close(q, p, rtol=1e-2, atol=5e-3)
 
@@ -144,16 +159,19 @@ def test_nccl_process_group_maps_to_neuron():
 
 def test_run_cli_argv_exit_code_and_module(tmp_path):
     script = tmp_path / "prog.py"
-    script.write_text("import sys, torch\n"
-                      "assert torch.randn(1, device='cuda').device.type == 'neuron'\n"
-                      "print(sys.argv, __name__)\n"
-                      "sys.exit(int(sys.argv[-1]))\n")
+    script.write_text(
+        "import sys, torch\n"
+        "assert torch.randn(1, device='cuda').device.type == 'neuron'\n"
+        "print(sys.argv, __name__)\n"
+        "sys.exit(int(sys.argv[-1]))\n"
+    )
     r = _cli("run", str(script), "--help", "3")
     assert r.returncode == 3 and f"['{script}', '--help', '3'] __main__" in r.stdout, r.stderr
     (tmp_path / "progmod.py").write_text(script.read_text())
     r = _cli("run", "-m", "progmod", "0", cwd=tmp_path)
     assert r.returncode == 0 and "['progmod', '0'] __main__" in r.stdout.replace(
-        str(tmp_path / "progmod.py"), "progmod"), r.stderr
+        str(tmp_path / "progmod.py"), "progmod"
+    ), r.stderr
     r = _cli("run", str(tmp_path / "missing.py"))
     assert r.returncode == 2 and "no such script" in r.stderr
     r = _cli("run")

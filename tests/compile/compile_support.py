@@ -1,4 +1,5 @@
 """Helpers of the compile tests: a fresh NEFF cache folder per test, metrics reset."""
+
 from __future__ import annotations
 
 import pytest

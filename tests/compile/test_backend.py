@@ -1,5 +1,6 @@
 """The Dynamo backend "neuron": registration, options, modes, dynamic=True, recompiles,
 graph breaks, failures that raise (stage, op, source line) or fall back to eager."""
+
 import os
 import re
 
@@ -36,11 +37,21 @@ def test_matches_cpu_and_counts_graph():
     assert torch.allclose(c(x.to("neuron")).cpu(), ref, atol=1e-6)
     recs = torch.neuron.get_dynamo_metrics()
     assert len(recs) == 1 and re.fullmatch(r"model_\d+_forward_\d+", recs[0]["graph_name"])
-    for f in ("graph_id", "model_name", "graph_node_count", "timestamp", "fx_passes_us",
-              "lower_us", "compile_us", "cache", "recompile_reason"):
+    for f in (
+        "graph_id",
+        "model_name",
+        "graph_node_count",
+        "timestamp",
+        "fx_passes_us",
+        "lower_us",
+        "compile_us",
+        "cache",
+        "recompile_reason",
+    ):
         assert f in recs[0]
     assert len(recs[0]["graph_id"]) == 64 and recs[0]["cache"] == "compiled"
     from torch._dynamo.utils import counters
+
     assert counters["neuron"]["graphs"] == 1
 
 
@@ -62,6 +73,7 @@ def test_new_batch_size_recompiles_with_reason():
     assert "(4, 8) torch.float32 -> (6, 8)" in recs[1]["recompile_reason"]
     assert "(6, 8) torch.float32 -> (9, 8)" in recs[2]["recompile_reason"]
     from torch._dynamo.utils import counters
+
     assert counters["neuron"]["recompiles"] == 2
 
 
@@ -78,7 +90,7 @@ def test_mode_warns_and_unknown_option_raises():
 def test_graph_break_gives_two_graphs_fullgraph_raises():
     def f(x):
         y = x.sin()
-        print("break")          # a graph break (Dynamo's)
+        print("break")  # a graph break (Dynamo's)
         return y.cos()
 
     x = torch.randn(4)
@@ -91,7 +103,7 @@ def test_graph_break_gives_two_graphs_fullgraph_raises():
 
 
 def _i1_user(x):
-    return torch.special.i1e(x) * 2 + 1   # i1e has no StableHLO lowering in torch-mlir
+    return torch.special.i1e(x) * 2 + 1  # i1e has no StableHLO lowering in torch-mlir
 
 
 def test_unlowerable_op_raises_with_stage_op_and_source_line():
@@ -106,20 +118,24 @@ def test_unlowerable_op_runs_with_fallback_execution():
     x = torch.full((4,), 0.5)
     ref = _i1_user(x)
     with pytest.warns(UserWarning, match="running graph .* eagerly on neuron"):
-        out = torch.compile(_i1_user, backend="neuron",
-                            options={"fallback_execution": True})(x.to("neuron"))
+        out = torch.compile(_i1_user, backend="neuron", options={"fallback_execution": True})(
+            x.to("neuron")
+        )
     assert torch.allclose(out.cpu(), ref)
     assert torch.neuron.get_dynamo_metrics()[0]["fallback"].startswith("neuron backend: lowering")
 
 
-@pytest.mark.slow   # a child process; the option form is tested in-process above
+@pytest.mark.slow  # a child process; the option form is tested in-process above
 def test_fallback_by_environment():
-    out = run_python("""
+    out = run_python(
+        """
         import torch, warnings
         warnings.simplefilter("ignore")
         f = torch.compile(lambda x: torch.special.i1e(x), backend="neuron")
         print(round(f(torch.full((2,), 0.5, device="neuron")).cpu()[0].item(), 4))
-    """, env={"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "0"})
+    """,
+        env={"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "0"},
+    )
     assert out.stdout.strip() == str(round(torch.special.i1e(torch.tensor(0.5)).item(), 4))
 
 
@@ -131,17 +147,23 @@ def test_unknown_compiler_flag_is_compiler_error(monkeypatch):
 
 def test_known_compiler_flags_and_opt_level_reach_the_compiler(monkeypatch, tmp_path):
     import json
+
     monkeypatch.setenv("NEURON_CC_FLAGS", "--target=trn1 -O1 --model-type=transformer")
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "dbg"))
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     out = torch.compile(lambda t: t * 2 + 1, backend="neuron")(torch.ones(3, device="neuron"))
     assert out.cpu().tolist() == [3.0, 3.0, 3.0]
-    (run,) = list((tmp_path / "dbg").iterdir())   # this process's run folder
+    (run,) = list((tmp_path / "dbg").iterdir())  # this process's run folder
     assert run.name.startswith("run_") and run.name.endswith(f"_{os.getpid()}")
-    (d,) = list(run.iterdir())   # one graph: <model>_<aot id>_inference_<n>
+    (d,) = list(run.iterdir())  # one graph: <model>_<aot id>_inference_<n>
     assert d.name.startswith("model_") and "_inference_" in d.name
-    assert sorted(p.name for p in d.iterdir()) == ["compiler.txt", "fx_graph.txt", "graph.neff",
-                                                   "stablehlo.mlir", "torch_mlir_raw.mlir"]
+    assert sorted(p.name for p in d.iterdir()) == [
+        "compiler.txt",
+        "fx_graph.txt",
+        "graph.neff",
+        "stablehlo.mlir",
+        "torch_mlir_raw.mlir",
+    ]
     info = json.loads((d / "compiler.txt").read_text())
     assert info["target"] == "trn1" and info["opt_level"] == 1
     assert "--model-type=transformer" in info["flags"]

@@ -1,5 +1,6 @@
 """torchneuron check in compiled mode (issue 6): --mode eager|compile|both, and a model
 whose graph cannot lower reported with the failing stage and ATen op."""
+
 import torch
 
 from check_support import FAST_KW, fixture, result  # noqa: F401
@@ -22,22 +23,37 @@ def test_mode_eager_skips_compile():
 def test_compile_failure_reports_stage_op_and_source():
     import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "compile_models.py")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "compile_models.py"
+    )
     r = result(f"{path}:unlowerable", **FAST_KW)
     c = r["phase1"]["compile"]
     assert c["checked"] and not c["ok"]
     e = c["error"]
     assert e["compile_stage"] == "lowering" and e["op"] == "aten.special_i1e.default"
     assert "compile_models.py" in e["raised_at"]
-    assert r["phase1"]["status"] == "fail"     # a model that does not compile fails phase 1
+    assert r["phase1"]["status"] == "fail"  # a model that does not compile fails phase 1
 
 
 def test_mode_both_reports_compiled_accuracy_beside_eager(tmp_path):
     from check_support import cli
     import json
+
     j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
-    code, out, err = cli("check", "mlp", "--iterations", "5", "--max-warmup", "5",
-                         "--json", j, "--html", h, "--junit", x)
+    code, out, err = cli(
+        "check",
+        "mlp",
+        "--iterations",
+        "5",
+        "--max-warmup",
+        "5",
+        "--json",
+        j,
+        "--html",
+        h,
+        "--junit",
+        x,
+    )
     assert code == 0, out + err
     r = json.loads(j.read_text())
     c = r["phase2"]["compiled"]
@@ -64,6 +80,7 @@ def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
 
     monkeypatch.setattr(compiled, "check_compile", planted)
     from torchneuron.check import CheckConfig, run
+
     # not check_support.result: its per-session cache may hold an unplanted run of mlp
     r = run(CheckConfig(model="mlp", progress=False, **FAST_KW))
     assert r["phase2"]["status"] == "pass" and r["phase2"]["compiled"]["status"] == "fail"
@@ -73,19 +90,40 @@ def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
 def test_mode_both_times_and_prices_the_compiled_model(tmp_path):
     from check_support import cli
     import json
+
     j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
-    code, out, err = cli("check", "mlp", "--iterations", "5", "--max-warmup", "5", "--amortize-samples", "1000",
-                         "--json", j, "--html", h, "--junit", x)
+    code, out, err = cli(
+        "check",
+        "mlp",
+        "--iterations",
+        "5",
+        "--max-warmup",
+        "5",
+        "--amortize-samples",
+        "1000",
+        "--json",
+        j,
+        "--html",
+        h,
+        "--junit",
+        x,
+    )
     assert code == 0, out + err
     r = json.loads(j.read_text())
     c, d = r["phase3"]["compiled"], r["phase3"]["device"]
-    assert c["iterations"] == 5 and c["p50_s"] > 0 and c["cold_s"] == r["phase1"]["compile"]["compile_s"]
+    assert (
+        c["iterations"] == 5
+        and c["p50_s"] > 0
+        and c["cold_s"] == r["phase1"]["compile"]["compile_s"]
+    )
     assert c["ratio_to_eager_p50"] == c["p50_s"] / d["p50_s"]
     k, price = r["cost"]["compiled"], r["cost"]["device"]["usd_per_hour"]
     # documented formula: price/3600 * (1e6/throughput + compile_s * 1e6/amortize_samples)
     want = price / 3600 * (1e6 / c["throughput_samples_per_s"] + k["overhead_s"] * 1e6 / 1000)
     assert k["usd_per_million"] == __import__("pytest").approx(want, rel=1e-12)
     assert k["overhead_s"] == r["phase1"]["compile"]["compile_s"]
-    assert r["cost"]["device"]["overhead_label"].startswith("cold-start")   # eager has no compile step
+    assert r["cost"]["device"]["overhead_label"].startswith(
+        "cold-start"
+    )  # eager has no compile step
     assert "compiled (backend neuron)" in out and 'id="phase3-compiled"' in h.read_text()
     assert 'name="phase3.compiled.performance"' in x.read_text()

@@ -1,6 +1,7 @@
 """torch.compile(backend="neuron") on real models against the CPU (issue 6, real input):
 all-MiniLM-L6-v2 with its published weights, GPT-2 generate with a static KV cache,
 a transformers ResNet, and a BERT training loop (forward, backward, AdamW) vs eager."""
+
 import copy
 
 import pytest
@@ -36,15 +37,14 @@ def test_gpt2_generate_static_cache_same_tokens_as_eager():
     model, inputs = models.gpt2_tiny(initializer_range=0.1)
     model.to("neuron")
     ids = inputs["input_ids"].to("neuron")
-    kw = dict(max_new_tokens=20, do_sample=False, cache_implementation="static",
-              pad_token_id=999)
+    kw = dict(max_new_tokens=20, do_sample=False, cache_implementation="static", pad_token_id=999)
     with torch.no_grad():
         eager = model.generate(ids, **kw).cpu()
         model.forward = torch.compile(model.forward, backend="neuron", fullgraph=True)
         compiled = model.generate(ids, **kw).cpu()
     assert compiled.shape == (1, 28)
     assert torch.equal(compiled, eager)
-    assert len(set(eager[0, 8:].tolist())) > 3   # a varied sequence, not one token repeated
+    assert len(set(eager[0, 8:].tolist())) > 3  # a varied sequence, not one token repeated
     # prefill and decode: two executables (two shapes); the decode steps reuse theirs
     assert len({r["graph_id"] for r in torch.neuron.get_dynamo_metrics()}) == 2
 
@@ -64,9 +64,17 @@ def _bert_classifier():
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=128, max_position_embeddings=64, num_labels=3,
-                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    cfg = BertConfig(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        num_labels=3,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     return BertForSequenceClassification(cfg)
 
 
@@ -91,6 +99,6 @@ def test_bert_training_20_steps_compiled_matches_eager():
             losses.append(loss.item())
     diffs = [abs(a - b) for a, b in zip(losses_e, losses_c)]
     assert max(diffs) <= 1e-4, diffs
-    assert losses_c[-1] < losses_c[0]   # it trained
+    assert losses_c[-1] < losses_c[0]  # it trained
     kinds = {r["graph_name"].split("_")[-2] for r in torch.neuron.get_dynamo_metrics()}
     assert kinds == {"backward", "forward"}

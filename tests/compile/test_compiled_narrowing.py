@@ -2,6 +2,7 @@
 comparisons in int32 (wrapping as in eager), index arguments and data movement at full
 width, outputs in their original dtype, so compiled and eager agree;
 TORCHNEURON_NARROW_64BIT=0 keeps full width."""
+
 import torch
 
 import torchneuron  # noqa: F401
@@ -12,7 +13,7 @@ from conftest import run_python
 
 def _f(x, idx):
     y = (x * 1.000000001).exp().cumsum(0)
-    g = torch.gather(y, 0, idx)              # gather keeps int64 indices (exempt)
+    g = torch.gather(y, 0, idx)  # gather keeps int64 indices (exempt)
     return g, idx.sum() * 3, torch.arange(5, dtype=torch.int64) * 2
 
 
@@ -23,8 +24,8 @@ def test_float64_int64_graph_matches_eager_narrowed():
     eager = _f(xd, idxd)
     comp = torch.compile(_f, backend="neuron")(xd, idxd)
     for e, c in zip(eager, comp):
-        assert c.dtype == e.dtype                      # original dtypes restored
-        assert torch.allclose(c.cpu(), e.cpu(), rtol=2e-6, atol=0)   # float32's precision
+        assert c.dtype == e.dtype  # original dtypes restored
+        assert torch.allclose(c.cpu(), e.cpu(), rtol=2e-6, atol=0)  # float32's precision
     ref = _f(x, idx)[0]
     # computed in float32: off the float64 result by float32 rounding, not by 1e-15
     err = ((comp[0].cpu() - ref).abs() / ref.abs()).max().item()
@@ -32,20 +33,34 @@ def test_float64_int64_graph_matches_eager_narrowed():
 
 
 def test_full_width_when_narrowing_off():
-    out = run_python("""
+    out = run_python(
+        """
         import torch, torchneuron
         x = torch.linspace(0, 1, 100, dtype=torch.float64)
         f = lambda x: (x * 1.000000001).exp().cumsum(0)
         c = torch.compile(f, backend="neuron")(x.to("neuron")).cpu()
         print(c.dtype, (c - f(x)).abs().max().item() < 1e-12)
-    """, env={"TORCHNEURON_NARROW_64BIT": "0"})
+    """,
+        env={"TORCHNEURON_NARROW_64BIT": "0"},
+    )
     assert out.stdout.split() == ["torch.float64", "True"]
 
 
 def _int_ops(a, b, idx, x, big):
-    return (a + 1, big * 1, (big * 3).sum(), torch.cumsum(big, 0), a > big, a == -2**31,
-            torch.gather(x, 0, idx), idx + 0, torch.cat([big, a]), big.max(),
-            torch.embedding(x.view(-1, 1), idx), a * b - 7)
+    return (
+        a + 1,
+        big * 1,
+        (big * 3).sum(),
+        torch.cumsum(big, 0),
+        a > big,
+        a == -(2**31),
+        torch.gather(x, 0, idx),
+        idx + 0,
+        torch.cat([big, a]),
+        big.max(),
+        torch.embedding(x.view(-1, 1), idx),
+        a * b - 7,
+    )
 
 
 def test_int64_wraps_as_in_eager():
@@ -53,16 +68,16 @@ def test_int64_wraps_as_in_eager():
     b = torch.tensor([2**20, -3], dtype=torch.int64)
     big = torch.tensor([3_000_000_000, 2**40], dtype=torch.int64)
     idx = torch.tensor([1, 0], dtype=torch.int64)
-    x = torch.tensor([10., 20.])
+    x = torch.tensor([10.0, 20.0])
     args = [t.to("neuron") for t in (a, b, idx, x, big)]
     eager = _int_ops(*args)
     comp = torch.compile(_int_ops, backend="neuron")(*args)
     for e, c in zip(eager, comp):
         assert c.dtype == e.dtype and torch.equal(c.cpu(), e.cpu())
     wrap = lambda v: (v + 2**31) % 2**32 - 2**31  # noqa: E731
-    assert comp[0].cpu().tolist() == [-2**31, 6]                 # README: 2**31 - 1 + 1
-    assert comp[1].cpu().tolist() == [-1294967296, 0]            # 3_000_000_000 * 1
-    assert comp[2].item() == wrap(-1294967296 * 3)               # the sum's terms wrapped
+    assert comp[0].cpu().tolist() == [-(2**31), 6]  # README: 2**31 - 1 + 1
+    assert comp[1].cpu().tolist() == [-1294967296, 0]  # 3_000_000_000 * 1
+    assert comp[2].item() == wrap(-1294967296 * 3)  # the sum's terms wrapped
     assert comp[11].cpu().tolist() == [wrap((2**31 - 1) * 2**20) - 7, -22]
     # data movement and indices keep full width: the CPU's values
     assert comp[8].cpu().tolist() == [3_000_000_000, 2**40, 2**31 - 1, 5]
@@ -70,12 +85,15 @@ def test_int64_wraps_as_in_eager():
 
 
 def test_int64_full_width_when_narrowing_off():
-    out = run_python("""
+    out = run_python(
+        """
         import torch, torchneuron
         f = lambda a: (a + 1, (a * 3).sum())
         a = torch.tensor([2**31 - 1, 3_000_000_000])
         print([t.cpu().tolist() for t in torch.compile(f, backend="neuron")(a.to("neuron"))])
-    """, env={"TORCHNEURON_NARROW_64BIT": "0"})
+    """,
+        env={"TORCHNEURON_NARROW_64BIT": "0"},
+    )
     assert out.stdout.strip() == str([[2**31, 3_000_000_001], (2**31 - 1 + 3_000_000_000) * 3])
 
 
@@ -83,8 +101,14 @@ def test_int64_position_ids_and_mask_model_matches_eager():
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=64)
+    cfg = BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     m = BertModel(cfg).eval()
     ids = torch.randint(0, 100, (2, 12))
     mask = torch.ones(2, 12, dtype=torch.int64)
@@ -93,15 +117,24 @@ def test_int64_position_ids_and_mask_model_matches_eager():
     ref = m(input_ids=ids, attention_mask=mask, position_ids=pos).last_hidden_state
     md = m.to("neuron")
     with torch.no_grad():
-        out = torch.compile(md, backend="neuron")(input_ids=ids.to("neuron"),
-                                                  attention_mask=mask.to("neuron"),
-                                                  position_ids=pos.to("neuron"))
+        out = torch.compile(md, backend="neuron")(
+            input_ids=ids.to("neuron"),
+            attention_mask=mask.to("neuron"),
+            position_ids=pos.to("neuron"),
+        )
     assert torch.allclose(out.last_hidden_state.cpu(), ref, atol=1e-4)
 
 
 def _moves(x):
-    return (x.flip(0), torch.cat([x, x]), x[2:5], x.clone(), x[torch.tensor([1, 2], device=x.device)],
-            torch.where(x > 0, x, 0.0), x.view(2, 4).t().contiguous())
+    return (
+        x.flip(0),
+        torch.cat([x, x]),
+        x[2:5],
+        x.clone(),
+        x[torch.tensor([1, 2], device=x.device)],
+        torch.where(x > 0, x, 0.0),
+        x.view(2, 4).t().contiguous(),
+    )
 
 
 def test_float64_data_movement_is_exact_as_on_cpu():
@@ -118,9 +151,12 @@ def test_narrowing_switched_off_in_process_recompiles_full_width():
     # compiled narrowed must not serve a full-width request (it did, silently)
     a = torch.tensor([2**31 - 1, 3_000_000_000])
     f = lambda a: a + 1  # noqa: E731
-    assert torch.compile(f, backend="neuron")(a.to("neuron")).cpu().tolist() == [-2**31, -1294967295]
+    assert torch.compile(f, backend="neuron")(a.to("neuron")).cpu().tolist() == [
+        -(2**31),
+        -1294967295,
+    ]
     torch._dynamo.reset()
-    torchneuron._C._set_narrow_64bit(False)    # restored by the conftest fixture
+    torchneuron._C._set_narrow_64bit(False)  # restored by the conftest fixture
     assert torch.equal(torch.compile(f, backend="neuron")(a.to("neuron")).cpu(), f(a))
 
 
@@ -134,7 +170,7 @@ def _check_switch_case(f, a, x, narrow):
     eager = _switch_case(a.to("neuron"), x.to("neuron"))
     for g, e in zip(got, eager):
         assert g.dtype == e.dtype and torch.equal(g.cpu(), e.cpu()), (narrow, g, e)
-    if not narrow:   # full width: the CPU's values
+    if not narrow:  # full width: the CPU's values
         for g, r in zip(got, _switch_case(a, x)):
             assert torch.equal(g.cpu(), r), (g, r)
 
@@ -145,12 +181,12 @@ def test_compiled_function_follows_the_switch_without_reset():
     a = torch.tensor([2**31 - 1, 3_000_000_000])
     x = torch.tensor([1e-3, 2.0], dtype=torch.float64)
     f = torch.compile(_switch_case, backend="neuron")
-    for narrow in (True, False, True, False):   # restored by the conftest fixture
+    for narrow in (True, False, True, False):  # restored by the conftest fixture
         _check_switch_case(f, a, x, narrow)
     torchneuron._C._set_narrow_64bit(False)
     assert f(a.to("neuron"), x.to("neuron"))[0].cpu().tolist() == [2**31, 3_000_000_001]
     recs = torch.neuron.get_dynamo_metrics()
-    assert len(recs) == 2, recs   # one graph per setting, each compiled once
+    assert len(recs) == 2, recs  # one graph per setting, each compiled once
     assert "narrowing switched off" in recs[1]["recompile_reason"]
 
 
@@ -177,11 +213,19 @@ def test_compiled_backward_follows_the_switch_without_reset():
         err = ((grads[0] - cpu).abs() / cpu).max().item()
         assert (err > 1e-10) if narrow else (err < 1e-14), (narrow, err)
 
+
 def _counted(x, i):
     y = (x * 2 + x).exp().sum()
     # layer_norm and softmax reach the backend decomposed: still one call each
-    return (y, (i + 1) > 3, torch.cat([i, i]), x[1:3] * 1.5, i.cumsum(0),
-            torch.nn.functional.layer_norm(x.view(2, 3), (3,)), torch.softmax(x, 0))
+    return (
+        y,
+        (i + 1) > 3,
+        torch.cat([i, i]),
+        x[1:3] * 1.5,
+        i.cumsum(0),
+        torch.nn.functional.layer_norm(x.view(2, 3), (3,)),
+        torch.softmax(x, 0),
+    )
 
 
 def test_compiled_narrowing_counted_as_eager():
@@ -199,15 +243,30 @@ def test_compiled_narrowing_counted_as_eager():
         f(x, i)
     torch.neuron.synchronize()
     assert torch.neuron.narrowing_stats() == eager
-    assert eager == {"aten::mul.Tensor": 4, "aten::add.Tensor": 4, "aten::exp": 2, "aten::sum": 2,
-                     "aten::gt.Scalar": 2, "aten::cumsum": 2, "aten::native_layer_norm": 2,
-                     "aten::_softmax": 2}
-
+    assert eager == {
+        "aten::mul.Tensor": 4,
+        "aten::add.Tensor": 4,
+        "aten::exp": 2,
+        "aten::sum": 2,
+        "aten::gt.Scalar": 2,
+        "aten::cumsum": 2,
+        "aten::native_layer_norm": 2,
+        "aten::_softmax": 2,
+    }
 
 
 def _fallback_ops(t, f):
-    return (torch.sort(t).values, t // 7, t >> 3, t.topk(1).values, t // 2**33, t % 2**33,
-            torch.nan_to_num(f), torch.sort(f).values, t + 1)
+    return (
+        torch.sort(t).values,
+        t // 7,
+        t >> 3,
+        t.topk(1).values,
+        t // 2**33,
+        t % 2**33,
+        torch.nan_to_num(f),
+        torch.sort(f).values,
+        t + 1,
+    )
 
 
 def test_ops_eager_runs_on_the_cpu_fallback_keep_full_width():
@@ -229,8 +288,20 @@ def test_ops_eager_runs_on_the_cpu_fallback_keep_full_width():
 
 
 def _scalar_operand_ops(t, f):
-    return (t % 3, t | 1, t ^ 3, torch.fmod(t, 3), f % 2.5, t % 2**33, torch.fmod(t, -2**33),
-            t % -2**32, t // 3, t % 2**31, 1 - t, 2.5 - f)
+    return (
+        t % 3,
+        t | 1,
+        t ^ 3,
+        torch.fmod(t, 3),
+        f % 2.5,
+        t % 2**33,
+        torch.fmod(t, -(2**33)),
+        t % -(2**32),
+        t // 3,
+        t % 2**31,
+        1 - t,
+        2.5 - f,
+    )
 
 
 def test_scalar_operand_ops_narrow_as_eager():
@@ -251,13 +322,13 @@ def test_scalar_operand_ops_narrow_as_eager():
     (eager, *eager_stats), (comp, *comp_stats) = stats
     for i, (c, e) in enumerate(zip(comp, eager)):
         assert c.dtype == e.dtype, i
-        torch.testing.assert_close(c, e, rtol=0, atol=0, equal_nan=True)   # 3e39 % 2.5
+        torch.testing.assert_close(c, e, rtol=0, atol=0, equal_nan=True)  # 3e39 % 2.5
     assert comp_stats == eager_stats
-    t32 = t.to(torch.int32)   # what eager's narrowing computes: int32, result restored
+    t32 = t.to(torch.int32)  # what eager's narrowing computes: int32, result restored
     assert torch.equal(eager[0], (t32 % 3).long()) and torch.equal(eager[1], (t32 | 1).long())
-    assert torch.equal(eager[9], (t32 % -2**31).long())   # 2**31 is -2**31 at 32 bits
+    assert torch.equal(eager[9], (t32 % -(2**31)).long())  # 2**31 is -2**31 at 32 bits
     cpu = _scalar_operand_ops(t, f)
-    for i in (5, 6, 7, 8):    # zero-at-32-bit divisors and floor_divide: full width
+    for i in (5, 6, 7, 8):  # zero-at-32-bit divisors and floor_divide: full width
         assert torch.equal(comp[i], cpu[i]), (i, comp[i], cpu[i])
 
 
@@ -291,8 +362,13 @@ def test_same_graph_from_other_eager_ops_not_shared():
 def _train_stats(compiled: bool):
     torch._dynamo.reset()
     torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
-                            torch.nn.Linear(16, 4)).double().to("neuron")
+    m = (
+        torch.nn.Sequential(
+            torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+        )
+        .double()
+        .to("neuron")
+    )
     f = torch.compile(m, backend="neuron") if compiled else m
     x = torch.randn(5, 8, dtype=torch.float64).to("neuron")
     t = torch.tensor([0, 3, 1, 2, 0]).to("neuron")
@@ -316,11 +392,11 @@ def test_division_by_a_cpu_scalar_tensor_input_keeps_full_width():
     # full width); the graph sees an input and had narrowed it to 0: [7, -9, ...] for
     # [7, 8589934583, ...]. Compiled now keeps such a call at full width (exact: the CPU).
     x = torch.tensor([7, -9, 2**40 + 3, 12345678901])
-    for d in (2**33, -2**32, 3):
+    for d in (2**33, -(2**32), 3):
         torch._dynamo.reset()
         f = torch.compile(lambda a, b: (a % b, a // b), backend="neuron")
         got = f(x.to("neuron"), torch.tensor(d))
         for g, r in zip(got, (x % torch.tensor(d), x // torch.tensor(d))):
             assert torch.equal(g.cpu(), r), (d, g.cpu(), r)
-        if d != 3:   # eager narrows x % 3 (its dividends past int32 wrap), not these
+        if d != 3:  # eager narrows x % 3 (its dividends past int32 wrap), not these
             assert torch.equal(got[0].cpu(), (x.to("neuron") % torch.tensor(d)).cpu()), d

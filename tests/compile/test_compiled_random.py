@@ -1,5 +1,6 @@
 """Random ops in compiled graphs: generated inside the graph by Threefry-2x32 from a key
 drawn from the neuron generator at each launch (passes/random_ops_to_inputs.py)."""
+
 import math
 
 import pytest
@@ -16,9 +17,11 @@ T = lambda *v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
 
 def test_threefry_known_answers():
     # Random123's threefry2x32_20 known-answer vectors (kat_vectors), also JAX's test.
-    cases = [((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
-             ((2**32 - 1,) * 2, (2**32 - 1,) * 2, (0x1CB996FC, 0xBB002BE7)),
-             ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0))]
+    cases = [
+        ((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+        ((2**32 - 1,) * 2, (2**32 - 1,) * 2, (0x1CB996FC, 0xBB002BE7)),
+        ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+    ]
     for key, ctr, want in cases:
         y = threefry2x32(T(key[0]), T(key[1]), T(ctr[0]), T(ctr[1]))
         assert (y[0].item(), y[1].item()) == want
@@ -34,19 +37,21 @@ def _reference_words(key, numel, number):
 
 
 def test_compiled_values_are_threefry_of_the_drawn_key():
-    f = torch.compile(lambda x: (torch.rand(1000, device=x.device) + x,
-                                 torch.randn(1000, device=x.device)), backend="neuron")
+    f = torch.compile(
+        lambda x: (torch.rand(1000, device=x.device) + x, torch.randn(1000, device=x.device)),
+        backend="neuron",
+    )
     x = torch.zeros(1000, device="neuron")
     key = _key_after_seed(7)
     torch.neuron.manual_seed(7)
     u, z = (t.cpu() for t in f(x))
     y0, _ = _reference_words(key, 1000, 0)
-    assert torch.equal(u, (y0 // 256).float() * 2.0**-24)       # exact: top 24 bits
-    a0, a1 = _reference_words(key, 1000, 1)                    # second op: counter word 1
+    assert torch.equal(u, (y0 // 256).float() * 2.0**-24)  # exact: top 24 bits
+    a0, a1 = _reference_words(key, 1000, 1)  # second op: counter word 1
     u1 = 1.0 - (a0 // 256).double() * 2.0**-24
     u2 = (a1 // 256).double() * 2.0**-24
     ref = torch.sqrt(-2 * torch.log(u1)) * torch.cos(2 * math.pi * u2)
-    assert torch.allclose(z.double(), ref, rtol=0, atol=2e-5)   # float32 Box-Muller
+    assert torch.allclose(z.double(), ref, rtol=0, atol=2e-5)  # float32 Box-Muller
 
 
 def test_same_seed_same_numbers_in_another_process():
@@ -71,7 +76,7 @@ def test_successive_calls_differ_and_eager_draws_follow():
     a, b = f(x).cpu(), f(x).cpu()
     after = torch.rand(4096, device="neuron").cpu()
     assert not torch.equal(a, b)
-    for prev in (a, b):      # the eager draw does not repeat a call's sequence
+    for prev in (a, b):  # the eager draw does not repeat a call's sequence
         assert (after == prev).float().mean() < 0.01
     # the generator advanced by exactly one key draw per launch
     torch.neuron.manual_seed(5)
@@ -90,12 +95,17 @@ def _ks(sample, cdf):
 
 def test_uniform_and_normal_statistics():
     n = 1 << 20
-    f = torch.compile(lambda x: (torch.rand_like(x), torch.randn_like(x),
-                                 torch.rand(n, device=x.device, dtype=torch.bfloat16)),
-                      backend="neuron")
+    f = torch.compile(
+        lambda x: (
+            torch.rand_like(x),
+            torch.randn_like(x),
+            torch.rand(n, device=x.device, dtype=torch.bfloat16),
+        ),
+        backend="neuron",
+    )
     torch.neuron.manual_seed(11)
     u, z, ub = (t.cpu() for t in f(torch.zeros(n, device="neuron")))
-    bound = 1.95 / math.sqrt(n)          # Kolmogorov-Smirnov critical value, alpha = 0.001
+    bound = 1.95 / math.sqrt(n)  # Kolmogorov-Smirnov critical value, alpha = 0.001
     assert 0 <= u.min() and u.max() < 1 and 0 <= ub.min() and ub.max() < 1
     assert abs(u.double().mean().item() - 0.5) < 4 * math.sqrt(1 / 12 / n)
     assert abs(u.double().var().item() - 1 / 12) < 1e-3
@@ -136,7 +146,7 @@ def test_dropout_forward_backward_use_one_mask():
     keep = ((y0 // 256).float() * 2.0**-24 >= 0.4).float()
     xc, wc = torch.linspace(1, 2, 512), torch.linspace(0.5, 2.0, 512)
     h = xc * wc * keep / 0.6
-    assert torch.allclose(loss.detach().cpu(), (h ** 2).sum(), rtol=1e-5)
+    assert torch.allclose(loss.detach().cpu(), (h**2).sum(), rtol=1e-5)
     assert torch.allclose(x.grad.cpu(), 2 * h * keep / 0.6 * wc, rtol=1e-5)
     assert 0.35 < 1 - keep.mean().item() < 0.45
 
@@ -151,12 +161,13 @@ def test_rng_state_restore_and_fork_rng_reproduce_a_call():
     assert torch.equal(f(x).cpu(), a)
     with torch.random.fork_rng(devices=[0], device_type="neuron"):
         inside = f(x).cpu()
-    assert torch.equal(f(x).cpu(), inside)     # fork_rng restored the state it found
+    assert torch.equal(f(x).cpu(), inside)  # fork_rng restored the state it found
 
 
 def test_randint_follows_manual_seed():
-    f = torch.compile(lambda x: x + torch.randint(3, 1003, (4096,), device=x.device),
-                      backend="neuron")
+    f = torch.compile(
+        lambda x: x + torch.randint(3, 1003, (4096,), device=x.device), backend="neuron"
+    )
     x = torch.zeros(4096, dtype=torch.int64, device="neuron")
     key = _key_after_seed(4)
     torch.neuron.manual_seed(4)

@@ -6,6 +6,7 @@ torch-mlir's read of the constant turned it into a fake without storage; constan
 more than one element then became ``dense_resource`` blobs XLA cannot read.
 Reference: the same function or module on CPU.
 """
+
 import pytest
 import torch
 
@@ -18,8 +19,9 @@ _X = torch.tensor([[-1.25, 2.5, 3.75], [4.0, -5.5, 0.5]])
 CASES = {
     "scalar_f32": lambda x: x * torch.tensor(2.5, device=x.device),
     "vector_f32": lambda x: x + torch.tensor([1.0, -2.0, 3.5], device=x.device),
-    "matrix_f32": lambda x: x @ torch.tensor([[1., 2., 3.], [4., 5., 6.], [7., 8., 9.]],
-                                             device=x.device),
+    "matrix_f32": lambda x: (
+        x @ torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]], device=x.device)
+    ),
     "f64": lambda x: x * torch.tensor([1.5, -2.0, 3.0], dtype=torch.float64, device=x.device),
     "int64": lambda x: x + torch.tensor([1, 2, 3], device=x.device),
     "int64_scalar": lambda x: x * torch.tensor(3, device=x.device),
@@ -80,17 +82,28 @@ def test_graph_with_constant_gets_warm_index():
     assert [r["cache"] for r in recs] == ["disk"]
     assert torch.equal(got.cpu(), f(_X))
     # A different constant value is a different graph: no stale hit.
-    g = lambda x: x @ torch.tensor([[9., 2., 3.], [4., 5., 6.], [7., 8., 1.]],  # noqa: E731
-                                   device=x.device)
+    g = lambda x: (
+        x
+        @ torch.tensor(
+            [[9.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 1.0]],  # noqa: E731
+            device=x.device,
+        )
+    )
     torch._dynamo.reset()
     assert torch.equal(torch.compile(g, backend="neuron")(_X.to("neuron")).cpu(), g(_X))
 
 
 def _folded(x, v, k):
     c = torch.full((), v, device=x.device)
-    ramp = torch.arange(0, 8, 2, device=x.device).float()   # rotary-style inv_freq input
-    return ((c + k) * x, (c - k) * x, (c * k) * x, (c < k) & (x < 50), (c >= k) | (x > 50),
-            (ramp * k + c) * x[..., :1])
+    ramp = torch.arange(0, 8, 2, device=x.device).float()  # rotary-style inv_freq input
+    return (
+        (c + k) * x,
+        (c - k) * x,
+        (c * k) * x,
+        (c < k) & (x < 50),
+        (c >= k) | (x > 50),
+        (ramp * k + c) * x[..., :1],
+    )
 
 
 def test_float_constants_with_int_operands_match_cpu():

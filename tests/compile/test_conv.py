@@ -2,6 +2,7 @@
 over 2x2 maps): the compile path pads the input explicitly (passes/
 pad_small_conv_inputs.py) so that XLA does not swap the operands. Values: the same
 convolution on CPU; structure: the graph as lowered (debug artifacts)."""
+
 import pathlib
 
 import pytest
@@ -16,10 +17,10 @@ CASES = [  # (input shape, weight shape, kwargs, pass applies)
     ((8, 16, 2, 2), (32, 16, 3, 3), {"padding": 1}, True),
     ((2, 4, 2, 3), (6, 4, 3, 3), {"padding": (1, 2), "bias": True}, True),
     ((2, 4, 2, 3), (5, 4, 3, 3), {"padding": 1, "stride": 2}, True),
-    ((2, 4, 3, 3), (5, 4, 3, 3), {"padding": 1}, False),      # kernel as large as input
+    ((2, 4, 3, 3), (5, 4, 3, 3), {"padding": 1}, False),  # kernel as large as input
     ((2, 4, 2, 2), (5, 4, 3, 3), {"padding": 2, "dilation": 2}, True),
-    ((2, 4, 3), (5, 4, 5), {"padding": 2}, True),              # conv1d
-    ((2, 4, 8, 8), (5, 4, 3, 3), {"padding": 1}, False),       # input larger: unchanged
+    ((2, 4, 3), (5, 4, 5), {"padding": 2}, True),  # conv1d
+    ((2, 4, 8, 8), (5, 4, 3, 3), {"padding": 1}, False),  # input larger: unchanged
     ((2, 4, 2, 2), (4, 1, 3, 3), {"padding": 1, "groups": 4}, False),  # grouped: unchanged
 ]
 
@@ -34,8 +35,9 @@ def test_small_input_conv_matches_cpu(xs, ws, kw, applies, tmp_path, monkeypatch
     b = torch.randn(ws[0], generator=g) if kw.pop("bias", False) else None
     conv = F.conv1d if len(xs) == 3 else F.conv2d
     f = lambda x, w, b: conv(x, w, b, **kw)  # noqa: E731
-    got = torch.compile(f, backend="neuron")(x.to("neuron"), w.to("neuron"),
-                                             None if b is None else b.to("neuron"))
+    got = torch.compile(f, backend="neuron")(
+        x.to("neuron"), w.to("neuron"), None if b is None else b.to("neuron")
+    )
     want = f(x, w, b)
     assert got.shape == want.shape
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)

@@ -2,6 +2,7 @@
 ``convolution_backward`` did not take (decompositions.convolution_backward): 1-d,
 grouped/depthwise, and strides leaving input rows/columns past the last window; each
 gradient against the CPU."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,8 +19,11 @@ _CASES = {
     "2d stride 2 on 8x7": ((2, 3, 8, 7), (4, 3, 3, 3), dict(stride=2, padding=1)),
     "2d stride (1, 2) on 10x10": ((1, 2, 10, 10), (3, 2, 5, 5), dict(stride=(1, 2))),
     "2d stride (3, 2)": ((1, 2, 11, 10), (3, 2, 2, 3), dict(stride=(3, 2), padding=(1, 0))),
-    "2d depthwise stride 2 on 7x8": ((1, 4, 7, 8), (4, 1, 3, 3),
-                                     dict(stride=2, padding=1, groups=4)),
+    "2d depthwise stride 2 on 7x8": (
+        (1, 4, 7, 8),
+        (4, 1, 3, 3),
+        dict(stride=2, padding=1, groups=4),
+    ),
 }
 
 

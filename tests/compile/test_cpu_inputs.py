@@ -2,6 +2,7 @@
 and their outputs come back to the CPU, where eager leaves them, so training works
 (gradients on the CPU parameters). Before, outputs came back on neuron and backward()
 failed ("returned an invalid gradient ... expected device cpu but got neuron:0")."""
+
 import warnings
 
 import torch
@@ -19,7 +20,7 @@ def _model():
 def test_cpu_model_trains_with_outputs_and_gradients_on_cpu(monkeypatch):
     from torchneuron.compiler import executable
 
-    monkeypatch.setattr(executable, "_cpu_warned", False)   # warned once per process
+    monkeypatch.setattr(executable, "_cpu_warned", False)  # warned once per process
     ref_m, m = _model(), _model()
     x = torch.randn(5, 4)
     cm = torch.compile(m, backend="neuron")
@@ -39,9 +40,8 @@ def test_cpu_model_trains_with_outputs_and_gradients_on_cpu(monkeypatch):
                 torch.testing.assert_close(p.grad, p_ref.grad, rtol=1e-5, atol=1e-6)
             opt_ref.step(), opt.step()
             opt_ref.zero_grad(), opt.zero_grad()
-    assert any("on the CPU" in str(x.message) and "model.to('neuron')" in str(x.message)
-               for x in w)
-    assert torch.neuron.get_dynamo_metrics()   # compiled for neuron, not run eagerly
+    assert any("on the CPU" in str(x.message) and "model.to('neuron')" in str(x.message) for x in w)
+    assert torch.neuron.get_dynamo_metrics()  # compiled for neuron, not run eagerly
     assert (out.detach() + torch.ones(5, 2)).device.type == "cpu"
 
 
@@ -51,7 +51,7 @@ def test_cpu_inference_outputs_stay_aliases_and_cpu_input_mutation_written_back(
         y = x * 2
         return y, y[0]
 
-    x, buf = torch.arange(6.).reshape(2, 3), torch.zeros(3)
+    x, buf = torch.arange(6.0).reshape(2, 3), torch.zeros(3)
     ref_buf = buf.clone()
     ref = f(x, ref_buf)
     got = torch.compile(f, backend="neuron")(x, buf)

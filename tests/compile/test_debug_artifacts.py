@@ -2,6 +2,7 @@
 a model_name is made safe for a path (it was joined as is: "../../x" wrote outside the
 debug dir, "sub/dir" nested folders), and each process writes into its own run folder
 (a second process with the same model name overwrote the first's files)."""
+
 import pytest
 import torch
 
@@ -11,17 +12,25 @@ from compile_support import fresh_compile_state  # noqa: F401
 from conftest import run_python
 
 
-@pytest.mark.parametrize("name, folder_start", [
-    ("../../evil", "____evil_"), ("sub/dir", "sub_dir_"), ("/abs", "_abs_"),
-    (".hidden", "_hidden_"), ("my model:v1", "my_model_v1_"), ("bert-base.v2", "bert-base.v2_"),
-])
+@pytest.mark.parametrize(
+    "name, folder_start",
+    [
+        ("../../evil", "____evil_"),
+        ("sub/dir", "sub_dir_"),
+        ("/abs", "_abs_"),
+        (".hidden", "_hidden_"),
+        ("my model:v1", "my_model_v1_"),
+        ("bert-base.v2", "bert-base.v2_"),
+    ],
+)
 def test_model_name_stays_inside_debug_dir(name, folder_start, tmp_path, monkeypatch):
     base = tmp_path / "a" / "dbg"
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(base))
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     x = torch.randn(4, 4)
-    out = torch.compile(lambda t: t * 2, backend="neuron",
-                        options={"model_name": name})(x.to("neuron"))
+    out = torch.compile(lambda t: t * 2, backend="neuron", options={"model_name": name})(
+        x.to("neuron")
+    )
     torch.testing.assert_close(out.cpu(), x * 2)
     (run,) = base.iterdir()
     (d,) = run.iterdir()
@@ -35,9 +44,11 @@ def test_model_name_stays_inside_debug_dir(name, folder_start, tmp_path, monkeyp
 
 
 def test_two_processes_same_model_name_keep_their_artifacts(tmp_path):
-    env = {"TORCH_NEURONX_DEBUG_DIR": str(tmp_path / "dbg"),
-           "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": "1",
-           "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        "TORCH_NEURONX_DEBUG_DIR": str(tmp_path / "dbg"),
+        "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": "1",
+        "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "cache"),
+    }
     code = """
         import sys, torch
         k = float(sys.argv[1]) if len(sys.argv) > 1 else {k}
@@ -53,4 +64,4 @@ def test_two_processes_same_model_name_keep_their_artifacts(tmp_path):
         (d,) = r.iterdir()
         assert d.name.startswith("m_")
         texts.append((d / "stablehlo.mlir").read_text())
-    assert texts[0] != texts[1]   # each process's own graph (constants 2.0 and 3.0)
+    assert texts[0] != texts[1]  # each process's own graph (constants 2.0 and 3.0)

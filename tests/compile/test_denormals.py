@@ -8,6 +8,7 @@ threads, with no option; ``xla_cpu_ftz=False`` only changes LLVM's function attr
 so compiled graphs flush them to zero. The xfail below turns into a pass (and strict
 xfail into a failure) when the engine keeps them: then the docs must change.
 """
+
 import pytest
 import torch
 
@@ -23,12 +24,15 @@ def _tiny(x):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_eager_keeps_subnormals_as_the_cpu(dtype):
     x = torch.tensor([1.0, 2.0, 8.0], dtype=dtype)
-    for e, r in zip(_tiny(x.to("neuron")), _tiny(x.float())):   # float64 narrowed
+    for e, r in zip(_tiny(x.to("neuron")), _tiny(x.float())):  # float64 narrowed
         assert torch.equal(e.cpu().to(r.dtype), r) and (r != 0).all()
 
 
-@pytest.mark.xfail(strict=True, reason="XLA:CPU (jaxlib 0.10.2) flushes subnormals to zero "
-                                       "at run time, with no option (docs/compile.md)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="XLA:CPU (jaxlib 0.10.2) flushes subnormals to zero "
+    "at run time, with no option (docs/compile.md)",
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_compiled_keeps_subnormals_as_eager(dtype):
     x = torch.tensor([1.0, 2.0, 8.0], dtype=dtype).to("neuron")

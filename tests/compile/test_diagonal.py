@@ -1,6 +1,7 @@
 """``diagonal`` and its gradient ``diagonal_scatter`` in compiled graphs
 (decompositions.diagonal: torch-mlir lowers neither), against the CPU: values, the
 gradient, and an in-place write through ``x.diagonal()``."""
+
 import pytest
 import torch
 
@@ -36,7 +37,7 @@ def test_diagonal_and_gradient_match_cpu(name):
 
 def test_write_through_diagonal_matches_cpu():
     def f(x):
-        x.diagonal().fill_(0.)
+        x.diagonal().fill_(0.0)
         return x * 2
 
     x = torch.randn(4, 4)

@@ -1,6 +1,7 @@
 """Running compiled graphs on the device: stream order and asynchrony, device memory,
 CPU inputs, in-place updates of inputs, random ops and the neuron generator, the
 compile-time HBM check, protected device memory."""
+
 import pytest
 import torch
 
@@ -13,9 +14,9 @@ from conftest import run_python
 def test_in_order_with_eager_kernels_on_current_stream():
     f = torch.compile(lambda x: x * 2 + 1, backend="neuron")
     x = torch.zeros(1000, device="neuron")
-    x.add_(3)                      # eager kernel queued before the compiled graph
+    x.add_(3)  # eager kernel queued before the compiled graph
     y = f(x)
-    z = y.sub(7)                   # eager kernel after it, reading its output
+    z = y.sub(7)  # eager kernel after it, reading its output
     assert torch.equal(z.cpu(), torch.zeros(1000))
     s = torch.neuron.Stream()
     with torch.neuron.stream(s):
@@ -28,7 +29,7 @@ def test_in_order_with_eager_kernels_on_current_stream():
 def test_outputs_live_in_device_memory_counted_by_allocator():
     f = torch.compile(lambda x: torch.cat([x, x]).exp(), backend="neuron")
     x = torch.randn(256, 64, device="neuron")
-    f(x)                           # compile (and warm the allocator's cache)
+    f(x)  # compile (and warm the allocator's cache)
     torch.neuron.synchronize()
     before = torch.neuron.memory_allocated()
     y = f(x)
@@ -53,7 +54,7 @@ def test_cpu_inputs_are_copied_unless_autocopy_disabled(monkeypatch):
 
 def test_input_mutation_written_back_in_place():
     def f(buf, x):
-        buf.mul_(2).add_(x)        # e.g. a running statistic or a KV cache update
+        buf.mul_(2).add_(x)  # e.g. a running statistic or a KV cache update
         return buf.sum()
 
     c = torch.compile(f, backend="neuron")
@@ -67,21 +68,23 @@ def test_input_mutation_written_back_in_place():
 
 
 def test_compiled_dropout_follows_neuron_manual_seed():
-    f = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5, training=True),
-                      backend="neuron")
+    f = torch.compile(
+        lambda x: torch.nn.functional.dropout(x, 0.5, training=True), backend="neuron"
+    )
     x = torch.ones(4096, device="neuron")
     torch.neuron.manual_seed(123)
     a = f(x).cpu()
     torch.neuron.manual_seed(123)
     b = f(x).cpu()
-    c = f(x).cpu()                 # the generator advanced: another mask
+    c = f(x).cpu()  # the generator advanced: another mask
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert set(a.unique().tolist()) == {0.0, 2.0}
     assert 0.45 < (a == 0).float().mean().item() < 0.55
 
 
 def test_graph_larger_than_hbm_fails_at_compile_time():
-    out = run_python("""
+    out = run_python(
+        """
         import torch, torchneuron
         f = torch.compile(lambda x: torch.zeros(64, 1024, 1024, device=x.device) + x.sum(),
                           backend="neuron")
@@ -98,11 +101,13 @@ def test_graph_larger_than_hbm_fails_at_compile_time():
             print(type(e).__name__, any(isinstance(c, torch.OutOfMemoryError) for c in chain))
             print("inputs and outputs 268435472" in str(e) and "capacity of 134217728" in str(e),
                   torch.neuron.memory_allocated() == before)
-    """, env={"TORCHNEURON_HBM_GIB": "0.125"})
+    """,
+        env={"TORCHNEURON_HBM_GIB": "0.125"},
+    )
     assert out.stdout.split()[1:] == ["True", "True", "True"], out.stdout
 
 
-@pytest.mark.slow   # two child processes; `make test-protected` covers protected memory in-process
+@pytest.mark.slow  # two child processes; `make test-protected` covers protected memory in-process
 def test_protected_device_memory_and_launch_blocking():
     code = """
         import torch, torchneuron
@@ -124,7 +129,7 @@ def test_many_eager_launches_behind_a_queued_compiled_graph():
     x = torch.ones(4, device="neuron")
     a = torch.randn(1000, 1000, device="neuron")
     for _ in range(2):
-        a @ a                          # keeps the stream's worker busy
+        a @ a  # keeps the stream's worker busy
         y = f(x)
         for _ in range(1300):
             x.add_(0)
@@ -135,6 +140,7 @@ def test_many_eager_launches_behind_a_queued_compiled_graph():
 def test_empty_like_of_permuted_tensor_and_silu_backward_lower():
     """empty_like of a transposed tensor decomposes to empty_permuted (HF Llama's SiLU
     backward); it has no torch-mlir lowering of its own."""
+
     def f(x):
         y = torch.empty_like(x.t())
         y.copy_(x.t() * 2)
@@ -154,6 +160,7 @@ def test_empty_like_of_permuted_tensor_and_silu_backward_lower():
 def test_returning_the_mutated_input(update):
     """`t.add_(1); return t` (and `t[0] = 7`): the graph's output is the copy_ the
     mutation pass turns into an output; the caller gets its own tensor back, updated."""
+
     def f(t):
         if update == "add_":
             t.add_(1)
@@ -209,18 +216,18 @@ def test_input_views_kept_per_tensor_and_dropped_with_it():
         torch.neuron.synchronize()
         return got.pop()
 
-    v1, = views([p])
-    v2, = views([p])
+    (v1,) = views([p])
+    (v2,) = views([p])
     assert v1 is v2 and v1.unsafe_buffer_pointer() == p.data_ptr()
     old_ptr = p.data_ptr()
-    p.data = torch.full((1 << 18,), 2.0, device="neuron")   # new memory: a new view
-    v3, = views([p])
+    p.data = torch.full((1 << 18,), 2.0, device="neuron")  # new memory: a new view
+    (v3,) = views([p])
     assert v3 is not v1 and v3.unsafe_buffer_pointer() == p.data_ptr() != old_ptr
     del p
     gc.collect()
-    assert cache._d == {}                                    # dropped with the tensor
-    q = torch.full((1 << 18,), 3.0, device="neuron")         # likely the same address
-    v4, = views([q])
+    assert cache._d == {}  # dropped with the tensor
+    q = torch.full((1 << 18,), 3.0, device="neuron")  # likely the same address
+    (v4,) = views([q])
     assert v4 is not v3 and v4.unsafe_buffer_pointer() == q.data_ptr()
 
 
@@ -230,9 +237,11 @@ def test_compiled_model_sees_parameter_updates():
     x = torch.randn(2, 4)
     with torch.no_grad():
         f(x.to("neuron"))
-        m.weight.mul_(2)                                      # in place
-        torch.testing.assert_close(f(x.to("neuron")).cpu(),
-                                   x @ m.weight.cpu().T + m.bias.cpu(), rtol=1e-6, atol=1e-6)
+        m.weight.mul_(2)  # in place
+        torch.testing.assert_close(
+            f(x.to("neuron")).cpu(), x @ m.weight.cpu().T + m.bias.cpu(), rtol=1e-6, atol=1e-6
+        )
         m.bias.data = torch.full((3,), 5.0, device="neuron")  # replaced
-        torch.testing.assert_close(f(x.to("neuron")).cpu(),
-                                   x @ m.weight.cpu().T + 5.0, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(
+            f(x.to("neuron")).cpu(), x @ m.weight.cpu().T + 5.0, rtol=1e-6, atol=1e-6
+        )

@@ -4,6 +4,7 @@ worker thread; CPython ends a thread that takes the GIL once finalization has be
 the process aborted ("FATAL: exception not rethrown", or "terminate called without an
 active exception" when it was ended inside XLA's or torch's own GIL release). Each case
 runs in a child process and asserts a clean exit and the launch's outcome."""
+
 from conftest import run_python
 
 _ABORTS = ("terminate called", "FATAL", "Aborted")
@@ -11,7 +12,8 @@ _ABORTS = ("terminate called", "FATAL", "Aborted")
 
 def _clean(proc):
     assert proc.returncode == 0 and not any(a in proc.stderr for a in _ABORTS), (
-        f"rc={proc.returncode}\n--- stderr\n{proc.stderr[-3000:]}")
+        f"rc={proc.returncode}\n--- stderr\n{proc.stderr[-3000:]}"
+    )
 
 
 def test_launch_from_a_late_atexit_handler_finishes_before_finalization(tmp_path):

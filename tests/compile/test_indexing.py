@@ -5,12 +5,13 @@ them, so ``x[torch.tensor([-1])]`` read row 0. Tensor constants (lowering.py): X
 rejected torch-mlir's ``dense_resource`` blobs, and constants made on the device failed
 in the importer under fake mode.
 """
+
 import pytest
 import torch
 
 import torchneuron  # noqa: F401
 
-_X = torch.arange(35.).reshape(5, 7)
+_X = torch.arange(35.0).reshape(5, 7)
 _IDX = torch.tensor([-1, 0, -2, -1])
 
 _CASES = {
@@ -19,10 +20,11 @@ _CASES = {
     "pairs": lambda a, i: a[i, i],
     "broadcast 2d": lambda a, i: a[i[None].t(), i],
     "take": lambda a, i: a.take(i),
-    "index_put": lambda a, i: a.index_put((i,), torch.tensor(-1., device=a.device)),
+    "index_put": lambda a, i: a.index_put((i,), torch.tensor(-1.0, device=a.device)),
     "index_put accumulate": lambda a, i: a.index_put(
-        (i,), torch.ones(4, 7, device=a.device), accumulate=True),
-    "setitem": lambda a, i: (a.__setitem__((slice(None), i), 0.), a)[1],
+        (i,), torch.ones(4, 7, device=a.device), accumulate=True
+    ),
+    "setitem": lambda a, i: (a.__setitem__((slice(None), i), 0.0), a)[1],
 }
 
 
@@ -36,7 +38,7 @@ def test_negative_index_values_match_cpu(name):
 
 def test_negative_index_gradient_matches_cpu():
     def f(w, i):
-        return (w[i] * torch.arange(7., device=w.device)).sum() + w[:, i].square().sum()
+        return (w[i] * torch.arange(7.0, device=w.device)).sum() + w[:, i].square().sum()
 
     w = _X.clone().requires_grad_()
     wn = _X.to("neuron").requires_grad_()
@@ -52,9 +54,19 @@ def test_constant_negative_index_matches_cpu():
     assert torch.equal(torch.compile(f, backend="neuron")(_X.to("neuron")).cpu(), f(_X))
 
 
-@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int32,
-                                   torch.int64, torch.float16, torch.bfloat16,
-                                   torch.float32])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+    ],
+)
 def test_device_tensor_constants_match_cpu(dtype):
     vals = [1, 0, 3, 1, 5, 0, 2]
 
@@ -63,4 +75,3 @@ def test_device_tensor_constants_match_cpu(dtype):
 
     out = torch.compile(f, backend="neuron")(_X.to("neuron"))
     assert torch.equal(out.cpu(), f(_X))
-

@@ -1,5 +1,6 @@
 """bfloat16/float16 reductions in compiled graphs accumulate in float32, as the CPU's
 (passes/upcast_low_precision_reductions.py): exact agreement with the CPU kernels."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -43,7 +44,7 @@ def test_low_precision_reductions_match_cpu(name, dtype):
 
 def test_bfloat16_sum_gradient_matches_cpu():
     def f(a):
-        return (a.sum(-1) * torch.arange(4., device=a.device)).sum()
+        return (a.sum(-1) * torch.arange(4.0, device=a.device)).sum()
 
     a = _X.bfloat16().requires_grad_()
     an = _X.bfloat16().to("neuron").requires_grad_()

@@ -1,6 +1,7 @@
 """A graph with an op torch-mlir cannot lower raises NeuronCompileError naming the stage,
 the ATen op of the FX node and the user's source line (lowering.py), also when
 torch-mlir's error names only a leftover ``torch.constant.*`` operand of that op."""
+
 import inspect
 
 import pytest
@@ -11,20 +12,25 @@ from torchneuron.compiler.errors import NeuronCompileError
 
 
 def _kthvalue(a):
-    return a.kthvalue(2, 1).values * 2   # torch-mlir reports its torch.constant.bool
+    return a.kthvalue(2, 1).values * 2  # torch-mlir reports its torch.constant.bool
 
 
-def _i1e(a):   # (erfc, then i1 were here: they compile now, decompositions_special.py)
+def _i1e(a):  # (erfc, then i1 were here: they compile now, decompositions_special.py)
     return torch.special.i1e(a * 2) + 1
 
 
-def _igamma(a):   # (cummax, then nextafter were here: they compile now)
+def _igamma(a):  # (cummax, then nextafter were here: they compile now)
     return torch.igamma(a.abs(), a.abs() * 2) - a
 
 
-@pytest.mark.parametrize("f, op", [(_kthvalue, "aten.kthvalue.default"),
-                                   (_i1e, "aten.special_i1e.default"),
-                                   (_igamma, "aten.igamma.default")])
+@pytest.mark.parametrize(
+    "f, op",
+    [
+        (_kthvalue, "aten.kthvalue.default"),
+        (_i1e, "aten.special_i1e.default"),
+        (_igamma, "aten.igamma.default"),
+    ],
+)
 def test_lowering_error_names_aten_op_and_source_line(f, op):
     with pytest.raises(Exception) as ei:
         torch.compile(f, backend="neuron")(torch.randn(5, 5).to("neuron"))
@@ -41,6 +47,7 @@ def test_lowering_error_names_aten_op_and_source_line(f, op):
 def test_kthvalue_fallback_matches_cpu():
     x = torch.randn(5, 5)
     with pytest.warns(UserWarning, match="eagerly on neuron"):
-        out = torch.compile(_kthvalue, backend="neuron",
-                            options={"fallback_execution": True})(x.to("neuron"))
+        out = torch.compile(_kthvalue, backend="neuron", options={"fallback_execution": True})(
+            x.to("neuron")
+        )
     assert torch.equal(out.cpu(), _kthvalue(x))

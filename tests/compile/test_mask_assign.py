@@ -1,6 +1,7 @@
 """``x[mask] = v`` with a one-element ``v`` in compiled graphs
 (decompositions.index_put_mask: torch-mlir has no lowering for a bool index), against
 the CPU: the result, the mutated input and a gradient through it."""
+
 import pytest
 import torch
 
@@ -8,12 +9,12 @@ import torchneuron  # noqa: F401
 
 
 def _zero_positive(x):
-    x[x > 0] = 0.
+    x[x > 0] = 0.0
     return x
 
 
 def _rows(x):
-    x[x[:, 0] > 0] = -1.
+    x[x[:, 0] > 0] = -1.0
     return x
 
 
@@ -37,7 +38,7 @@ def _int_tensor(x):
 def _built_mask(x):
     m = torch.zeros(4, 5, dtype=torch.bool, device=x.device)
     m[0, 1] = True
-    x[m] = 9.
+    x[m] = 9.0
     return x
 
 
@@ -59,7 +60,7 @@ def test_mask_assignment_matches_cpu(f):
 def test_mask_assignment_gradient_matches_cpu():
     def f(a):
         y = a * 2
-        y[a > 0] = 0.
+        y[a > 0] = 0.0
         return (y * y).sum()
 
     torch.manual_seed(0)

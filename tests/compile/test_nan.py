@@ -4,21 +4,27 @@ torch-mlir folded ``eq(x, x)`` to true (passes/self_equality.py) and lowered the
 reductions with comparators that skip NaN (passes/nan_aware_arg_reductions.py); XLA:CPU's
 YNNPACK reductions, pools and fused elementwise ops skipped NaN (neuron_cc._XLA_OPTIONS).
 """
+
 import pytest
 import torch
 
 import torchneuron  # noqa: F401
 
 _NAN, _INF = float("nan"), float("inf")
-_X = torch.tensor([1., _NAN, _INF, -3., 0., -_INF])
-_XN = torch.tensor([[1., _NAN, -3., 0., 9., _NAN, 0.],
-                    [1., 2., 3., 4., 5., 6., 7.],
-                    [_NAN, 2., -3., 4., 5., 6., -7.]])
+_X = torch.tensor([1.0, _NAN, _INF, -3.0, 0.0, -_INF])
+_XN = torch.tensor(
+    [
+        [1.0, _NAN, -3.0, 0.0, 9.0, _NAN, 0.0],
+        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],
+        [_NAN, 2.0, -3.0, 4.0, 5.0, 6.0, -7.0],
+    ]
+)
 
 
 def _same(out, ref):
-    for r, o in zip(ref if isinstance(ref, tuple) else (ref,),
-                    out if isinstance(out, tuple) else (out,)):
+    for r, o in zip(
+        ref if isinstance(ref, tuple) else (ref,), out if isinstance(out, tuple) else (out,)
+    ):
         torch.testing.assert_close(o.cpu(), r, rtol=0, atol=0, equal_nan=True)
 
 
@@ -26,7 +32,7 @@ _ELEMENTWISE = {
     "x == x": lambda a: a == a,
     "isfinite": lambda a: a.isfinite(),
     "isclose": lambda a: torch.isclose(a, a),
-    "where x == x": lambda a: torch.where(a == a, a, 0.),
+    "where x == x": lambda a: torch.where(a == a, a, 0.0),
     "float16 x == x": lambda a: a.half() == a.half(),
 }
 
@@ -69,7 +75,7 @@ def test_nan_in_arg_reductions_matches_cpu(name):
 
 def test_max_dim_gradient_with_nan_matches_cpu():
     def f(a):
-        return (a.max(1).values * torch.arange(3., device=a.device)).nansum()
+        return (a.max(1).values * torch.arange(3.0, device=a.device)).nansum()
 
     a = _XN.clone().requires_grad_()
     an = _XN.to("neuron").requires_grad_()
@@ -93,9 +99,12 @@ _REDUCTIONS = {
     "amin": lambda x, w: x.amin(-1),
     "max all": lambda x, w: x.max(),
     "max_pool2d": lambda x, w: torch.nn.functional.max_pool2d(x.view(2, 16, 64, 64), 2),
-    "max_pool2d 3 stride 2": lambda x, w: torch.nn.functional.max_pool2d(x.view(2, 16, 64, 64), 3, 2, 1),
+    "max_pool2d 3 stride 2": lambda x, w: torch.nn.functional.max_pool2d(
+        x.view(2, 16, 64, 64), 3, 2, 1
+    ),
     "relu(conv + x) mean": lambda x, w: torch.relu(
-        torch.nn.functional.conv2d(x.view(8, 16, 32, 32), w, padding=1) + x.view(8, 16, 32, 32)).mean((2, 3)),
+        torch.nn.functional.conv2d(x.view(8, 16, 32, 32), w, padding=1) + x.view(8, 16, 32, 32)
+    ).mean((2, 3)),
 }
 
 

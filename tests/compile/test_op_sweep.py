@@ -8,6 +8,7 @@ graph (computed once per module). Known differences (docs/compile.md, "Known
 differences from Trainium") are strict xfails: one that starts to match fails the run,
 so the list and the docs get updated.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,6 +24,7 @@ def sweep_cache(tmp_path_factory):
     """One NEFF cache folder for the module (each graph is compiled once: a per-test
     fixture made thousands of cheap cases slow)."""
     from torchneuron.compiler import cache
+
     mp = pytest.MonkeyPatch()
     mp.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path_factory.mktemp("neff_cache")))
     cache.clear_memory_cache()
@@ -31,28 +33,78 @@ def sweep_cache(tmp_path_factory):
     torch._dynamo.reset()
     mp.undo()
 
+
 # A few dozen cases: each class of op, the 64-bit policy, NaN/inf/-0.0, strided and
 # empty inputs, in-place ops on clones, and the ops the sweep found wrong.
 FAST = {
-    ("plain", torch.float32): ["exp", "log1p", "tanh", "sigmoid", "softmax", "logsumexp",
-                               "std", "round decimals", "div", "atan2", "maximum", "where",
-                               "sort", "argmax", "cumsum", "pow 0.5", "logcumsumexp",
-                               "cummax", "hypot", "isclose", "mm", "i1"],
-    ("strided", torch.float64): ["exp", "add", "mul 2.5", "sum", "cummin", "max dim", "cat",
-                                 "nan_to_num", "div floor"],
-    ("plain", torch.int64): ["add", "floor_divide", "remainder", "bitwise_and", "rshift",
-                             "cumprod", "sort", "cummax", "index_put_", "type promotion float"],
+    ("plain", torch.float32): [
+        "exp",
+        "log1p",
+        "tanh",
+        "sigmoid",
+        "softmax",
+        "logsumexp",
+        "std",
+        "round decimals",
+        "div",
+        "atan2",
+        "maximum",
+        "where",
+        "sort",
+        "argmax",
+        "cumsum",
+        "pow 0.5",
+        "logcumsumexp",
+        "cummax",
+        "hypot",
+        "isclose",
+        "mm",
+        "i1",
+    ],
+    ("strided", torch.float64): [
+        "exp",
+        "add",
+        "mul 2.5",
+        "sum",
+        "cummin",
+        "max dim",
+        "cat",
+        "nan_to_num",
+        "div floor",
+    ],
+    ("plain", torch.int64): [
+        "add",
+        "floor_divide",
+        "remainder",
+        "bitwise_and",
+        "rshift",
+        "cumprod",
+        "sort",
+        "cummax",
+        "index_put_",
+        "type promotion float",
+    ],
     ("empty", torch.int32): ["sum", "cumsum", "amax", "mm", "cat"],
     ("plain", torch.uint8): ["sub", "lt 2", "amax", "bitwise_xor", "to int", "mul_ clone"],
-    ("plain", torch.bool): ["lt 2", "eq 2", "ge 0.5", "clamp tensor min", "add", "sum",
-                            "cummax", "any", "logical_xor"],
+    ("plain", torch.bool): [
+        "lt 2",
+        "eq 2",
+        "ge 0.5",
+        "clamp tensor min",
+        "add",
+        "sum",
+        "cummax",
+        "any",
+        "logical_xor",
+    ],
 }
 
 _ZERO = "signed zero (docs/compile.md: sign of zero)"
-_GELU = ("ATen's vectorized CPU GELU gives NaN at +inf (its scalar path and the compiled "
-         "graph inf)")
-_ABORTS = ("its compile aborts the process (SIGABRT in torch-mlir's pipeline): not run "
-           "(docs/compile.md: empty tensors)")
+_GELU = "ATen's vectorized CPU GELU gives NaN at +inf (its scalar path and the compiled graph inf)"
+_ABORTS = (
+    "its compile aborts the process (SIGABRT in torch-mlir's pipeline): not run "
+    "(docs/compile.md: empty tensors)"
+)
 
 # (kind or None for all, dtype or None for all, op) -> reason. Float ones apply to the
 # float dtypes; the compile failures are exact (an op that starts to compile must leave).
@@ -68,21 +120,27 @@ def _known(kinds, dtypes, ops, reason):
 
 _KINDS = ("plain", "strided", "empty")
 _NONEMPTY = ("plain", "strided")
-_known(_NONEMPTY, cs.F, ["elu", "selu", "leaky_relu", "relu6", "relu", "clamp_ clone"],
-       _ZERO)
+_known(_NONEMPTY, cs.F, ["elu", "selu", "leaky_relu", "relu6", "relu", "clamp_ clone"], _ZERO)
 _known(_NONEMPTY, (torch.float64,), ["softshrink"], _ZERO)
 _known(_NONEMPTY, (torch.float16, torch.bfloat16), ["logsigmoid"], _ZERO)
 _known(_NONEMPTY, cs.I, ["copysign"], _ZERO)
 _known(("plain",), (torch.float32, torch.bfloat16), ["gelu"], _GELU)
 # float32-grade formulas only (decompositions_special._float_op): a float64 one fails to
 # lower, naming the op, rather than differing from eager's full width by ~1e-7
-_known(_NONEMPTY, (torch.float64,), ["erfc", "lgamma", "digamma", "erfinv", "i0", "i1",
-                                      "trigamma"],
-       "no float64-precision lowering (docs/compile.md)")
+_known(
+    _NONEMPTY,
+    (torch.float64,),
+    ["erfc", "lgamma", "digamma", "erfinv", "i0", "i1", "trigamma"],
+    "no float64-precision lowering (docs/compile.md)",
+)
 # x = -1.0: the compiled trigamma gives the pole's inf; ATen's float32/bfloat16 kernels a
 # large finite value (1.3e15: their sin(pi x) is not reduced; float16 overflows to inf too)
-_known(_NONEMPTY, (torch.float32, torch.bfloat16), ["trigamma"],
-       "trigamma at a negative integer: inf (docs/compile.md)")
+_known(
+    _NONEMPTY,
+    (torch.float32, torch.bfloat16),
+    ["trigamma"],
+    "trigamma at a negative integer: inf (docs/compile.md)",
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,19 +163,24 @@ def _params(groups, marks=()):
             m = list(marks) + ([pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
             if (kind, dtype, op.name) in cs.ABORTS:
                 m = list(marks) + [pytest.mark.xfail(run=False, reason=_ABORTS)]
-            out.append(pytest.param(kind, dtype, op.name, names, marks=m,
-                                    id=f"{kind}-{str(dtype)[6:]}-{op.name}"))
+            out.append(
+                pytest.param(
+                    kind, dtype, op.name, names, marks=m, id=f"{kind}-{str(dtype)[6:]}-{op.name}"
+                )
+            )
     return out
 
 
-@pytest.mark.parametrize("kind, dtype, name, names",
-                         _params([(k, tuple(v)) for k, v in FAST.items()]))
+@pytest.mark.parametrize(
+    "kind, dtype, name, names", _params([(k, tuple(v)) for k, v in FAST.items()])
+)
 def test_compile_sweep_subset_matches_cpu(kind, dtype, name, names):
     _check(kind, dtype, name, names)
 
 
-@pytest.mark.parametrize("kind, dtype, name, names",
-                         _params([((k, d), None) for k in _KINDS for d in cs.ALL],
-                                 marks=[pytest.mark.compile_sweep]))
+@pytest.mark.parametrize(
+    "kind, dtype, name, names",
+    _params([((k, d), None) for k in _KINDS for d in cs.ALL], marks=[pytest.mark.compile_sweep]),
+)
 def test_compile_sweep_matches_cpu(kind, dtype, name, names):
     _check(kind, dtype, name, names)

@@ -1,6 +1,7 @@
 """``torch.compile(optimizer.step)`` with torch.optim's foreach implementations
 (decompositions._foreach: torch-mlir lowers no ``_foreach_`` op), and a whole compiled
 training step with its optimizer step; parameters after three steps against the CPU."""
+
 import copy
 
 import pytest
@@ -12,8 +13,9 @@ import torchneuron  # noqa: F401
 _OPTIMIZERS = {
     "AdamW": lambda p: torch.optim.AdamW(p, lr=0.1, foreach=True),
     "Adam amsgrad": lambda p: torch.optim.Adam(p, lr=0.1, amsgrad=True, foreach=True),
-    "SGD nesterov": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
-                                              weight_decay=0.01, foreach=True),
+    "SGD nesterov": lambda p: torch.optim.SGD(
+        p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, foreach=True
+    ),
     "RMSprop": lambda p: torch.optim.RMSprop(p, lr=0.01, foreach=True),
     "Adagrad": lambda p: torch.optim.Adagrad(p, lr=0.1, foreach=True),
 }

@@ -2,6 +2,7 @@
 returned with ``y[0]``, ``y.t()``, ...) stay aliases: an in-place change through one
 shows in the others, as on the CPU. AOTAutograd regenerates such aliases itself only
 when they require grad; without grad they were separate copies on neuron."""
+
 import pytest
 import torch
 
@@ -14,12 +15,12 @@ PATTERNS = {
     "y,y.view(-1)": lambda y: (y, y.view(-1)),
     "y,y.t()": lambda y: (y, y.t()),
     "y,y[1:]": lambda y: (y, y[1:]),
-    "y[0],y.view(-1)": lambda y: (y[0], y.view(-1)),       # the base is not returned
+    "y[0],y.view(-1)": lambda y: (y[0], y.view(-1)),  # the base is not returned
     "y[:,1],y.t(),y[0]": lambda y: (y[:, 1], y.t(), y[0]),
-    "y[0].expand,y": lambda y: (y[0].expand(4, 3), y),     # an output overlapping itself
+    "y[0].expand,y": lambda y: (y[0].expand(4, 3), y),  # an output overlapping itself
     "y,y.view(int32)": lambda y: (y, y.view(torch.int32)),  # another dtype over the bytes
 }
-DTYPES = (torch.float32, torch.int64, torch.float64)   # 64-bit under the narrowing policy
+DTYPES = (torch.float32, torch.int64, torch.float64)  # 64-bit under the narrowing policy
 
 
 def _after_add(fn, x, k):
@@ -40,10 +41,10 @@ def test_aliased_outputs_see_in_place_changes_as_on_cpu(name, dtype):
     g = torch.compile(f, backend="neuron")
     xn = x.to("neuron")
     n_out = len(f(x))
-    for k in range(n_out):          # the change through each output in turn
+    for k in range(n_out):  # the change through each output in turn
         try:
             ref = _after_add(f, x.clone(), k)
-        except RuntimeError as e:   # an expanded output: eager refuses the write
+        except RuntimeError as e:  # an expanded output: eager refuses the write
             with pytest.raises(RuntimeError, match="single memory location"):
                 _after_add(g, xn, k)
             assert "single memory location" in str(e)
@@ -52,7 +53,7 @@ def test_aliased_outputs_see_in_place_changes_as_on_cpu(name, dtype):
         for r, o in zip(ref, got):
             assert o.dtype == r.dtype and o.shape == r.shape
             assert torch.equal(o, r), (name, k, o, r)
-    assert torch.equal(xn.cpu(), x)   # the input is not an alias of any of them
+    assert torch.equal(xn.cpu(), x)  # the input is not an alias of any of them
 
 
 def test_outputs_that_require_grad_stay_aliases():
@@ -61,7 +62,7 @@ def test_outputs_that_require_grad_stay_aliases():
         y = w * 2
         return y, y[0]
 
-    w = torch.arange(6.).reshape(2, 3).requires_grad_()
+    w = torch.arange(6.0).reshape(2, 3).requires_grad_()
     ref = f(w)
     wn = w.detach().to("neuron").requires_grad_()
     got = torch.compile(f, backend="neuron")(wn)

@@ -5,6 +5,7 @@ After a second distinct value Dynamo passes the scalar as a symbolic input (an i
 static graph. It used to reuse the graph of the second value for every later one (wrong
 values, shapes and gradients, no error), and to fail on an int and a float changing
 together."""
+
 import pytest
 import torch
 
@@ -44,7 +45,14 @@ def test_changing_python_scalars_match_cpu_every_call(name):
 def test_changing_int_and_new_shape_together():
     f = CASES["int_and_float"]
     cf = torch.compile(f, backend="neuron")
-    for rows, n, s in [(4, 2, 1.5), (4, 3, 2.5), (5, 4, 3.5), (6, 3, 1.5), (4, 2, 1.5), (7, 9, -0.25)]:
+    for rows, n, s in [
+        (4, 2, 1.5),
+        (4, 3, 2.5),
+        (5, 4, 3.5),
+        (6, 3, 1.5),
+        (4, 2, 1.5),
+        (7, 9, -0.25),
+    ]:
         x = torch.randn(rows, 3)
         assert torch.allclose(cf(x.to("neuron"), n, s).cpu(), f(x, n, s), atol=1e-5), (rows, n, s)
 

@@ -1,5 +1,6 @@
 """Ops with a Python-scalar operand, shifts and roll in compiled graphs, against the CPU
 (decompositions.py: torch-mlir left ``torch.constant.int`` over for these)."""
+
 import pytest
 import torch
 
@@ -13,6 +14,7 @@ _U8 = torch.tensor([244, 12, 200, 1, 255, 128, 7], dtype=torch.uint8)
 
 def _s8(a):  # shift counts 0..7 as uint8
     return (a.int() % 8).to(torch.uint8)
+
 
 _CASES = {
     "fmod float": (lambda a: torch.fmod(a, -1.5), _F),
@@ -29,10 +31,8 @@ _CASES = {
     "uint8 right shift by tensor": (lambda a: a >> (a.int() % 8).to(torch.uint8), _U8),
     "bitwise_right_shift uint8": (lambda a: torch.bitwise_right_shift(a, _s8(a)), _U8),
     "bitwise_right_shift uint8 scalar": (lambda a: torch.bitwise_right_shift(a, 1), _U8),
-    "bitwise_right_shift scalar uint8": (lambda a: torch.bitwise_right_shift(200, _s8(a)),
-                                         _U8),
-    "bitwise_right_shift 0-dim uint8": (lambda a: torch.bitwise_right_shift(a[0], _s8(a)),
-                                        _U8),
+    "bitwise_right_shift scalar uint8": (lambda a: torch.bitwise_right_shift(200, _s8(a)), _U8),
+    "bitwise_right_shift 0-dim uint8": (lambda a: torch.bitwise_right_shift(a[0], _s8(a)), _U8),
     "Tensor.bitwise_right_shift uint8": (lambda a: a.bitwise_right_shift(_s8(a)), _U8),
     "bitwise_right_shift_ uint8": (lambda a: a.clone().bitwise_right_shift_(_s8(a)), _U8),
     "bitwise_right_shift_ uint8 scalar": (lambda a: a.clone().bitwise_right_shift_(2), _U8),
@@ -40,8 +40,10 @@ _CASES = {
     "bitwise_left_shift uint8": (lambda a: torch.bitwise_left_shift(a, _s8(a)), _U8),
     "bitwise_left_shift scalar uint8": (lambda a: torch.bitwise_left_shift(3, _s8(a)), _U8),
     "bitwise_right_shift int32": (lambda a: torch.bitwise_right_shift(a.int(), 2), _I),
-    "bitwise_right_shift int8": (lambda a: torch.bitwise_right_shift(
-        a.to(torch.int8), (a.abs() % 4).to(torch.int8)), _I),
+    "bitwise_right_shift int8": (
+        lambda a: torch.bitwise_right_shift(a.to(torch.int8), (a.abs() % 4).to(torch.int8)),
+        _I,
+    ),
     "roll": (lambda a: a.roll(2, 1), _F),
     "roll two dims": (lambda a: a.roll((2, -3), (0, 1)), _F),
     "roll flat": (lambda a: a.roll(3), _F),
@@ -57,7 +59,7 @@ def test_scalar_operand_ops_match_cpu(name):
 
 def test_roll_gradient_matches_cpu():
     def f(a):
-        return (a.roll((1, -2), (0, 1)) * torch.arange(7., device=a.device)).sum()
+        return (a.roll((1, -2), (0, 1)) * torch.arange(7.0, device=a.device)).sum()
 
     a = _F.clone().requires_grad_()
     an = _F.to("neuron").requires_grad_()
@@ -72,7 +74,8 @@ def test_bitwise_of_truncated_integers_compile_and_match():
     # child so a crash fails this test alone
     from conftest import run_python
 
-    out = run_python("""
+    out = run_python(
+        """
         import torch, torchneuron
         a = torch.tensor([[2**40 + 3, -5, 7], [2**31 - 1, -2**31, 300]])
         b = torch.tensor([[5, 2**33 + 1, -1], [1, 3, 2**40 + 44]])
@@ -85,9 +88,21 @@ def test_bitwise_of_truncated_integers_compile_and_match():
             eager = f(a.to("neuron"), b.to("neuron")).cpu()
             print(got.dtype == eager.dtype and torch.equal(got, eager),
                   torch.equal(got, f(a, b)) if got.dtype != torch.int64 else "-")
-    """, timeout=240)
-    assert out.stdout.split() == ["True", "-", "True", "-", "True", "True", "True", "True",
-                                  "True", "True"], out.stdout
+    """,
+        timeout=240,
+    )
+    assert out.stdout.split() == [
+        "True",
+        "-",
+        "True",
+        "-",
+        "True",
+        "True",
+        "True",
+        "True",
+        "True",
+        "True",
+    ], out.stdout
 
 
 def test_bitwise_of_truncations_to_other_types_and_chains_match_eager():
@@ -96,7 +111,8 @@ def test_bitwise_of_truncations_to_other_types_and_chains_match_eager():
     # truncated value after one level of a chain (int64 -> int32 -> int16): SIGSEGV
     from conftest import run_python
 
-    out = run_python("""
+    out = run_python(
+        """
         import torch, torchneuron
         torch._dynamo.config.cache_size_limit = 64
         a = torch.tensor([2**40 + 5, -3, 2**31 + 7, 255, -2**35 - 1])
@@ -110,5 +126,7 @@ def test_bitwise_of_truncations_to_other_types_and_chains_match_eager():
             got = torch.compile(f, backend="neuron")(a.to("neuron"), b.to("neuron")).cpu()
             eager = f(a.to("neuron"), b.to("neuron")).cpu()
             print(got.dtype == eager.dtype and torch.equal(got, eager) and torch.equal(got, f(a, b)))
-    """, timeout=240)
+    """,
+        timeout=240,
+    )
     assert out.stdout.split() == ["True"] * 5, out.stdout

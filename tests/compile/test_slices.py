@@ -1,19 +1,21 @@
 """Slices with open or out-of-range bounds in compiled graphs (passes/clamp_slice_bounds.py)."""
+
 import pytest
 import torch
 
 import torchneuron  # noqa: F401
 
 
-def _rotate_half(x):                       # HF Llama's rotary embedding
+def _rotate_half(x):  # HF Llama's rotary embedding
     x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2:]
+    x2 = x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
 def test_rotary_embedding_backward_matches_cpu():
     """x[..., k:] is end=2**63-1; its slice_scatter in the backward made torch-mlir fail
     with std::bad_alloc."""
+
     def f(q, c, s):
         return ((q * c) + _rotate_half(q) * s).square().sum()
 
@@ -29,9 +31,18 @@ def test_rotary_embedding_backward_matches_cpu():
     torch.testing.assert_close(qn.grad.cpu(), q.grad, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("sl", [slice(3, None), slice(-3, None), slice(None, -2),
-                                slice(-100, 100), slice(5, 2), slice(1, None, 3),
-                                slice(20, None)])
+@pytest.mark.parametrize(
+    "sl",
+    [
+        slice(3, None),
+        slice(-3, None),
+        slice(None, -2),
+        slice(-100, 100),
+        slice(5, 2),
+        slice(1, None, 3),
+        slice(20, None),
+    ],
+)
 def test_slice_bounds_and_their_gradient_match_cpu(sl):
     def f(x):
         return (x[:, sl] * 2).sum() + x[:, sl].abs().sum()

@@ -1,17 +1,19 @@
 """sort/argsort/msort/topk in compiled graphs order NaN, infinities, -0.0 and ties as
 ATen's CPU kernels (passes/nan_aware_sort.py): values and indices equal to the CPU's."""
+
 import pytest
 import torch
 
 import torchneuron  # noqa: F401
 
 _NAN, _INF = float("nan"), float("inf")
-_ROW = torch.tensor([1., _NAN, -3., 0., 9., -_INF, _INF, -0.0, 2., _NAN, 1., -1.])
+_ROW = torch.tensor([1.0, _NAN, -3.0, 0.0, 9.0, -_INF, _INF, -0.0, 2.0, _NAN, 1.0, -1.0])
 _X = torch.stack([_ROW, _ROW.flip(0), _ROW.roll(5)])
-_UNIQUE = torch.tensor([[4., _NAN, -2., _INF, 0.5, -_INF, 7.],
-                        [_NAN, 3., -1., 8., -5., 2., 6.]])
+_UNIQUE = torch.tensor(
+    [[4.0, _NAN, -2.0, _INF, 0.5, -_INF, 7.0], [_NAN, 3.0, -1.0, 8.0, -5.0, 2.0, 6.0]]
+)
 
-_X64 = _X.nan_to_num(5., 7., -7.).long() * 2**33 + 1   # ties; past int32
+_X64 = _X.nan_to_num(5.0, 7.0, -7.0).long() * 2**33 + 1  # ties; past int32
 
 # stable sorts: ties (1., 1.; 0., -0.; the NaNs) have one right order
 _CASES = {
@@ -19,8 +21,7 @@ _CASES = {
     "sort descending": (lambda a: torch.sort(a, dim=1, descending=True, stable=True), _X),
     "sort dim 0": (lambda a: torch.sort(a.t(), dim=0, stable=True), _X),
     "argsort": (lambda a: a.argsort(dim=-1, stable=True), _X),
-    "argsort descending": (lambda a: torch.argsort(a, dim=1, descending=True, stable=True),
-                           _X),
+    "argsort descending": (lambda a: torch.argsort(a, dim=1, descending=True, stable=True), _X),
     "msort": (lambda a: a.t().msort(), _UNIQUE),
     "sort unstable, unique values": (lambda a: a.sort(1), _UNIQUE),
     "sort descending, unique values": (lambda a: a.sort(1, descending=True), _UNIQUE),
@@ -29,19 +30,27 @@ _CASES = {
     "topk dim 0": (lambda a: a.topk(1, 0), _UNIQUE),
     "bfloat16 sort": (lambda a: torch.sort(a.bfloat16(), dim=1, stable=True), _X),
     "float16 topk": (lambda a: a.half().topk(2, 1, largest=False), _UNIQUE),
-    "int32 sort": (lambda a: torch.sort(a.nan_to_num(5., 7., -7.).int(), dim=1,
-                                        descending=True, stable=True), _X),
+    "int32 sort": (
+        lambda a: torch.sort(
+            a.nan_to_num(5.0, 7.0, -7.0).int(), dim=1, descending=True, stable=True
+        ),
+        _X,
+    ),
     # 64-bit inputs (eager sorts them at full width on the CPU fallback): a float64 sort
     # with NaN came back unsorted, the comparator being a plain LT
     "float64 sort": (lambda a: torch.sort(a, dim=1, stable=True), _X.double()),
-    "float64 sort descending": (lambda a: torch.sort(a, dim=1, descending=True, stable=True),
-                                _X.double()),
+    "float64 sort descending": (
+        lambda a: torch.sort(a, dim=1, descending=True, stable=True),
+        _X.double(),
+    ),
     "float64 topk": (lambda a: a.topk(3, 1), _UNIQUE.double()),
     "float64 argsort dim 0": (lambda a: torch.argsort(a.t(), dim=0, stable=True), _X.double()),
     "int64 sort past int32": (lambda a: torch.sort(a, dim=1, stable=True), _X64),
     "int64 sort descending": (lambda a: torch.sort(a, dim=0, descending=True, stable=True), _X64),
-    "int64 topk smallest": (lambda a: a.topk(4, 1, largest=False),
-                            _UNIQUE.nan_to_num(5., 9., -9.).long() * 2**33 - 2**40),
+    "int64 topk smallest": (
+        lambda a: a.topk(4, 1, largest=False),
+        _UNIQUE.nan_to_num(5.0, 9.0, -9.0).long() * 2**33 - 2**40,
+    ),
 }
 
 
@@ -69,9 +78,11 @@ def test_sort_matches_cpu(name):
 
 def test_sort_gradient_matches_cpu():
     def f(a):
-        return (torch.sort(a, dim=1, stable=True).values * torch.arange(12., device=a.device)).sum()
+        return (
+            torch.sort(a, dim=1, stable=True).values * torch.arange(12.0, device=a.device)
+        ).sum()
 
-    x = _X.nan_to_num(4.)
+    x = _X.nan_to_num(4.0)
     a = x.clone().requires_grad_()
     an = x.to("neuron").requires_grad_()
     torch.compile(f, backend="neuron")(an).backward()

@@ -1,6 +1,7 @@
 """``Tensor.unfold`` (sliding windows) in compiled graphs (decompositions.unfold: torch-mlir
 has no lowering for ``aten.unfold``), against the CPU: values and shape exactly, and the
 gradient (core ATen's ``unfold_backward``) exactly, overlapping windows included."""
+
 import pytest
 import torch
 
@@ -16,7 +17,7 @@ _CASES = {  # shape, dim, size, step
     "size == dim length": ((4, 9), 1, 9, 1),
     "size 0": ((4, 9), 1, 0, 2),
     "leading dim": ((5, 3, 4), 0, 2, 1),
-    "many overlaps": ((3, 40), -1, 11, 2),   # each input element in up to 6 windows
+    "many overlaps": ((3, 40), -1, 11, 2),  # each input element in up to 6 windows
     "0-dim": ((), 0, 1, 1),
 }
 
@@ -43,6 +44,7 @@ def test_unfold_and_gradient_match_cpu_exactly(name):
 
 def test_patches_of_a_transposed_image_match_cpu():
     """Two unfolds (2-d patches, as ViT-style patching) of a non-contiguous input."""
+
     def f(x):
         return x.transpose(-1, -2).unfold(2, 3, 2).unfold(3, 2, 2).sum(-1)
 
@@ -54,17 +56,22 @@ def test_patches_of_a_transposed_image_match_cpu():
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
 def test_unfold_moves_64bit_values_at_full_width(dtype):
     """Data movement: no value narrowed (int64 beyond int32, float64 digits kept)."""
+
     def f(x):
         return x.unfold(0, 4, 3)
 
-    x = (torch.arange(11, dtype=dtype) * (2**40 + 1) if dtype == torch.int64
-         else torch.randn(11, dtype=dtype))
+    x = (
+        torch.arange(11, dtype=dtype) * (2**40 + 1)
+        if dtype == torch.int64
+        else torch.randn(11, dtype=dtype)
+    )
     got = torch.compile(f, backend="neuron")(x.to("neuron"))
     assert got.dtype == dtype and torch.equal(got.cpu(), f(x))
 
 
 def test_bad_size_raises_as_eager():
     """Dynamo's fake-tensor run raises the meta function's RuntimeError before the backend."""
+
     def f(x):
         return x.unfold(1, 10, 1)
 

@@ -4,6 +4,7 @@ small values gave 128, ``u > 100`` failed XLA's verifier: lowering.unsigned_comp
 decompositions._widen_unsigned) and had no lowering for ``aten.any.dims``, which
 ``all()`` and ``F.one_hot`` decompose into (decompositions.any_dims). bool reductions and compares went the same way (a
 bool ``max(dim)`` of a False row gave True)."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,7 +12,7 @@ import torch.nn.functional as F
 import torchneuron  # noqa: F401
 
 _U8 = torch.tensor([[1, 0, 3, 7], [2, 9, 4, 5]], dtype=torch.uint8)  # all < 128
-_U8_HIGH = _U8 + 200                                                  # all > 127
+_U8_HIGH = _U8 + 200  # all > 127
 _B = torch.tensor([[True, False, True], [True, True, True]])
 
 _CASES = {
@@ -40,8 +41,10 @@ _CASES = {
     "all uint8": (lambda b: b.to(torch.uint8).all(dim=(0, 1)), _B),
     # ATen's uint8 any is 0 or 1; lowered, it was the bitwise OR of the values (3, 28)
     "any uint8": (lambda a: a.any(), _U8),
-    "any uint8 dim": (lambda a: a.any(1), torch.tensor([[1, 2, 0], [4, 8, 16], [0, 0, 0]],
-                                                       dtype=torch.uint8)),
+    "any uint8 dim": (
+        lambda a: a.any(1),
+        torch.tensor([[1, 2, 0], [4, 8, 16], [0, 0, 0]], dtype=torch.uint8),
+    ),
     "any uint8 dims keepdim": (lambda a: a.any(dim=(0, 1), keepdim=True), _U8_HIGH),
     "one_hot": (lambda b: F.one_hot(b.long().sum(1), 4), _B),
     "bool max.dim of a False row": (lambda b: tuple((b & b.flip(0)).max(1)), _B),
@@ -61,7 +64,7 @@ def test_matches_cpu(name):
         assert g.dtype == r.dtype and torch.equal(g.cpu(), r)
 
 
-@pytest.mark.parametrize("v", [-5, 100, 300, -2**31])
+@pytest.mark.parametrize("v", [-5, 100, 300, -(2**31)])
 def test_compare_with_0dim_of_another_dtype_matches_cpu(v):
     # ATen compares in result_type: a 0-dim int32 does not widen a uint8 tensor, so
     # x < tensor(-5) compares with 251; compiled compared -5 (all False), 300 as 300

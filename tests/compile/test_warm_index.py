@@ -3,6 +3,7 @@ passes and the lowering; a corrupt index entry or executable behind a hit is det
 warned about and rebuilt; graphs differing only in a constant do not share; a warm
 start's executable loads on the background thread (prefetch.py), and a hint shared by
 two graphs never hands one the other's executable."""
+
 import os
 import threading
 
@@ -31,7 +32,9 @@ def _warm_restart():
 def test_index_hit_skips_passes_and_lowering(monkeypatch):
     x = torch.randn(6, 5)
     ref = _fn(x)
-    assert torch.allclose(torch.compile(_fn, backend="neuron")(x.to("neuron")).cpu(), ref, atol=1e-5)
+    assert torch.allclose(
+        torch.compile(_fn, backend="neuron")(x.to("neuron")).cpu(), ref, atol=1e-5
+    )
     _warm_restart()
 
     def boom(*a, **k):
@@ -51,12 +54,12 @@ def test_corrupt_index_entry_is_warned_and_rewritten():
     root = os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"]
     (idx,) = _files(root, ".index")
     data = open(idx, "rb").read()
-    open(idx, "wb").write(data[:-3] + b"xyz")               # payload no longer matches
+    open(idx, "wb").write(data[:-3] + b"xyz")  # payload no longer matches
     _warm_restart()
     with pytest.warns(RuntimeWarning, match="index entry .* truncated or corrupt"):
         out = torch.compile(_fn, backend="neuron")(x.to("neuron"))
     assert torch.allclose(out.cpu(), ref, atol=1e-5)
-    assert cache.index_decode(cache.decode(open(idx, "rb").read()))["key"]   # valid again
+    assert cache.index_decode(cache.decode(open(idx, "rb").read()))["key"]  # valid again
 
 
 def test_corrupt_executable_behind_index_hit_is_rebuilt():
@@ -81,6 +84,7 @@ def test_graphs_differing_only_in_a_constant_do_not_share():
 
         def f(x, k=k):
             return (x * k).sum(0)
+
         out = torch.compile(f, backend="neuron")(x.to("neuron")).cpu()
         assert torch.allclose(out, (x * k).sum(0), atol=1e-6)
 
@@ -93,6 +97,7 @@ def _record_loads(monkeypatch):
     def deserialize(cls, data, options):
         loads.append((threading.current_thread().name, bytes(data)))
         return orig(cls, data, options)
+
     monkeypatch.setattr(neuron_cc.NeuronExecutable, "deserialize", classmethod(deserialize))
     return loads
 
@@ -122,13 +127,14 @@ def test_a_hint_shared_by_two_graphs_never_gives_the_other_executable(monkeypatc
 
     def f5(x):
         return (x * 5.0).sum(0)
+
     torch.compile(f2, backend="neuron")(x.to("neuron"))
     key2 = torch.neuron.get_dynamo_metrics()[-1]["graph_id"]
     _warm_restart()
     loads = _record_loads(monkeypatch)
     out = torch.compile(f5, backend="neuron")(x.to("neuron")).cpu()
-    cache._loader.submit(lambda: None).result()     # the background load has finished
-    assert [p for _, p in loads] == [cache.read_entry(key2)]   # f2's, prefetched
-    assert key2 not in cache._pending      # and dropped once f5's own key was known
+    cache._loader.submit(lambda: None).result()  # the background load has finished
+    assert [p for _, p in loads] == [cache.read_entry(key2)]  # f2's, prefetched
+    assert key2 not in cache._pending  # and dropped once f5's own key was known
     assert torch.allclose(out, (x * 5.0).sum(0), atol=1e-6)
     assert torch.neuron.get_dynamo_metrics()[-1]["cache"] == "compiled"

@@ -33,6 +33,7 @@ itself rejects is not counted. Designed differences, by rule, not by hand:
 Run: ``python tests/device/conformance_sweep.py --report docs/conformance.md``
 (``make conformance``); ``tests/device/test_conformance.py`` runs a CI subset.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,7 +51,14 @@ import torchneuron  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_opinfo import (  # noqa: E402
-    CPU_ARGS, OPS, _device_arg, _op_id, _skip_reason, _unspecified_results, to_neuron)
+    CPU_ARGS,
+    OPS,
+    _device_arg,
+    _op_id,
+    _skip_reason,
+    _unspecified_results,
+    to_neuron,
+)
 
 CONFIGS = {
     "float32": (torch.float32, True),
@@ -89,10 +97,18 @@ def _close(got, ref, **tol) -> str | None:
             if t.device.type != "neuron":
                 return f"a result is on {t.device}"
         if tol:  # float32 tolerances for float64 results: cast both
-            got = tree_map(lambda t: t.float() if isinstance(t, torch.Tensor)
-                           and t.dtype == torch.float64 else t, _to_cpu(got))
-            ref = tree_map(lambda t: t.float() if isinstance(t, torch.Tensor)
-                           and t.dtype == torch.float64 else t, ref)
+            got = tree_map(
+                lambda t: (
+                    t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t
+                ),
+                _to_cpu(got),
+            )
+            ref = tree_map(
+                lambda t: (
+                    t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t
+                ),
+                ref,
+            )
         torch.testing.assert_close(_to_cpu(got), ref, equal_nan=True, **tol)
         return None
     except (AssertionError, TypeError, ValueError, RuntimeError) as e:
@@ -101,8 +117,14 @@ def _close(got, ref, **tol) -> str | None:
 
 def _wrap32(x):
     """int64 tensors wrapped to int32 and back (the 64-bit policy's inputs)."""
-    return tree_map(lambda t: t.to(torch.int32).to(torch.int64)
-                    if isinstance(t, torch.Tensor) and t.dtype == torch.int64 else t, x)
+    return tree_map(
+        lambda t: (
+            t.to(torch.int32).to(torch.int64)
+            if isinstance(t, torch.Tensor) and t.dtype == torch.int64
+            else t
+        ),
+        x,
+    )
 
 
 def _dev_sample(op, sample):
@@ -138,11 +160,13 @@ def _run_neuron(fn):
     return res, err, bool(torch.neuron.fallback_stats())
 
 
-def _judge(out: Outcome, res, err, fell_back, ref, narrowed, designed_ref=None,
-           layout_ref=None):
+def _judge(out: Outcome, res, err, fell_back, ref, narrowed, designed_ref=None, layout_ref=None):
     out.fallback = fell_back
     if err is not None:
-        out.status, out.why = "fail", f"raised {type(err).__name__}: {str(err).splitlines()[0][:160]}"
+        out.status, out.why = (
+            "fail",
+            f"raised {type(err).__name__}: {str(err).splitlines()[0][:160]}",
+        )
         return
     why = _close(res, ref)
     if why is None:
@@ -170,10 +194,19 @@ def check(op, sample, kind: str, narrowed: bool) -> Outcome:
         except Exception:  # noqa: BLE001
             return out
         res, err, fb = _run_neuron(lambda: call(op, dev))
-        contiguous = sample.transform(lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t)
-        _judge(out, _drop(res, unspecified), err, fb, _drop(ref, unspecified), narrowed,
-               lambda: _drop(call(op, _wrap_sample(sample)), unspecified),
-               (lambda: _drop(call(op, contiguous), unspecified)) if kind == "noncontiguous" else None)
+        contiguous = sample.transform(
+            lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t
+        )
+        _judge(
+            out,
+            _drop(res, unspecified),
+            err,
+            fb,
+            _drop(ref, unspecified),
+            narrowed,
+            lambda: _drop(call(op, _wrap_sample(sample)), unspecified),
+            (lambda: _drop(call(op, contiguous), unspecified)) if kind == "noncontiguous" else None,
+        )
     elif kind == "inplace":
         fn = op.inplace_variant
         if fn is None or not isinstance(sample.input, torch.Tensor):
@@ -190,6 +223,7 @@ def check(op, sample, kind: str, narrowed: bool) -> Outcome:
             s = _wrap_sample(sample)
             c = s.input.clone()
             return (fn(c, *s.args, **s.kwargs), c)
+
         _judge(out, res, err, fb, ref, narrowed, wrapped_ref)
     elif kind == "out":
         if not op.supports_out or unspecified:
@@ -209,8 +243,15 @@ def check(op, sample, kind: str, narrowed: bool) -> Outcome:
         except Exception:  # noqa: BLE001
             return out
         res, err, fb = _run_neuron(lambda: (call(op, dev, out=dev_out), dev_out))
-        _judge(out, res, err, fb, (cpu_ret, cpu_out), narrowed,
-               lambda: (call(op, _wrap_sample(sample)),) * 2)
+        _judge(
+            out,
+            res,
+            err,
+            fb,
+            (cpu_ret, cpu_out),
+            narrowed,
+            lambda: (call(op, _wrap_sample(sample)),) * 2,
+        )
     return out
 
 
@@ -220,8 +261,11 @@ def _wrap_sample(sample):
 
 def check_grad(op, sample) -> Outcome:
     out = Outcome()
-    leaves = [t for t in _tensors((sample.input, sample.args, sample.kwargs))
-              if t.requires_grad and t.is_leaf]
+    leaves = [
+        t
+        for t in _tensors((sample.input, sample.args, sample.kwargs))
+        if t.requires_grad and t.is_leaf
+    ]
     if not leaves:
         return out
     try:
@@ -229,8 +273,9 @@ def check_grad(op, sample) -> Outcome:
         outs = [t for t in _tensors(res) if t.requires_grad]
         if not outs:
             return out
-        ref = torch.autograd.grad(outs, leaves, [torch.ones_like(t) for t in outs],
-                                  allow_unused=True)
+        ref = torch.autograd.grad(
+            outs, leaves, [torch.ones_like(t) for t in outs], allow_unused=True
+        )
     except Exception:  # noqa: BLE001
         return out
     mapping = {}
@@ -253,8 +298,10 @@ def check_grad(op, sample) -> Outcome:
     def run():
         r = op(dev.input, *dev.args, **dev.kwargs)
         o = [t for t in _tensors(r) if t.requires_grad]
-        return torch.autograd.grad(o, dev_leaves, [torch.ones_like(t) for t in o],
-                                   allow_unused=True)
+        return torch.autograd.grad(
+            o, dev_leaves, [torch.ones_like(t) for t in o], allow_unused=True
+        )
+
     res, err, fb = _run_neuron(run)
     if err is None:
         res = [torch.zeros(0) if g is None else g for g in res]
@@ -345,14 +392,23 @@ def render(results: dict[str, dict], configs, seconds: float, max_samples: int) 
     for c in configs:
         p = per_cfg[c]
         lines.append(f"| {c} | {p['pass']} | {p['designed']} | {p['fail']} | {p['fallback']} |")
-    lines += ["", "## Per operator", "",
-              "Cells: pass/designed/fail (fallback) over all checks of that configuration.", "",
-              "| OpInfo | " + " | ".join(configs) + " |",
-              "|---|" + "---|" * len(configs)]
+    lines += [
+        "",
+        "## Per operator",
+        "",
+        "Cells: pass/designed/fail (fallback) over all checks of that configuration.",
+        "",
+        "| OpInfo | " + " | ".join(configs) + " |",
+        "|---|" + "---|" * len(configs),
+    ]
     for name in sorted(results):
         rec = results[name]
         if "skip" in rec:
-            lines.append(f"| {name} | " + " | ".join([f"skipped: {rec['skip']}"] + [""] * (len(configs) - 1)) + " |")
+            lines.append(
+                f"| {name} | "
+                + " | ".join([f"skipped: {rec['skip']}"] + [""] * (len(configs) - 1))
+                + " |"
+            )
             continue
         cells = []
         for c in configs:

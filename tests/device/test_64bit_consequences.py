@@ -1,5 +1,6 @@
 """The 64-bit policy's consequences, as the README states them (issue 7, section 5), and
 the device-safe way of writing the same code."""
+
 from __future__ import annotations
 
 import warnings
@@ -26,7 +27,9 @@ def test_float64_finfo_min_mask_gives_nan_rows():
     assert got[0].isnan().all() and torch.equal(got[1], ref[1])  # the fully masked row
     assert _quiet(lambda: s.to("neuron") * 1).cpu()[0, 0].item() == float("-inf")
     # Device-safe: the compute dtype's own minimum gives the CPU's answer.
-    safe = torch.zeros(2, 3, device="neuron").masked_fill(MASK.to("neuron"), torch.finfo(torch.float32).min)
+    safe = torch.zeros(2, 3, device="neuron").masked_fill(
+        MASK.to("neuron"), torch.finfo(torch.float32).min
+    )
     torch.testing.assert_close(torch.softmax(safe, -1).cpu(), ref.float())
 
 

@@ -3,6 +3,7 @@ while the kernel runs): reported as a RuntimeError naming the kernel, either
 at the call or at the next sync point of that stream or device, once; later
 work still runs and the device stays usable. With NEURON_LAUNCH_BLOCKING=1
 the error is raised by the call itself."""
+
 import json
 
 import pytest
@@ -11,7 +12,9 @@ import torch
 from conftest import assert_device_works
 
 N = torch.neuron
-OUT_OF_RANGE = r"neuron kernel 'aten::\w+' failed on device \d stream \d+: .*out of .*(range|bounds)"
+OUT_OF_RANGE = (
+    r"neuron kernel 'aten::\w+' failed on device \d stream \d+: .*out of .*(range|bounds)"
+)
 
 
 def _weights():

@@ -1,6 +1,7 @@
 """torchneuron._atomic_file: the NEFF cache's and the check's baselines' writes replace a
 file atomically and give it the mode open() would (mkstemp's 0600 made a baseline or a
 cache entry unreadable to the other users of a shared folder)."""
+
 import os
 import stat
 
@@ -16,7 +17,7 @@ def test_mode_follows_the_umask(tmp_path, umask):
         p = tmp_path / "f.json"
         write_atomic(str(p), b"new", fsync=True)
         plain = tmp_path / "plain"
-        plain.write_bytes(b"x")               # what open() gives under this umask
+        plain.write_bytes(b"x")  # what open() gives under this umask
     finally:
         os.umask(old)
     assert p.read_bytes() == b"new"
@@ -28,6 +29,6 @@ def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     p.write_bytes(b"old")
 
     with pytest.raises(TypeError):
-        write_atomic(str(p), object())        # not bytes: f.write raises
+        write_atomic(str(p), object())  # not bytes: f.write raises
     assert p.read_bytes() == b"old"
     assert sorted(os.listdir(tmp_path)) == ["f.json"]

@@ -2,6 +2,7 @@
 inputs as they were, and the device usable: mixing CPU and neuron tensors
 (or two cores) in one op, an invalid device index, an allocation past the
 HBM capacity, a copy of a different shape, a shape error in an op."""
+
 import gc
 
 import pytest
@@ -18,16 +19,19 @@ def _pair():
     return a, a.neuron()
 
 
-@pytest.mark.parametrize("name,op", [
-    ("add", lambda d, c: d + c),
-    ("add reversed", lambda d, c: c + d),
-    ("mul", lambda d, c: torch.mul(d, c)),
-    ("mm", lambda d, c: d @ c.t()),
-    ("cat", lambda d, c: torch.cat([d, c])),
-    ("where", lambda d, c: torch.where(d > 2, d, c)),
-    ("maximum", lambda d, c: torch.maximum(d, c)),
-    ("linear", lambda d, c: torch.nn.functional.linear(d, c)),
-])
+@pytest.mark.parametrize(
+    "name,op",
+    [
+        ("add", lambda d, c: d + c),
+        ("add reversed", lambda d, c: c + d),
+        ("mul", lambda d, c: torch.mul(d, c)),
+        ("mm", lambda d, c: d @ c.t()),
+        ("cat", lambda d, c: torch.cat([d, c])),
+        ("where", lambda d, c: torch.where(d > 2, d, c)),
+        ("maximum", lambda d, c: torch.maximum(d, c)),
+        ("linear", lambda d, c: torch.nn.functional.linear(d, c)),
+    ],
+)
 def test_mixing_cpu_and_neuron_tensors(name, op):
     a, d = _pair()
     c = torch.ones(2, 3)
@@ -86,8 +90,8 @@ def test_cpu_index_tensors_are_allowed_as_on_cuda():
     assert torch.equal(d[rows].cpu(), a[rows])
     assert torch.equal(d[rows, cols].cpu(), a[rows, cols])
     mask = a > 5
-    assert torch.equal(d[mask].cpu(), a[mask])                 # a CPU bool mask
-    assert torch.equal(d[d > 5].cpu(), a[mask])                # a device bool mask
+    assert torch.equal(d[mask].cpu(), a[mask])  # a CPU bool mask
+    assert torch.equal(d[d > 5].cpu(), a[mask])  # a device bool mask
     d[rows, cols] = torch.tensor(-1.0)
     ref = a.clone()
     ref[rows, cols] = -1.0
@@ -104,19 +108,24 @@ def test_module_on_the_device_with_a_cpu_input():
     assert_device_works()
 
 
-@pytest.mark.parametrize("make", [
-    lambda: torch.ones(2, device="neuron:4"),
-    lambda: torch.empty(3, device=torch.device("neuron", 99)),
-    lambda: torch.ones(2).to("neuron:5"),
-    lambda: torch.ones(2).neuron(8),
-    lambda: N.set_device(4),
-    lambda: torch.Generator(device="neuron:6"),
-    lambda: N.Stream(device=4),
-    lambda: N.synchronize(4),
-    lambda: N.memory_allocated(4),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.ones(2, device="neuron:4"),
+        lambda: torch.empty(3, device=torch.device("neuron", 99)),
+        lambda: torch.ones(2).to("neuron:5"),
+        lambda: torch.ones(2).neuron(8),
+        lambda: N.set_device(4),
+        lambda: torch.Generator(device="neuron:6"),
+        lambda: N.Stream(device=4),
+        lambda: N.synchronize(4),
+        lambda: N.memory_allocated(4),
+    ],
+)
 def test_invalid_device_index(make):
-    with pytest.raises(torch.AcceleratorError, match=r"invalid neuron device index \d+: 4 NeuronCore"):
+    with pytest.raises(
+        torch.AcceleratorError, match=r"invalid neuron device index \d+: 4 NeuronCore"
+    ):
         make()
     assert N.current_device() == 0
     assert_device_works()
@@ -157,14 +166,17 @@ def test_copy_of_a_different_shape():
     assert_device_works()
 
 
-@pytest.mark.parametrize("op", [
-    lambda d: d @ d,                                  # (2,3) @ (2,3)
-    lambda d: d + torch.ones(4, device="neuron"),     # not broadcastable
-    lambda d: d.add_(torch.ones(4, 2, 3, device="neuron")),  # in-place cannot grow
-    lambda d: d.view(4),
-    lambda d: torch.cat([d, torch.ones(2, 4, device="neuron")]),
-    lambda d: d.sum(dim=5),
-])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda d: d @ d,  # (2,3) @ (2,3)
+        lambda d: d + torch.ones(4, device="neuron"),  # not broadcastable
+        lambda d: d.add_(torch.ones(4, 2, 3, device="neuron")),  # in-place cannot grow
+        lambda d: d.view(4),
+        lambda d: torch.cat([d, torch.ones(2, 4, device="neuron")]),
+        lambda d: d.sum(dim=5),
+    ],
+)
 def test_shape_errors_raise_at_the_call(op):
     a, d = _pair()
     with pytest.raises((RuntimeError, IndexError)):

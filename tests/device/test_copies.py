@@ -1,13 +1,24 @@
 """Copies: host to device, device to host, device to device on one core and
 between cores, non_blocking, dtype conversion, non-contiguous layouts,
 broadcasting, and the error for a shape that does not fit."""
+
 import pytest
 import torch
 
 from conftest import assert_device_works
 
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
-          torch.int32, torch.int8, torch.uint8, torch.bool, torch.complex64]
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+]
 
 
 def _sample(dtype, shape=(3, 5)):
@@ -19,8 +30,7 @@ def _sample(dtype, shape=(3, 5)):
     if dtype.is_floating_point:
         return (torch.randn(shape, generator=g) * 100).to(dtype)
     info = torch.iinfo(dtype)
-    return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g,
-                         dtype=dtype)
+    return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -102,11 +112,18 @@ def test_blocking_copy_to_host_waits_for_queued_work():
     torch.testing.assert_close(d.cpu(), ref, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("src_dtype,dst_dtype", [
-    (torch.float32, torch.float16), (torch.float32, torch.int32), (torch.int64, torch.float32),
-    (torch.float64, torch.float32), (torch.bfloat16, torch.float64), (torch.int32, torch.bool),
-    (torch.float32, torch.complex64),
-])
+@pytest.mark.parametrize(
+    "src_dtype,dst_dtype",
+    [
+        (torch.float32, torch.float16),
+        (torch.float32, torch.int32),
+        (torch.int64, torch.float32),
+        (torch.float64, torch.float32),
+        (torch.bfloat16, torch.float64),
+        (torch.int32, torch.bool),
+        (torch.float32, torch.complex64),
+    ],
+)
 def test_dtype_converting_copies(src_dtype, dst_dtype):
     x = _sample(src_dtype)
     ref = x.to(dst_dtype)
@@ -124,11 +141,16 @@ def test_dtype_converting_copies(src_dtype, dst_dtype):
 def test_non_contiguous_sources_and_destinations():
     x = torch.arange(60.0).reshape(3, 4, 5)
     d = x.neuron()
-    for view in (lambda t: t.transpose(0, 2), lambda t: t[:, ::2, 1:], lambda t: t.permute(1, 2, 0),
-                 lambda t: t[1], lambda t: t.unsqueeze(1).expand(3, 2, 4, 5)):
-        assert torch.equal(view(d).cpu(), view(x))                # d2h of a view
-        assert torch.equal(view(x).neuron().cpu(), view(x))       # h2d of a view
-        assert torch.equal(view(d).contiguous().cpu(), view(x))   # d2d into contiguous
+    for view in (
+        lambda t: t.transpose(0, 2),
+        lambda t: t[:, ::2, 1:],
+        lambda t: t.permute(1, 2, 0),
+        lambda t: t[1],
+        lambda t: t.unsqueeze(1).expand(3, 2, 4, 5),
+    ):
+        assert torch.equal(view(d).cpu(), view(x))  # d2h of a view
+        assert torch.equal(view(x).neuron().cpu(), view(x))  # h2d of a view
+        assert torch.equal(view(d).contiguous().cpu(), view(x))  # d2d into contiguous
     # into a strided destination on the device
     dst = torch.zeros(5, 4, 3, device="neuron").transpose(0, 2)
     dst.copy_(x)
@@ -144,15 +166,15 @@ def test_non_contiguous_sources_and_destinations():
 def test_broadcast_copies():
     row = torch.tensor([1.0, 2.0, 3.0])
     dst = torch.empty(4, 3, device="neuron")
-    dst.copy_(row)                      # host to device
+    dst.copy_(row)  # host to device
     assert torch.equal(dst.cpu(), row.expand(4, 3))
-    dst.copy_(row.neuron() * 2)         # device to device
+    dst.copy_(row.neuron() * 2)  # device to device
     assert torch.equal(dst.cpu(), row.expand(4, 3) * 2)
     host = torch.empty(2, 3)
-    host.copy_(row.neuron())            # device to host
+    host.copy_(row.neuron())  # device to host
     assert torch.equal(host, row.expand(2, 3))
     col = torch.empty(3, 4, device="neuron:1")
-    col.copy_(torch.tensor([[7.0], [8.0], [9.0]]).neuron(0))   # between cores
+    col.copy_(torch.tensor([[7.0], [8.0], [9.0]]).neuron(0))  # between cores
     assert torch.equal(col.cpu(), torch.tensor([[7.0], [8.0], [9.0]]).expand(3, 4))
     scalar = torch.empty(2, 2, device="neuron")
     scalar.copy_(torch.tensor(5.0))

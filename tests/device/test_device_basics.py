@@ -1,6 +1,7 @@
 """Devices: availability, count, current device, the device context manager,
 names and properties, and the environment that shapes the emulated chip
 (NEURON_RT_VISIBLE_CORES, NEURON_LOGICAL_NC_CONFIG, TORCHNEURON_HBM_GIB)."""
+
 import json
 import os
 import threading
@@ -85,7 +86,9 @@ def test_torch_device_guard_on_tensor_device():
 
 @pytest.mark.parametrize("bad", [4, 17, "neuron:4", torch.device("neuron", 9)])
 def test_invalid_device_index_errors_name_index_and_count(bad):
-    with pytest.raises(torch.AcceleratorError, match=r"invalid neuron device index \d+: 4 NeuronCore"):
+    with pytest.raises(
+        torch.AcceleratorError, match=r"invalid neuron device index \d+: 4 NeuronCore"
+    ):
         torch.neuron.set_device(bad)
     assert torch.neuron.current_device() == 0
     with pytest.raises(torch.AcceleratorError, match="4 NeuronCore"):
@@ -97,7 +100,9 @@ def test_invalid_device_index_errors_name_index_and_count(bad):
 
 
 def test_invalid_device_index_for_tensors():
-    with pytest.raises(torch.AcceleratorError, match=r"invalid neuron device index 4: 4 NeuronCore"):
+    with pytest.raises(
+        torch.AcceleratorError, match=r"invalid neuron device index 4: 4 NeuronCore"
+    ):
         torch.ones(2, device="neuron:4")
     with pytest.raises(torch.AcceleratorError, match="invalid neuron device index 7"):
         torch.ones(2).to("neuron:7")
@@ -207,7 +212,8 @@ def test_bad_environment_shows_as_no_device_and_names_the_variable(reports):
 def test_forked_child_cannot_use_an_initialized_device(run_py):
     # As CUDA: the stream workers do not survive fork(), so the child gets a
     # clear error instead of a hang; the parent keeps working.
-    r = run_py("""
+    r = run_py(
+        """
         import os, torch
         torch.ones(2, device="neuron").sum().item()
         pid = os.fork()
@@ -222,14 +228,17 @@ def test_forked_child_cannot_use_an_initialized_device(run_py):
         assert not torch.neuron._is_in_bad_fork()
         assert torch.ones(3, device="neuron").sum().item() == 3
         print("ok")
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     assert "ok" in r.stdout
 
 
 def test_bad_environment_is_named_at_first_device_use(run_py):
     # import torch still works (CPU programs are unaffected); the device
     # reports why it is unusable.
-    r = run_py("""
+    r = run_py(
+        """
         import torch
         assert torch.ones(2).sum().item() == 2
         assert not torch.neuron.is_available()
@@ -237,12 +246,15 @@ def test_bad_environment_is_named_at_first_device_use(run_py):
             torch.ones(2, device="neuron")
         except RuntimeError as e:
             print("ERR", e)
-    """, env={"NEURON_LOGICAL_NC_CONFIG": "3"})
+    """,
+        env={"NEURON_LOGICAL_NC_CONFIG": "3"},
+    )
     assert "ERR" in r.stdout and "NEURON_LOGICAL_NC_CONFIG" in r.stdout, r.stdout
 
 
 def test_bad_fallback_mode_does_not_break_import(run_py):
-    r = run_py("""
+    r = run_py(
+        """
         import torch
         x = torch.arange(5.0, device="neuron")
         assert (x + 1).sum().item() == 15          # native ops are unaffected
@@ -250,5 +262,9 @@ def test_bad_fallback_mode_does_not_break_import(run_py):
             torch.sort(x)
         except RuntimeError as e:
             print("ERR", e)
-    """, env={"TORCHNEURON_FALLBACK": "maybe"})
-    assert "ERR" in r.stdout and "TORCHNEURON_FALLBACK" in r.stdout and "maybe" in r.stdout, r.stdout
+    """,
+        env={"TORCHNEURON_FALLBACK": "maybe"},
+    )
+    assert "ERR" in r.stdout and "TORCHNEURON_FALLBACK" in r.stdout and "maybe" in r.stdout, (
+        r.stdout
+    )

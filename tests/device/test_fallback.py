@@ -7,6 +7,7 @@ NotImplementedError that names the operator.
 The operator under test is the first of a few candidates that really falls
 back (conftest.fallback_op), so the tests keep working as native kernels are
 added."""
+
 import json
 import warnings
 
@@ -184,8 +185,9 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def children(fallback_op):
     code = _CHILD.format(op=fallback_op)
-    procs = run_python_many({"warn": (code, {}),
-                             "error": (code, {"TORCHNEURON_FALLBACK": "error"})})
+    procs = run_python_many(
+        {"warn": (code, {}), "error": (code, {"TORCHNEURON_FALLBACK": "error"})}
+    )
     out = {}
     for key, proc in procs.items():
         assert proc.returncode == 0, proc.stderr

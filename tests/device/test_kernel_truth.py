@@ -2,6 +2,7 @@
 Meta kernel says (dtype, shape, strides); the 64-bit policy never turns a
 working call into an error; the result-geometry cache follows global state;
 errors have the CPU's type and are raised at the call."""
+
 import warnings
 
 import pytest
@@ -60,15 +61,29 @@ def test_norm_statistics_dtype_and_shape():
     _both(lambda x, w, b: torch.ops.aten.native_layer_norm(x, [4], w, b, 1e-5), x, w, b)
     wc, bc = w[:3].contiguous(), b[:3].contiguous()
     rm, rv = torch.zeros(3), torch.ones(3)
-    _both(lambda x, w, b, m, v: torch.ops.aten.native_batch_norm(x, w, b, m, v, False, 0.1, 1e-5),
-          x, wc, bc, rm.bfloat16(), rv.bfloat16())
+    _both(
+        lambda x, w, b, m, v: torch.ops.aten.native_batch_norm(x, w, b, m, v, False, 0.1, 1e-5),
+        x,
+        wc,
+        bc,
+        rm.bfloat16(),
+        rv.bfloat16(),
+    )
     xf = x.float()
-    _both(lambda x, m, v: torch.ops.aten._native_batch_norm_legit_no_training(
-        x, None, None, m, v, 0.1, 1e-5), xf, rm, rv)  # CPU: save_mean of shape [0]
+    _both(
+        lambda x, m, v: torch.ops.aten._native_batch_norm_legit_no_training(
+            x, None, None, m, v, 0.1, 1e-5
+        ),
+        xf,
+        rm,
+        rv,
+    )  # CPU: save_mean of shape [0]
     cpu_m, cpu_v = rm.clone(), rv.clone()
     dev_m, dev_v = rm.to(DEV), rv.to(DEV)
     want = torch.ops.aten._native_batch_norm_legit(x, None, None, cpu_m, cpu_v, True, 0.1, 1e-5)
-    got = torch.ops.aten._native_batch_norm_legit(x.to(DEV), None, None, dev_m, dev_v, True, 0.1, 1e-5)
+    got = torch.ops.aten._native_batch_norm_legit(
+        x.to(DEV), None, None, dev_m, dev_v, True, 0.1, 1e-5
+    )
     _same(want, got)
     _same(cpu_m, dev_m)
     _same(cpu_v, dev_v)

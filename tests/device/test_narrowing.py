@@ -5,6 +5,7 @@ in full width; index arguments are never narrowed.
 
 References are the CPU computing the same in 32 bits (what the device does)
 and in 64 bits (to show the difference is real)."""
+
 import json
 import warnings
 
@@ -41,13 +42,16 @@ def test_int64_beyond_int32_wraps():
     assert got.cpu().tolist() == [-(2**31) + 5, -(2**31) + 12, 10]
 
 
-@pytest.mark.parametrize("name,fn", [
-    ("mm", lambda a, b: a @ b),
-    ("mul", lambda a, b: a * b),
-    ("exp", lambda a, b: torch.exp(a / 4)),
-    ("sum", lambda a, b: a.sum(dim=1)),
-    ("softmax", lambda a, b: torch.softmax(a, dim=-1)),
-])
+@pytest.mark.parametrize(
+    "name,fn",
+    [
+        ("mm", lambda a, b: a @ b),
+        ("mul", lambda a, b: a * b),
+        ("exp", lambda a, b: torch.exp(a / 4)),
+        ("sum", lambda a, b: a.sum(dim=1)),
+        ("softmax", lambda a, b: torch.softmax(a, dim=-1)),
+    ],
+)
 def test_float64_results_keep_dtype_and_equal_float32_compute(name, fn):
     g = torch.Generator().manual_seed(0)
     a = torch.randn(6, 6, dtype=torch.float64, generator=g)
@@ -75,9 +79,9 @@ def test_copies_and_32bit_ops_are_not_narrowed():
     N.reset_narrowing_stats()
     x = torch.tensor([1.0 + 1e-12], dtype=torch.float64)
     d = x.neuron()
-    assert torch.equal(d.clone().cpu(), x)                   # device copy: full width
-    assert torch.equal(d.to("neuron:1").cpu(), x)            # between cores
-    f = torch.ones(3, device="neuron") * 2                   # float32 compute
+    assert torch.equal(d.clone().cpu(), x)  # device copy: full width
+    assert torch.equal(d.to("neuron:1").cpu(), x)  # between cores
+    f = torch.ones(3, device="neuron") * 2  # float32 compute
     assert f.cpu().tolist() == [2.0, 2.0, 2.0]
     assert N.narrowing_stats() == {}
 
@@ -90,10 +94,13 @@ def test_fills_and_random_draws_write_full_width():
     assert torch.zeros(3, dtype=torch.int64, device="neuron").cpu().tolist() == [0, 0, 0]
     g = torch.Generator(device="neuron").manual_seed(0)
     got = torch.randint(0, 2**40, (4,), device="neuron", generator=g).cpu()
-    assert torch.equal(got, torch.randint(0, 2**40, (4,), generator=torch.Generator().manual_seed(0)))
+    assert torch.equal(
+        got, torch.randint(0, 2**40, (4,), generator=torch.Generator().manual_seed(0))
+    )
     got = torch.randn(5, dtype=torch.float64, device="neuron", generator=g.manual_seed(1)).cpu()
-    assert torch.equal(got, torch.randn(5, dtype=torch.float64,
-                                        generator=torch.Generator().manual_seed(1)))
+    assert torch.equal(
+        got, torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    )
     assert N.narrowing_stats() == {}
 
 
@@ -115,7 +122,11 @@ def test_masked_fill_moves_values_at_full_width():
     x = torch.zeros(3, dtype=torch.float64)
     mask = torch.tensor([True, False, True])
     got = x.neuron().masked_fill_(mask.neuron(), torch.finfo(torch.float64).min)
-    assert got.cpu().tolist() == [torch.finfo(torch.float64).min, 0.0, torch.finfo(torch.float64).min]
+    assert got.cpu().tolist() == [
+        torch.finfo(torch.float64).min,
+        0.0,
+        torch.finfo(torch.float64).min,
+    ]
     i = torch.zeros(2, dtype=torch.int64)
     got = i.neuron().masked_fill_(torch.tensor([True, False], device="neuron"), 2**32 + 9)
     assert got.cpu().tolist() == [2**32 + 9, 0]
@@ -142,11 +153,13 @@ def test_index_arguments_are_not_narrowed():
     src = torch.arange(20.0).reshape(4, 5)
     gidx = torch.tensor([[0, 4], [3, 1], [2, 2], [1, 0]])
     # gather insists on an int64 index: a narrowed one would fail
-    assert torch.equal(torch.gather(src.neuron(), 1, gidx.neuron()).cpu(),
-                       torch.gather(src, 1, gidx))
+    assert torch.equal(
+        torch.gather(src.neuron(), 1, gidx.neuron()).cpu(), torch.gather(src, 1, gidx)
+    )
     sel = torch.tensor([3, 0])
-    assert torch.equal(torch.index_select(src.neuron(), 0, sel.neuron()).cpu(),
-                       torch.index_select(src, 0, sel))
+    assert torch.equal(
+        torch.index_select(src.neuron(), 0, sel.neuron()).cpu(), torch.index_select(src, 0, sel)
+    )
     assert N.narrowing_stats() == {}  # float32 values, int64 indices: nothing narrowed
     # float64 values are moved, not computed: exact, and not counted
     got = torch.gather(src.double().neuron(), 1, gidx.neuron())
@@ -187,8 +200,9 @@ print(json.dumps({"add": a, "add_int": b, "mul": m, "warnings": msgs,
 
 @pytest.fixture(scope="module")
 def children():
-    procs = run_python_many({"default": (_CHILD, {}),
-                             "full": (_CHILD, {"TORCHNEURON_NARROW_64BIT": "0"})})
+    procs = run_python_many(
+        {"default": (_CHILD, {}), "full": (_CHILD, {"TORCHNEURON_NARROW_64BIT": "0"})}
+    )
     out = {}
     for key, proc in procs.items():
         assert proc.returncode == 0, proc.stderr
@@ -229,7 +243,10 @@ def test_data_movement_keeps_64bit_values():
         "getitem": (d[idx.to("neuron")], b[idx]),
         "flip": (d.flip(0), b.flip(0)),
         "masked_fill": (d.masked_fill((b < 0).to("neuron"), 2**33), b.masked_fill(b < 0, 2**33)),
-        "where": (torch.where((b > 0).to("neuron"), d, d.flip(0)), torch.where(b > 0, b, b.flip(0))),
+        "where": (
+            torch.where((b > 0).to("neuron"), d, d.flip(0)),
+            torch.where(b > 0, b, b.flip(0)),
+        ),
     }
     for name, (got, want) in cases.items():
         assert got.dtype == torch.int64, name

@@ -11,6 +11,7 @@ test; the summary (pass / fail / fallback counts, failing ops, the aten ops
 that fell back) is printed at the end (``pytest -s``) and written to
 ``build/opinfo_summary.txt``.
 """
+
 from __future__ import annotations
 
 import collections
@@ -31,10 +32,30 @@ RTOL, ATOL = 1.3e-6, 1e-5  # assert_close's float32 defaults, also used for narr
 
 # Skipped: random results, uninitialised memory, sparse layouts (neuron
 # tensors are strided only).
-RANDOM_WORDS = ("rand", "normal", "bernoulli", "multinomial", "uniform", "dropout",
-                "exponential", "cauchy", "geometric", "log_normal", "poisson", "rrelu")
-UNINITIALISED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
-                 "empty_permuted", "resize_", "resize_as_"}
+RANDOM_WORDS = (
+    "rand",
+    "normal",
+    "bernoulli",
+    "multinomial",
+    "uniform",
+    "dropout",
+    "exponential",
+    "cauchy",
+    "geometric",
+    "log_normal",
+    "poisson",
+    "rrelu",
+)
+UNINITIALISED = {
+    "empty",
+    "empty_like",
+    "new_empty",
+    "new_empty_strided",
+    "empty_strided",
+    "empty_permuted",
+    "resize_",
+    "resize_as_",
+}
 SPARSE = ("sparse.", "to_sparse")
 
 # Non-input tensor arguments the op requires on the CPU (as on CUDA).
@@ -190,8 +211,12 @@ def _check_sample(op, sample, record):
             if not _close(cpu_out, res):
                 continue  # the CPU's own out= disagrees with its functional form (ihfft2)
             ref = (ret, cpu_out)
-            run = _Run(lambda: (fn(dev_sample.input, *dev_sample.args, out=dev_out,
-                                   **dev_sample.kwargs), dev_out))
+            run = _Run(
+                lambda: (
+                    fn(dev_sample.input, *dev_sample.args, out=dev_out, **dev_sample.kwargs),
+                    dev_out,
+                )
+            )
             if unspecified:
                 continue  # unspecified results of out= are not comparable either
         v = record["variants"].setdefault(kind, {"samples": 0, "fallbacks": set()})
@@ -199,12 +224,14 @@ def _check_sample(op, sample, record):
         v["fallbacks"] |= run.fallbacks
         what = f"{kind} variant, sample {sample}"
         if run.error is not None:
-            record["failures"].append(f"{kind}: raised {type(run.error).__name__}: "
-                                      f"{str(run.error).splitlines()[0][:300]}")
+            record["failures"].append(
+                f"{kind}: raised {type(run.error).__name__}: {str(run.error).splitlines()[0][:300]}"
+            )
             continue
         try:
-            _compare(run.result, ref, run.narrowed,
-                     unspecified if kind != "inplace" else frozenset())
+            _compare(
+                run.result, ref, run.narrowed, unspecified if kind != "inplace" else frozenset()
+            )
         except AssertionError as e:
             record["failures"].append(f"{kind}: {str(e).strip()[:600]}\n  in {what[:400]}")
 
@@ -226,8 +253,11 @@ def summarize(results: dict[str, dict]) -> str:
     for r in results.values():
         for v in r["variants"].values():
             fell_back.update(v["fallbacks"])
-    failing = sorted(k + ("" if r["native"] else " (fell back)")
-                     for k, r in results.items() if r["status"] == "fail")
+    failing = sorted(
+        k + ("" if r["native"] else " (fell back)")
+        for k, r in results.items()
+        if r["status"] == "fail"
+    )
     variant_counts = collections.Counter()
     for r in results.values():
         for kind, v in r["variants"].items():
@@ -240,9 +270,12 @@ def summarize(results: dict[str, dict]) -> str:
         f"fallback: {counts['fallback']}   skipped: {counts['skip']}",
         "  (pass: the functional variant is native and every variant matched; fallback: the",
         "  functional variant took the CPU fallback and every variant matched; fail: a mismatch)",
-        "  variants checked: " + ", ".join(
+        "  variants checked: "
+        + ", ".join(
             f"{k} {variant_counts[(k, 'native')]} native + {variant_counts[(k, 'fallback')]} "
-            f"fallback" for k in ("functional", "inplace", "out")),
+            f"fallback"
+            for k in ("functional", "inplace", "out")
+        ),
         f"  failing: {', '.join(failing) or 'none'}",
         f"  aten ops that fell back ({len(fell_back)}): "
         + ", ".join(n.removeprefix("aten::") for n, _ in sorted(fell_back.items())),
@@ -306,10 +339,14 @@ def test_sweep_regression(name):
     record = {"variants": {}, "failures": []}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for sample in list(op.sample_inputs("cpu", torch.float32, requires_grad=False))[:MAX_SAMPLES]:
+        for sample in list(op.sample_inputs("cpu", torch.float32, requires_grad=False))[
+            :MAX_SAMPLES
+        ]:
             _check_sample(op, sample, record)
     assert record["variants"], "no sample ran"
-    assert not record["failures"], f"{name} ({REGRESSIONS[name]}):\n" + "\n".join(record["failures"])
+    assert not record["failures"], f"{name} ({REGRESSIONS[name]}):\n" + "\n".join(
+        record["failures"]
+    )
 
 
 def test_sweep_detects_a_mismatch():

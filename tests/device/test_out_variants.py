@@ -1,5 +1,6 @@
 """out= overloads of natively computed operators run natively (issue 7, section 2): found
 from the functional list, CPU-compatible errors, resize semantics, casting, aliasing."""
+
 from __future__ import annotations
 
 import warnings
@@ -12,16 +13,19 @@ import torchneuron  # noqa: F401
 A = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x, out: torch.exp2(x, out=out),
-    lambda x, out: torch.asinh(x, out=out),
-    lambda x, out: torch.ops.aten.sum.out(x, out=out),
-    lambda x, out: torch.ops.aten.flip.out(x, [0], out=out),
-    lambda x, out: torch.ops.aten.roll.out(x, [1], [1], out=out),
-    lambda x, out: torch._C._nn.hardswish(x, out=out),
-    lambda x, out: torch.var(x, 1, out=out),
-    lambda x, out: torch.ops.aten.constant_pad_nd.out(x, [1, 1], 2.0, out=out),
-])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, out: torch.exp2(x, out=out),
+        lambda x, out: torch.asinh(x, out=out),
+        lambda x, out: torch.ops.aten.sum.out(x, out=out),
+        lambda x, out: torch.ops.aten.flip.out(x, [0], out=out),
+        lambda x, out: torch.ops.aten.roll.out(x, [1], [1], out=out),
+        lambda x, out: torch._C._nn.hardswish(x, out=out),
+        lambda x, out: torch.var(x, 1, out=out),
+        lambda x, out: torch.ops.aten.constant_pad_nd.out(x, [1, 1], 2.0, out=out),
+    ],
+)
 def test_out_matches_cpu_without_fallback(fn):
     torch.neuron.reset_fallback_stats()
     ref = fn(A, torch.empty(0))

@@ -1,6 +1,7 @@
 """Printing a neuron tensor: the CPU's text plus device='neuron:N', values
 after all queued work, no warnings (no narrowing, no fallback) and nothing
 counted in the statistics."""
+
 import warnings
 
 import pytest
@@ -64,7 +65,7 @@ def test_print_waits_for_queued_work(capsys):
     print(d[:2, :3])  # a sync point: no synchronize() before it
     printed = capsys.readouterr().out
     assert printed.startswith("tensor([[") and "device='neuron:0'" in printed
-    shown = torch.tensor(eval(printed[len("tensor("):printed.index(", device")]))
+    shown = torch.tensor(eval(printed[len("tensor(") : printed.index(", device")]))
     torch.testing.assert_close(shown, ref[:2, :3], rtol=0, atol=1e-4)  # 4 printed decimals
 
 

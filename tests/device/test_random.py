@@ -2,6 +2,7 @@
 seed gives the CPU's numbers; get/set_rng_state round trips; explicit
 ``torch.Generator(device="neuron")``; random operators that take the CPU
 fallback draw from the same generator."""
+
 import warnings
 
 import pytest
@@ -15,11 +16,13 @@ DRAWS = {
     "randint": lambda dev, g=None: torch.randint(0, 1000, (9,), device=dev, generator=g),
     "normal_": lambda dev, g=None: torch.empty(8, device=dev).normal_(2.0, 3.0, generator=g),
     "uniform_": lambda dev, g=None: torch.empty(8, device=dev).uniform_(-1, 1, generator=g),
-    "bernoulli": lambda dev, g=None: torch.bernoulli(torch.full((16,), 0.3, device=dev),
-                                                     generator=g),
+    "bernoulli": lambda dev, g=None: torch.bernoulli(
+        torch.full((16,), 0.3, device=dev), generator=g
+    ),
     "exponential_": lambda dev, g=None: torch.empty(6, device=dev).exponential_(generator=g),
-    "multinomial": lambda dev, g=None: torch.multinomial(torch.ones(10, device=dev), 4,
-                                                         generator=g),
+    "multinomial": lambda dev, g=None: torch.multinomial(
+        torch.ones(10, device=dev), 4, generator=g
+    ),
 }
 
 
@@ -33,7 +36,7 @@ def _quiet(fn, *args):
 def test_manual_seed_gives_the_cpu_numbers(name):
     draw = DRAWS[name]
     torch.manual_seed(999)  # (seeds the CPU and every core)
-    N.manual_seed(1234)     # the current core only: the CPU stays at 999
+    N.manual_seed(1234)  # the current core only: the CPU stays at 999
     got = _quiet(draw, "neuron").cpu()
     torch.manual_seed(1234)
     ref = draw("cpu")

@@ -1,6 +1,7 @@
 """Seeding while draws are queued (a silent wrong result found for issue 7): draws read the
 generator when their kernel runs, so reseeding on the host must wait for queued draws, or
 `manual_seed(7); a = randn(); manual_seed(7); b = randn()` gives a != b."""
+
 from __future__ import annotations
 
 import torch
@@ -11,7 +12,7 @@ import torchneuron  # noqa: F401
 def _busy():
     a = torch.randn(512, 512, device="neuron")
     for _ in range(4):
-        a = a @ a / 512 ** 0.5
+        a = a @ a / 512**0.5
     return a
 
 
@@ -41,5 +42,7 @@ def test_generator_object_reseed_and_state():
     assert torch.equal(c.cpu(), d.cpu())
     # The CPU's numbers for the same seed.
     g.manual_seed(11)
-    assert torch.equal(torch.randn(16, device="neuron", generator=g).cpu(),
-                       torch.randn(16, generator=torch.Generator().manual_seed(11)))
+    assert torch.equal(
+        torch.randn(16, device="neuron", generator=g).cpu(),
+        torch.randn(16, generator=torch.Generator().manual_seed(11)),
+    )

@@ -1,5 +1,6 @@
 """torch.save / torch.load of neuron tensors, storages and state_dicts, with
 map_location in both directions and between cores."""
+
 import io
 
 import pytest
@@ -55,8 +56,7 @@ def test_views_keep_sharing_storage_and_strides():
     assert torch.equal(loaded["t"].cpu(), ref.t())
 
 
-@pytest.mark.parametrize("map_location", ["cpu", torch.device("cpu"),
-                                          lambda storage, loc: storage])
+@pytest.mark.parametrize("map_location", ["cpu", torch.device("cpu"), lambda storage, loc: storage])
 def test_map_location_to_cpu(map_location):
     ref = _values()
     loaded = _roundtrip({k: v.neuron() for k, v in ref.items()}, map_location=map_location)
@@ -65,9 +65,15 @@ def test_map_location_to_cpu(map_location):
         assert torch.equal(loaded[k], v)
 
 
-@pytest.mark.parametrize("map_location,expected", [
-    ("neuron", 0), ("neuron:1", 1), (torch.device("neuron", 3), 3), ({"cpu": "neuron:2"}, 2),
-])
+@pytest.mark.parametrize(
+    "map_location,expected",
+    [
+        ("neuron", 0),
+        ("neuron:1", 1),
+        (torch.device("neuron", 3), 3),
+        ({"cpu": "neuron:2"}, 2),
+    ],
+)
 def test_map_location_from_cpu_to_neuron(map_location, expected):
     ref = _values()
     loaded = _roundtrip(ref, map_location=map_location)
@@ -96,20 +102,23 @@ def test_loading_to_a_missing_core_is_an_error():
 
 def test_state_dict_round_trip():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16),
-                                torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+    )
     x = torch.randn(5, 8)
     ref_out = model(x)
     model.neuron()
     sd = _roundtrip(model.state_dict())
     assert all(v.is_neuron for v in sd.values())
-    fresh = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16),
-                                torch.nn.Linear(16, 4)).neuron()
+    fresh = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+    ).neuron()
     fresh.load_state_dict(sd)
     torch.testing.assert_close(fresh(x.neuron()).cpu(), ref_out)
     # saved on the device, loaded on the CPU into a CPU model
-    cpu_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16),
-                                    torch.nn.Linear(16, 4))
+    cpu_model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+    )
     cpu_model.load_state_dict(_roundtrip(model.state_dict(), map_location="cpu"))
     torch.testing.assert_close(cpu_model(x), ref_out)
 

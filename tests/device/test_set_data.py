@@ -1,6 +1,7 @@
 """``tensor.data = other`` between CPU and neuron tensors (FSDP2's ``fully_shard`` and
 many libraries move parameters so): ATen's shallow-copy check knows only its own dense
 backends, so it raised "incompatible tensor type" for neuron. Reference: the CPU values."""
+
 import pytest
 import torch
 

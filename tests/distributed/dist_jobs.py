@@ -7,6 +7,7 @@ compares neuron against an independent reference (the same collective on
 CPU tensors over Gloo, or the same training in one process) and prints
 ``ok <name>``; the last line of a passing rank is ``ALL OK``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,7 +35,9 @@ def ok(name: str) -> None:
 
 def same(a: torch.Tensor, b: torch.Tensor, name: str, atol: float = 0.0) -> None:
     a, b = a.cpu(), b.cpu()
-    assert a.dtype == b.dtype and a.shape == b.shape, f"{name}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
+    assert a.dtype == b.dtype and a.shape == b.shape, (
+        f"{name}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
+    )
     if atol:
         diff = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
         assert diff <= atol, f"{name}: max |neuron - reference| = {diff:.3g} > {atol}"
@@ -46,8 +49,14 @@ def init(backend: str | None) -> torch.device:
     """The process group and this rank's device, by CUDA's recipe: set_device(local_rank)
     after init_process_group (with DIST_DEVICE_ID, init_process_group(device_id=...) too).
     The group has bound the rank to neuron:LOCAL_RANK already (checked)."""
-    kw = {"device_id": torch.device("neuron", LOCAL_RANK)} if os.environ.get("DIST_DEVICE_ID") else {}
-    dist.init_process_group(backend, timeout=timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "60"))), **kw)
+    kw = (
+        {"device_id": torch.device("neuron", LOCAL_RANK)}
+        if os.environ.get("DIST_DEVICE_ID")
+        else {}
+    )
+    dist.init_process_group(
+        backend, timeout=timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "60"))), **kw
+    )
     assert torch.neuron.current_device() == LOCAL_RANK, (torch.neuron.current_device(), LOCAL_RANK)
     torch.neuron.set_device(LOCAL_RANK)
     return torch.device("neuron", torch.neuron.current_device())
@@ -63,13 +72,22 @@ def data(seed: int, *shape, dtype=torch.float32, rank: int | None = None) -> tor
 
 # ---------------------------------------------------------------- collectives
 
+
 def check_collectives(dev: torch.device, cpu) -> None:
     """Every collective on neuron tensors equals the same one on CPU tensors (Gloo)."""
     R = dist.ReduceOp
-    for op, dtype in [(R.SUM, torch.float32), (R.PRODUCT, torch.float32), (R.MIN, torch.float32),
-                      (R.MAX, torch.float32), (R.AVG, torch.float32), (R.SUM, torch.int64),
-                      (R.BAND, torch.int32), (R.BOR, torch.int32), (R.BXOR, torch.int32),
-                      (R.MAX, torch.bfloat16)]:
+    for op, dtype in [
+        (R.SUM, torch.float32),
+        (R.PRODUCT, torch.float32),
+        (R.MIN, torch.float32),
+        (R.MAX, torch.float32),
+        (R.AVG, torch.float32),
+        (R.SUM, torch.int64),
+        (R.BAND, torch.int32),
+        (R.BOR, torch.int32),
+        (R.BXOR, torch.int32),
+        (R.MAX, torch.bfloat16),
+    ]:
         x = data(1, 5, 3, dtype=dtype)
         n, c = x.to(dev), x.clone()
         dist.all_reduce(n, op=op)
@@ -96,17 +114,32 @@ def check_collectives(dev: torch.device, cpu) -> None:
     dist.all_reduce(c, group=cpu)
     assert n.is_contiguous(memory_format=cl) and not n.is_contiguous()
     same(n, c, "all_reduce channels_last")
-    same(n, sum(data(40, 2, 3, 4, 5, rank=r) for r in range(WS)), "all_reduce channels_last", atol=1e-5)
+    same(
+        n,
+        sum(data(40, 2, 3, 4, 5, rank=r) for r in range(WS)),
+        "all_reduce channels_last",
+        atol=1e-5,
+    )
     n = data(41, 2, 3, 4, 5).to(dev).contiguous(memory_format=cl)
     dist.broadcast(n, WS - 1)
     same(n, data(41, 2, 3, 4, 5, rank=WS - 1), "broadcast channels_last")
     n = data(42, 2, 3, 4, 5).to(dev).contiguous(memory_format=cl)
     dist.reduce(n, 0)
     if RANK == 0:
-        same(n, sum(data(42, 2, 3, 4, 5, rank=r) for r in range(WS)), "reduce channels_last", atol=1e-5)
+        same(
+            n,
+            sum(data(42, 2, 3, 4, 5, rank=r) for r in range(WS)),
+            "reduce channels_last",
+            atol=1e-5,
+        )
     pair = [data(43, 2, 3, 4, 5).to(dev).contiguous(memory_format=cl), data(44, 6).to(dev)]
     dist.all_reduce_coalesced(pair)
-    same(pair[0], sum(data(43, 2, 3, 4, 5, rank=r) for r in range(WS)), "all_reduce_coalesced channels_last", atol=1e-5)
+    same(
+        pair[0],
+        sum(data(43, 2, 3, 4, 5, rank=r) for r in range(WS)),
+        "all_reduce_coalesced channels_last",
+        atol=1e-5,
+    )
     same(pair[1], sum(data(44, 6, rank=r) for r in range(WS)), "all_reduce_coalesced", atol=1e-5)
     ok("channels_last all_reduce, broadcast, reduce, all_reduce_coalesced")
 
@@ -166,7 +199,7 @@ def check_collectives(dev: torch.device, cpu) -> None:
     for j, a in enumerate(nl):
         theirs = data(10, sum(j + k + 1 for k in range(WS)), 3, rank=j)
         start = sum(j + k + 1 for k in range(RANK))
-        same(a, theirs[start:start + RANK + j + 1], f"all_to_all unequal from rank {j}")
+        same(a, theirs[start : start + RANK + j + 1], f"all_to_all unequal from rank {j}")
     ok("all_to_all, all_to_all_single (unequal splits)")
 
     # In place: the output list is the input list, or the parts are chunks of
@@ -222,8 +255,9 @@ def check_collectives(dev: torch.device, cpu) -> None:
             dist.recv(t, 0)
             same(t, data(13, 6, rank=0), "send/recv")
     r2 = torch.empty(6, device=dev)
-    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, x.to(dev) * 3, nxt),
-                                   dist.P2POp(dist.irecv, r2, prv)])
+    reqs = dist.batch_isend_irecv(
+        [dist.P2POp(dist.isend, x.to(dev) * 3, nxt), dist.P2POp(dist.irecv, r2, prv)]
+    )
     for q in reqs:
         q.wait()
     same(r2, cr * 3, "batch_isend_irecv")
@@ -263,7 +297,9 @@ def check_collectives(dev: torch.device, cpu) -> None:
     dist.all_reduce_coalesced(cs, group=cpu)
     for a, b in zip(ns, cs):
         same(a, b, "all_reduce_coalesced")
-    ok("coalesced: _coalescing_manager (all_reduce, all_gather_into_tensor, reduce_scatter_tensor), all_reduce_coalesced")
+    ok(
+        "coalesced: _coalescing_manager (all_reduce, all_gather_into_tensor, reduce_scatter_tensor), all_reduce_coalesced"
+    )
 
     # Subgroups and barrier on a subgroup.
     sub_ranks = [0, 1]
@@ -323,13 +359,23 @@ def check_functional(dev: torch.device, cpu) -> None:
     world = dist.group.WORLD
     x = data(50, 4, 3)
     same(fc.all_reduce(x.to(dev), "sum", world), fc.all_reduce(x, "sum", cpu), "funcol all_reduce")
-    same(fc.all_gather_tensor(x.to(dev), 0, world), fc.all_gather_tensor(x, 0, cpu), "funcol all_gather_tensor")
+    same(
+        fc.all_gather_tensor(x.to(dev), 0, world),
+        fc.all_gather_tensor(x, 0, cpu),
+        "funcol all_gather_tensor",
+    )
     y = data(51, WS * 2, 3)
-    same(fc.reduce_scatter_tensor(y.to(dev), "sum", 0, world),
-         fc.reduce_scatter_tensor(y, "sum", 0, cpu), "funcol reduce_scatter_tensor")
+    same(
+        fc.reduce_scatter_tensor(y.to(dev), "sum", 0, world),
+        fc.reduce_scatter_tensor(y, "sum", 0, cpu),
+        "funcol reduce_scatter_tensor",
+    )
     splits = [2] * WS
-    same(fc.all_to_all_single(y.to(dev), splits, splits, world),
-         fc.all_to_all_single(y, splits, splits, cpu), "funcol all_to_all_single")
+    same(
+        fc.all_to_all_single(y.to(dev), splits, splits, world),
+        fc.all_to_all_single(y, splits, splits, cpu),
+        "funcol all_to_all_single",
+    )
     n = fc.all_reduce(x.to(dev), "max", world)
     out = fc.wait_tensor(n) + 1
     same(out, fc.all_reduce(x, "max", cpu) + 1, "funcol wait_tensor")
@@ -372,8 +418,12 @@ def check_streams(dev: torch.device, cpu) -> None:
         if w is not None:
             w.wait()
     for i, v in enumerate(xs):
-        same(v, sum(data(62 + i, 100, rank=r) for r in range(WS)), f"back-to-back all_reduce {i}",
-             atol=1e-5)
+        same(
+            v,
+            sum(data(62 + i, 100, rank=r) for r in range(WS)),
+            f"back-to-back all_reduce {i}",
+            atol=1e-5,
+        )
     # A series on one tensor with nothing queued between: each all_reduce is
     # ready when the previous one is done (not when its kernel wakes); one
     # that started early would read a partly reduced buffer. Then the same
@@ -395,7 +445,9 @@ def check_streams(dev: torch.device, cpu) -> None:
                     slow = torch.tanh(slow @ slow)
                 xn.mul_(0.5)
                 xc.mul_(0.5)
-        same(xn, xc, f"back-to-back all_reduce series on one tensor ({between or 'nothing'} between)")
+        same(
+            xn, xc, f"back-to-back all_reduce series on one tensor ({between or 'nothing'} between)"
+        )
     # CPU tensors on a neuron group, issued while a neuron collective still
     # waits for kernels on rank 0 only: Gloo must see them in program order on
     # every rank (else each pairs with the other's: a silent wrong result).
@@ -410,8 +462,12 @@ def check_streams(dev: torch.device, cpu) -> None:
             time.sleep(0.01)  # rank 0's neuron collective is still queued, others' posted
         yc = torch.full((4,), 100.0 * (1 + RANK))
         dist.all_reduce(yc, group=ng)
-        same(yc, torch.full((4,), 100.0 * sum(range(1, WS + 1))), f"cpu collective after neuron {it}")
-        same(xn, torch.full((4,), float(sum(range(1, WS + 1)))), f"neuron collective before cpu {it}")
+        same(
+            yc, torch.full((4,), 100.0 * sum(range(1, WS + 1))), f"cpu collective after neuron {it}"
+        )
+        same(
+            xn, torch.full((4,), float(sum(range(1, WS + 1)))), f"neuron collective before cpu {it}"
+        )
     # A neuron send and then a CPU send to one peer on one tag: the neuron
     # data is posted only after the pair's check, so the CPU data reaches Gloo
     # first on the sender, while the receiver posts the neuron receive first
@@ -449,8 +505,10 @@ def check_errors(dev: torch.device, cpu) -> None:
         except RuntimeError as e:
             assert "uses neuron:" in str(e), e
         ok("wrong core is an error")
-    for bad, what in [(torch.ones(RANK + 2, device=dev), "shape"),
-                      (torch.ones(3, device=dev, dtype=torch.float32 if RANK == 0 else torch.int32), "dtype")]:
+    for bad, what in [
+        (torch.ones(RANK + 2, device=dev), "shape"),
+        (torch.ones(3, device=dev, dtype=torch.float32 if RANK == 0 else torch.int32), "dtype"),
+    ]:
         dist.all_reduce(bad)
         try:
             torch.neuron.synchronize()
@@ -494,10 +552,22 @@ def check_errors(dev: torch.device, cpu) -> None:
                 torch.neuron.synchronize()  # every rank gets every rank's counts: all raise
                 raise AssertionError(f"all_to_all ({form}) split mismatch did not raise")
             except RuntimeError as e:
-                assert "split sizes differ (rank 0 sends 3 elements to rank 1, which expects 2)" in str(e), e
-            same(o, torch.full((2 * WS,), -1.0), f"output untouched after an all_to_all ({form}) mismatch")
+                assert (
+                    "split sizes differ (rank 0 sends 3 elements to rank 1, which expects 2)"
+                    in str(e)
+                ), e
+            same(
+                o,
+                torch.full((2 * WS,), -1.0),
+                f"output untouched after an all_to_all ({form}) mismatch",
+            )
         try:
-            dist.all_to_all_single(torch.empty(4, device=dev), torch.ones(4, device=dev), [1] * WS, [4] + [0] * (WS - 1))
+            dist.all_to_all_single(
+                torch.empty(4, device=dev),
+                torch.ones(4, device=dev),
+                [1] * WS,
+                [4] + [0] * (WS - 1),
+            )
             raise AssertionError("split sizes not summing to dim 0 did not raise")
         except RuntimeError as e:
             assert "split sizes sum to" in str(e), e
@@ -511,10 +581,13 @@ def check_errors(dev: torch.device, cpu) -> None:
         torch.neuron.synchronize()
         raise AssertionError("different collectives on the ranks did not raise")
     except RuntimeError as e:
-        assert "the ranks called different collectives" in str(e) and "ALLREDUCE of Float[4]" in str(e) \
-            and "BROADCAST of Float[4]" in str(e), e
+        assert (
+            "the ranks called different collectives" in str(e)
+            and "ALLREDUCE of Float[4]" in str(e)
+            and "BROADCAST of Float[4]" in str(e)
+        ), e
     ok("different collectives on the ranks are named")
-    same(same_shape, torch.full((5,), float(WS ** 3)), "repeated collectives before a mismatch")
+    same(same_shape, torch.full((5,), float(WS**3)), "repeated collectives before a mismatch")
     # Tags at and above 2**28 carry the backend's own messages (a neuron
     # send/recv's data, the checks): refused on neuron and CPU tensors alike.
     ng = dist.new_group(backend="neuron")  # its CPU tensors too ("cpu:gloo" would take them)
@@ -527,8 +600,10 @@ def check_errors(dev: torch.device, cpu) -> None:
     ok("send/recv tag out of range is an error")
     # Not dense: ValueError, as NCCL; dense but not contiguous where the ranks' memory
     # orders would mix (all_gather), the same.
-    for t in (torch.ones(4, 4, device=dev).t()[0],
-              torch.ones(2, 3, 4, 5, device=dev).contiguous(memory_format=torch.channels_last)):
+    for t in (
+        torch.ones(4, 4, device=dev).t()[0],
+        torch.ones(2, 3, 4, 5, device=dev).contiguous(memory_format=torch.channels_last),
+    ):
         try:
             if t.dim() == 1:
                 dist.all_reduce(t)
@@ -540,7 +615,9 @@ def check_errors(dev: torch.device, cpu) -> None:
     # Memory orders that differ across ranks (NCCL and CPU Gloo add the elements of
     # different positions): an error on every rank, the input intact.
     x = torch.arange(120.0).reshape(2, 3, 4, 5)
-    t = x.to(dev).contiguous(memory_format=torch.channels_last if RANK == 0 else torch.contiguous_format)
+    t = x.to(dev).contiguous(
+        memory_format=torch.channels_last if RANK == 0 else torch.contiguous_format
+    )
     dist.all_reduce(t)
     try:
         torch.neuron.synchronize()
@@ -567,8 +644,10 @@ def check_errors(dev: torch.device, cpu) -> None:
     # send/recv whose two ends disagree: an error on both ranks, no data moved.
     if RANK in (0, 1):
         peer = 1 - RANK
-        for what, t in [("dtype", torch.ones(4, device=dev, dtype=torch.float32 if RANK == 0 else torch.int32)),
-                        ("size", torch.ones(4 + RANK, device=dev))]:
+        for what, t in [
+            ("dtype", torch.ones(4, device=dev, dtype=torch.float32 if RANK == 0 else torch.int32)),
+            ("size", torch.ones(4 + RANK, device=dev)),
+        ]:
             keep = t.cpu()
             try:
                 dist.send(t, peer) if RANK == 0 else dist.recv(t, peer)
@@ -579,8 +658,12 @@ def check_errors(dev: torch.device, cpu) -> None:
             same(t, keep, f"recv buffer intact after {what} mismatch")
         y = torch.empty(3 + RANK, device=dev)
         try:
-            for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(3, device=dev), peer),
-                                             dist.P2POp(dist.irecv, y, peer)]):
+            for q in dist.batch_isend_irecv(
+                [
+                    dist.P2POp(dist.isend, torch.ones(3, device=dev), peer),
+                    dist.P2POp(dist.irecv, y, peer),
+                ]
+            ):
                 q.wait()
             torch.neuron.synchronize()
             raise AssertionError("batch_isend_irecv mismatch did not raise")
@@ -613,7 +696,11 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
         dist.scatter(out, lst, src=bad)
 
     def gather_list_length():
-        dist.gather(torch.ones(2, device=dev), [torch.empty(2, device=dev)] * (WS + 1) if me else None, dst=bad)
+        dist.gather(
+            torch.ones(2, device=dev),
+            [torch.empty(2, device=dev)] * (WS + 1) if me else None,
+            dst=bad,
+        )
 
     def reduce_scatter_input_shape():
         # (Gloo aborted the process on this one, checked on the poster)
@@ -623,13 +710,17 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
         dist.reduce_scatter(torch.empty(2, device=dev), ins)
 
     def all_gather_output_size():
-        dist.all_gather_into_tensor(torch.empty(2 * WS + (1 if me else 0), device=dev), torch.ones(2, device=dev))
+        dist.all_gather_into_tensor(
+            torch.empty(2 * WS + (1 if me else 0), device=dev), torch.ones(2, device=dev)
+        )
 
     def negative_split():
         ins = [2] * WS
         if me:
             ins[0], ins[1] = -1, 5  # sums to 2 * WS: only the sign is wrong
-        dist.all_to_all_single(torch.empty(2 * WS, device=dev), torch.ones(2 * WS, device=dev), [2] * WS, ins)
+        dist.all_to_all_single(
+            torch.empty(2 * WS, device=dev), torch.ones(2 * WS, device=dev), [2] * WS, ins
+        )
 
     def wrong_core():
         dist.all_reduce(torch.ones(3, device=other_core if me else dev))
@@ -638,7 +729,10 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
         dist.all_reduce(torch.ones(3, device=dev, dtype=torch.int16 if me else torch.float32))
 
     def avg_on_integers():
-        dist.all_reduce(torch.ones(3, device=dev, dtype=torch.int64 if me else torch.float32), op=dist.ReduceOp.AVG)
+        dist.all_reduce(
+            torch.ones(3, device=dev, dtype=torch.int64 if me else torch.float32),
+            op=dist.ReduceOp.AVG,
+        )
 
     def in_a_coalescing_block():
         # Three calls on every rank, the second bad on one: that rank raises as
@@ -647,7 +741,9 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
         out = torch.full((2,), -1.0, device=dev)
         with dist._coalescing_manager(device=dev, async_ops=True) as cm:
             dist.broadcast(a, 0, async_op=True)
-            dist.scatter(out, [torch.ones(2, device=dev)] * (WS + 1) if me else None, src=bad, async_op=True)
+            dist.scatter(
+                out, [torch.ones(2, device=dev)] * (WS + 1) if me else None, src=bad, async_op=True
+            )
             dist.broadcast(b, 0, async_op=True)
         cm.wait()
 
@@ -659,18 +755,56 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
                 dist.all_gather_into_tensor(o, torch.ones(2, device=dev))
 
     # (the backend's name of the collective, the call, the faulty rank's error)
-    cases = [("scatter", scatter_list_length, RuntimeError, "scatter_list has %d tensors, expected %d" % (WS + 1, WS)),
-             ("gather", gather_list_length, RuntimeError, "gather_list has %d tensors, expected %d" % (WS + 1, WS)),
-             ("reduce_scatter", reduce_scatter_input_shape, RuntimeError, "input 0 is Float[3], expected Float[2]"),
-             ("_allgather_base", all_gather_output_size, RuntimeError, "output has %d elements" % (2 * WS + 1)),
-             ("alltoall_base", negative_split, RuntimeError, "negative input split size -1"),
-             ("allreduce", dtype_gloo_lacks, RuntimeError, "dtype Short, which Gloo"),
-             ("allreduce", avg_on_integers, RuntimeError, "ReduceOp.AVG on Long tensors"),
-             ("coalesced", in_a_coalescing_block, RuntimeError, "scatter_list has %d tensors" % (WS + 1)),
-             ("allgather_into_tensor_coalesced", in_a_coalesced_all_gather, RuntimeError,
-              "output 1 (Float[%d]) must hold world size" % (2 * WS + 1))]
+    cases = [
+        (
+            "scatter",
+            scatter_list_length,
+            RuntimeError,
+            "scatter_list has %d tensors, expected %d" % (WS + 1, WS),
+        ),
+        (
+            "gather",
+            gather_list_length,
+            RuntimeError,
+            "gather_list has %d tensors, expected %d" % (WS + 1, WS),
+        ),
+        (
+            "reduce_scatter",
+            reduce_scatter_input_shape,
+            RuntimeError,
+            "input 0 is Float[3], expected Float[2]",
+        ),
+        (
+            "_allgather_base",
+            all_gather_output_size,
+            RuntimeError,
+            "output has %d elements" % (2 * WS + 1),
+        ),
+        ("alltoall_base", negative_split, RuntimeError, "negative input split size -1"),
+        ("allreduce", dtype_gloo_lacks, RuntimeError, "dtype Short, which Gloo"),
+        ("allreduce", avg_on_integers, RuntimeError, "ReduceOp.AVG on Long tensors"),
+        (
+            "coalesced",
+            in_a_coalescing_block,
+            RuntimeError,
+            "scatter_list has %d tensors" % (WS + 1),
+        ),
+        (
+            "allgather_into_tensor_coalesced",
+            in_a_coalesced_all_gather,
+            RuntimeError,
+            "output 1 (Float[%d]) must hold world size" % (2 * WS + 1),
+        ),
+    ]
     if other_core:
-        cases.append(("allreduce", wrong_core, RuntimeError, "but rank %d of this process group uses neuron:" % bad))
+        cases.append(
+            (
+                "allreduce",
+                wrong_core,
+                RuntimeError,
+                "but rank %d of this process group uses neuron:" % bad,
+            )
+        )
     only = os.environ.get("DIST_CASES")  # a subset, by function name (to check one case)
     for i, (collective, call, etype, reason) in enumerate(cases):
         what = call.__name__
@@ -706,10 +840,19 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
     # not after the group's timeout; no data moves; the pair's next send/recv is right.
     partner = 0
     nc = torch.arange(6.0, device=dev).reshape(3, 2).t()  # not contiguous
-    p2p_cases = [("send", "recv", nc, "must be contiguous"), ("recv", "send", nc, "must be contiguous")]
+    p2p_cases = [
+        ("send", "recv", nc, "must be contiguous"),
+        ("recv", "send", nc, "must be contiguous"),
+    ]
     if other_core:
-        p2p_cases.append(("recv", "send", torch.ones(2, 3, device=other_core),
-                          "but rank %d of this process group uses neuron:" % bad))
+        p2p_cases.append(
+            (
+                "recv",
+                "send",
+                torch.ones(2, 3, device=other_core),
+                "but rank %d of this process group uses neuron:" % bad,
+            )
+        )
     for bad_op, peer_op, bad_t, reason in p2p_cases:
         if RANK not in (bad, partner):
             continue
@@ -730,15 +873,23 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
                 took = time.monotonic() - start
                 msg = str(e)
                 assert took < 20, (peer_op, took, msg)  # a bound on a hang (timeout 60 s)
-                assert f"rank {bad} failed this call (its {bad_op.upper()})" in msg and reason in msg, msg
+                assert (
+                    f"rank {bad} failed this call (its {bad_op.upper()})" in msg and reason in msg
+                ), msg
                 assert f"neuron c10d {peer_op} (rank {RANK} of {WS})" in msg, msg
                 assert "timeout" not in msg.lower() and "timed out" not in msg.lower(), msg
-            same(t, torch.full((2, 3), -3.0), f"{peer_op} buffer intact after the peer's bad {bad_op}")
+            same(
+                t,
+                torch.full((2, 3), -3.0),
+                f"{peer_op} buffer intact after the peer's bad {bad_op}",
+            )
         # The pair's checks stay in step, both ways, on the same tag.
         for src in (partner, bad):
             got = torch.zeros(4, device=dev)
             if RANK == src:
-                dist.send(torch.full((4,), 5.0 + src, device=dev), bad if src == partner else partner)
+                dist.send(
+                    torch.full((4,), 5.0 + src, device=dev), bad if src == partner else partner
+                )
             else:
                 dist.recv(got, src)
                 same(got, torch.full((4,), 5.0 + src), f"send/recv after a bad {bad_op}")
@@ -756,6 +907,7 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
 
 
 # ---------------------------------------------------------------- training
+
 
 def check_ddp(dev: torch.device) -> None:
     """DDP (several buckets, no_sync, find_unused_parameters) on a CNN over sklearn's
@@ -788,13 +940,15 @@ def check_ddp(dev: torch.device) -> None:
     assert torch.empty(1, pin_memory=True).is_pinned(), "pinned host memory missing on neuron"
     find_unused = True
     # device_ids=[local_rank], CUDA's recipe (dev is neuron:LOCAL_RANK)
-    ddp = DDP(model, device_ids=[LOCAL_RANK], bucket_cap_mb=0.001, find_unused_parameters=find_unused)
+    ddp = DDP(
+        model, device_ids=[LOCAL_RANK], bucket_cap_mb=0.001, find_unused_parameters=find_unused
+    )
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     per_rank = 16
     batch = per_rank * WS
     for step in range(20):
-        xb, yb = X[step * batch:(step + 1) * batch], Y[step * batch:(step + 1) * batch]
+        xb, yb = X[step * batch : (step + 1) * batch], Y[step * batch : (step + 1) * batch]
         opt_ref.zero_grad()
         nn.functional.cross_entropy(ref(xb.to(dev)), yb.to(dev)).backward()
         opt_ref.step()
@@ -811,8 +965,10 @@ def check_ddp(dev: torch.device) -> None:
     assert len(ddp.reducer._get_zeros_like_grad_buckets()) > 1, "expected several gradient buckets"
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
         same(p, q, f"ddp {name}", atol=1e-5)
-    ok("DDP on digits equals one process on the full batch"
-       + (" (find_unused_parameters)" if find_unused else ""))
+    ok(
+        "DDP on digits equals one process on the full batch"
+        + (" (find_unused_parameters)" if find_unused else "")
+    )
 
 
 def check_dtensor(dev: torch.device) -> None:
@@ -820,14 +976,17 @@ def check_dtensor(dev: torch.device) -> None:
     from torch import nn
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
 
     mesh = init_device_mesh("neuron", (WS,))
     torch.manual_seed(1)
     full = torch.randn(WS * 3, 5)
     d = distribute_tensor(full.to(dev), mesh, [Shard(0)])
-    same(d.to_local(), full[RANK * 3:(RANK + 1) * 3], "Shard(0) local")
+    same(d.to_local(), full[RANK * 3 : (RANK + 1) * 3], "Shard(0) local")
     r = d.redistribute(mesh, [Replicate()])
     same(r.to_local(), full, "redistribute to Replicate")
     s1 = r.redistribute(mesh, [Shard(1)])
@@ -846,7 +1005,9 @@ def check_dtensor(dev: torch.device) -> None:
 
     torch.manual_seed(2)
     ref = MLP().to(dev)
-    tp = parallelize_module(copy.deepcopy(ref), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    tp = parallelize_module(
+        copy.deepcopy(ref), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()}
+    )
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.05)
     opt = torch.optim.SGD(tp.parameters(), lr=0.05)
     for step in range(3):
@@ -872,8 +1033,15 @@ def check_fsdp(dev: torch.device) -> None:
     from torch.distributed.fsdp import fully_shard
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(3)
     ref = LlamaForCausalLM(cfg).to(dev)
     model = copy.deepcopy(ref)
@@ -884,11 +1052,13 @@ def check_fsdp(dev: torch.device) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     per_rank, seq = 2, 12
     for step in range(10):
-        ids = torch.randint(0, 64, (per_rank * WS, seq), generator=torch.Generator().manual_seed(100 + step))
+        ids = torch.randint(
+            0, 64, (per_rank * WS, seq), generator=torch.Generator().manual_seed(100 + step)
+        )
         opt_ref.zero_grad()
         ref(input_ids=ids.to(dev), labels=ids.to(dev)).loss.backward()
         opt_ref.step()
-        mine = ids[RANK * per_rank:(RANK + 1) * per_rank].to(dev)
+        mine = ids[RANK * per_rank : (RANK + 1) * per_rank].to(dev)
         opt.zero_grad()
         model(input_ids=mine, labels=mine).loss.backward()
         opt.step()
@@ -915,6 +1085,7 @@ def check_fsdp(dev: torch.device) -> None:
 
 
 # ---------------------------------------------------------------- faults
+
 
 def job_fault(kind: str) -> None:
     """The last rank dies (or hangs); the others raise a clear error within the timeout."""
@@ -981,7 +1152,7 @@ def job_cuda_compat() -> None:
 def main() -> None:
     job = sys.argv[1]
     if job.startswith("fault-"):
-        job_fault(job[len("fault-"):])
+        job_fault(job[len("fault-") :])
         return
     if job == "cuda_compat":
         job_cuda_compat()
@@ -990,14 +1161,22 @@ def main() -> None:
     backend = None if backend == "default" else backend
     dev = init(backend)
     # Every core stays visible; this rank's is neuron:LOCAL_RANK (set_device after the group worked).
-    assert torch.neuron.device_count() >= WS and dev.index == LOCAL_RANK, (torch.neuron.device_count(), dev)
+    assert torch.neuron.device_count() >= WS and dev.index == LOCAL_RANK, (
+        torch.neuron.device_count(),
+        dev,
+    )
     ok("bound to neuron:LOCAL_RANK")
     dist.monitored_barrier(timeout=timedelta(seconds=60))  # any backend string, none included
     ok(f"monitored_barrier on the default group ({dist.get_backend()})")
     cpu = dist.new_group(backend="gloo")
     for name in os.environ.get("DIST_CHECKS", job).split(","):
-        globals()[f"check_{name}"](dev, cpu) if name in ("collectives", "functional", "streams", "errors", "one_rank_fails") \
-            else globals()[f"check_{name}"](dev)
+        globals()[f"check_{name}"](dev, cpu) if name in (
+            "collectives",
+            "functional",
+            "streams",
+            "errors",
+            "one_rank_fails",
+        ) else globals()[f"check_{name}"](dev)
     dist.barrier()
     dist.destroy_process_group()
     print("ALL OK", flush=True)

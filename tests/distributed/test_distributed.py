@@ -5,6 +5,7 @@ Each test starts one process per rank with torchrun's environment and runs a
 job of tests/distributed/dist_jobs.py (many checks per job: a process start costs seconds).
 The README's torchrun example is run by torchrun itself.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,17 +35,34 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run_world(job: str, nprocs: int, env: dict[str, str] | None = None,
-              timeout: float = 240) -> list[subprocess.CompletedProcess]:
+def run_world(
+    job: str, nprocs: int, env: dict[str, str] | None = None, timeout: float = 240
+) -> list[subprocess.CompletedProcess]:
     """Run ``dist_jobs.py job`` in ``nprocs`` ranks (torchrun's variables)."""
     port = str(_free_port())
     procs = []
     for rank in range(nprocs):
-        e = _env({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nprocs),
-                  "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1",
-                  "MASTER_PORT": port, "OMP_NUM_THREADS": "1", **(env or {})})
-        procs.append(subprocess.Popen([sys.executable, str(HERE / "dist_jobs.py"), job], env=e,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        e = _env(
+            {
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(nprocs),
+                "LOCAL_WORLD_SIZE": str(nprocs),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": port,
+                "OMP_NUM_THREADS": "1",
+                **(env or {}),
+            }
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(HERE / "dist_jobs.py"), job],
+                env=e,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     out = []
     try:
         for p in procs:
@@ -62,22 +80,44 @@ def assert_all_ok(results, ranks=None) -> str:
     for r in ranks:
         res = results[r]
         if res.returncode != 0 or not res.stdout.rstrip().endswith("ALL OK"):
-            pytest.fail(f"rank {r} failed (rc={res.returncode}):\n--- stdout\n{res.stdout}\n"
-                        f"--- stderr\n{res.stderr[-6000:]}")
+            pytest.fail(
+                f"rank {r} failed (rc={res.returncode}):\n--- stdout\n{res.stdout}\n"
+                f"--- stderr\n{res.stderr[-6000:]}"
+            )
     return results[0].stdout
 
 
 def test_collectives_2_ranks_every_core_visible():
     """2 ranks seeing all 4 cores, torch.neuron.set_device(local_rank), backend string
     "cpu:gloo,neuron:neuron"; includes the error checks (wrong core needs >1 core)."""
-    res = run_world("all", 2, {"NEURON_RT_VISIBLE_CORES": "0-3", "DIST_BACKEND": "cpu:gloo,neuron:neuron",
-                               "DIST_CHECKS": "collectives,functional,streams,errors,dtensor"})
+    res = run_world(
+        "all",
+        2,
+        {
+            "NEURON_RT_VISIBLE_CORES": "0-3",
+            "DIST_BACKEND": "cpu:gloo,neuron:neuron",
+            "DIST_CHECKS": "collectives,functional,streams,errors,dtensor",
+        },
+    )
     out = assert_all_ok(res)
-    for check in ("all_reduce every ReduceOp", "unequal splits", "batch_isend_irecv", "coalesced",
-                  "barrier on every group", "functional collectives", "stream ordering",
-                  "wrong core is an error", "shape mismatch", "dtype mismatch", "tensor parallel",
-                  "send/recv mismatch", "monitored_barrier", "views at an offset",
-                  "channels_last all_reduce", "memory layouts that differ"):
+    for check in (
+        "all_reduce every ReduceOp",
+        "unequal splits",
+        "batch_isend_irecv",
+        "coalesced",
+        "barrier on every group",
+        "functional collectives",
+        "stream ordering",
+        "wrong core is an error",
+        "shape mismatch",
+        "dtype mismatch",
+        "tensor parallel",
+        "send/recv mismatch",
+        "monitored_barrier",
+        "views at an offset",
+        "channels_last all_reduce",
+        "memory layouts that differ",
+    ):
         assert check in out, check
 
 
@@ -85,17 +125,25 @@ def test_collectives_and_ddp_4_ranks_default_backend():
     """4 ranks, no backend named (neuron is the default for the neuron accelerator);
     the group binds each rank to neuron:LOCAL_RANK, so set_device(local_rank) after it and
     DDP(device_ids=[local_rank]) work on every rank (checked in the job)."""
-    res = run_world("all", 4, {"DIST_BACKEND": "default",
-                               "DIST_CHECKS": "collectives,functional,streams,ddp,dtensor"})
+    res = run_world(
+        "all",
+        4,
+        {"DIST_BACKEND": "default", "DIST_CHECKS": "collectives,functional,streams,ddp,dtensor"},
+    )
     out = assert_all_ok(res)
-    assert "DDP on digits" in out and "tensor parallel" in out and "bound to neuron:LOCAL_RANK" in out
+    assert (
+        "DDP on digits" in out and "tensor parallel" in out and "bound to neuron:LOCAL_RANK" in out
+    )
     assert "monitored_barrier on the default group (undefined)" in out
 
 
 def test_ddp_fsdp2_dcp_2_ranks(tmp_path):
     """init_process_group(device_id=neuron:LOCAL_RANK): rank 1 on neuron:1 (checked in the job)."""
-    res = run_world("all", 2, {"DIST_CHECKS": "ddp,fsdp", "DIST_CKPT_DIR": str(tmp_path / "ckpt"),
-                               "DIST_DEVICE_ID": "1"})
+    res = run_world(
+        "all",
+        2,
+        {"DIST_CHECKS": "ddp,fsdp", "DIST_CKPT_DIR": str(tmp_path / "ckpt"), "DIST_DEVICE_ID": "1"},
+    )
     out = assert_all_ok(res)
     assert "FSDP2 Llama" in out and "DCP" in out
 
@@ -147,10 +195,21 @@ def test_readme_torchrun_example(tmp_path, nprocs):
     cmd = re.search(r"<!-- distributed-command -->\s*```sh\n(.*?)\n```", readme, re.S).group(1)
     argv = cmd.split()
     assert argv[:2] == ["torchrun", "--nproc_per_node=2"], argv
-    argv = [str(Path(sys.executable).parent / "torchrun"), f"--nproc_per_node={nprocs}", *argv[2:-1],
-            f"--master_port={_free_port()}", str(script)]
-    proc = subprocess.run(argv, env=_env({"OMP_NUM_THREADS": "1"}), capture_output=True,
-                          text=True, timeout=240, cwd=tmp_path)
+    argv = [
+        str(Path(sys.executable).parent / "torchrun"),
+        f"--nproc_per_node={nprocs}",
+        *argv[2:-1],
+        f"--master_port={_free_port()}",
+        str(script),
+    ]
+    proc = subprocess.run(
+        argv,
+        env=_env({"OMP_NUM_THREADS": "1"}),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     for rank in range(nprocs):
         assert f"rank {rank}: neuron:{rank} of 4 visible core(s)" in proc.stdout, proc.stdout
@@ -184,7 +243,11 @@ def test_tensors_on_neuron0_before_the_group_warn_once(monkeypatch):
             tnd._bind_local_rank()
             tnd._bind_local_rank()  # a second group
         texts = [str(w.message) for w in caught]
-        assert len(texts) == 1 and "stays on neuron:0 (local rank 0's core as well) instead of its own, neuron:1" in texts[0], texts
+        assert (
+            len(texts) == 1
+            and "stays on neuron:0 (local rank 0's core as well) instead of its own, neuron:1"
+            in texts[0]
+        ), texts
         assert torch.neuron.current_device() == 0
         del held
         torch.neuron.set_device(1)

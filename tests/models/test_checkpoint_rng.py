@@ -3,6 +3,7 @@ neuron (torch.utils.checkpoint restores the device's RNG state, which it
 does only for a device module that reads as initialized), and every
 device-module attribute torch's own code reads from torch.cuda exists on
 torch.neuron (docs/device_module_audit.md)."""
+
 import pytest
 import torch
 import torch.utils.checkpoint as cp
@@ -34,9 +35,14 @@ def test_checkpoint_with_dropout_matches_plain_backward(use_reentrant):
 
 def test_hf_bert_gradient_checkpointing_with_dropout():
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                                  num_attention_heads=2, intermediate_size=64,
-                                  max_position_embeddings=32)  # default dropout 0.1
+    cfg = transformers.BertConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )  # default dropout 0.1
     torch.manual_seed(0)
     model = transformers.BertModel(cfg).to(DEV).train()
     ids = torch.randint(0, 64, (2, 12), device=DEV)
@@ -64,6 +70,7 @@ def test_rng_state_helpers_torch_reads():
     g = torch.neuron._get_generator(torch.device(DEV, 2))
     assert g.device == torch.device(DEV, 2)
     from torch._functorch._aot_autograd.utils import get_device_rng_state
+
     torch.neuron.manual_seed(5)
     state = get_device_rng_state(torch.device(DEV, 0))
     a = torch.rand(4, device=DEV).cpu()
@@ -80,11 +87,33 @@ def test_exchange_device():
 
 
 # docs/device_module_audit.md: what torch's device-generic code reads.
-AUDITED = ["_initialized", "device", "get_rng_state", "set_rng_state", "default_generators",
-           "_get_generator", "device_count", "current_device", "set_device", "is_available",
-           "is_initialized", "get_device_name", "Stream", "Event", "stream", "current_stream",
-           "synchronize", "memory_allocated", "memory_reserved", "memory_stats", "empty_cache",
-           "get_amp_supported_dtype", "_utils", "exchange_device", "maybe_exchange_device"]
+AUDITED = [
+    "_initialized",
+    "device",
+    "get_rng_state",
+    "set_rng_state",
+    "default_generators",
+    "_get_generator",
+    "device_count",
+    "current_device",
+    "set_device",
+    "is_available",
+    "is_initialized",
+    "get_device_name",
+    "Stream",
+    "Event",
+    "stream",
+    "current_stream",
+    "synchronize",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "_utils",
+    "exchange_device",
+    "maybe_exchange_device",
+]
 
 
 @pytest.mark.parametrize("name", AUDITED)

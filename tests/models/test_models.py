@@ -2,6 +2,7 @@
 with its published weights on real sentences, greedy generation of a 2-layer
 GPT-2, and a small ResNet. Every run also asserts which operators took the
 CPU fallback."""
+
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -54,8 +55,11 @@ def test_minilm_real_weights_match_cpu():
 def test_minilm_embeddings_are_meaningful():
     """Sanity of the real weights (not of the device): paraphrases are closer
     than unrelated sentences, on neuron."""
-    texts = ["A man is playing a guitar.", "Someone plays an acoustic guitar.",
-             "The stock market fell sharply today."]
+    texts = [
+        "A man is playing a guitar.",
+        "Someone plays an acoustic guitar.",
+        "The stock market fell sharply today.",
+    ]
     model, inputs = models.minilm(batch_size=3, texts=texts)
     emb, _ = _run_on_neuron(model, lambda m: m(**_to(inputs, "neuron")).cpu())
     sim = emb @ emb.T
@@ -68,9 +72,10 @@ def test_gpt2_greedy_generate_matches_cpu():
     with torch.no_grad():
         ref = model.generate(**inputs, **kwargs)
     out, fallbacks = _run_on_neuron(
-        model, lambda m: m.generate(**_to(inputs, "neuron"), **kwargs).cpu())
+        model, lambda m: m.generate(**_to(inputs, "neuron"), **kwargs).cpu()
+    )
 
-    new = ref[:, inputs["input_ids"].shape[1]:]
+    new = ref[:, inputs["input_ids"].shape[1] :]
     assert new.shape == (2, 20)
     assert len(set(new.flatten().tolist())) > 5, "degenerate reference: pick other weights"
     assert torch.equal(out, ref), f"neuron {out.tolist()} != cpu {ref.tolist()}"

@@ -3,6 +3,7 @@
 their backwards, csrc/aten/rnn_and_conv_grad.cpp), and a small CNN trained
 for a few SGD steps. Every test also asserts that nothing took the CPU
 fallback."""
+
 import pytest
 import torch
 import torch.nn as nn
@@ -31,20 +32,50 @@ def _grads_of(tensors):
 # (functional, input shape, weight shape, bias, keyword arguments)
 CONV_CASES = {
     "conv1d": (F.conv1d, (2, 3, 9), (4, 3, 3), True, {}),
-    "conv1d_stride_pad_dil": (F.conv1d, (2, 4, 11), (6, 2, 3), False,
-                              dict(stride=2, padding=2, dilation=2, groups=2)),
+    "conv1d_stride_pad_dil": (
+        F.conv1d,
+        (2, 4, 11),
+        (6, 2, 3),
+        False,
+        dict(stride=2, padding=2, dilation=2, groups=2),
+    ),
     "conv2d": (F.conv2d, (2, 3, 7, 6), (5, 3, 3, 2), True, {}),
-    "conv2d_stride_pad": (F.conv2d, (1, 2, 8, 8), (3, 2, 3, 3), True,
-                          dict(stride=(2, 1), padding=(1, 2))),
-    "conv2d_groups_dil": (F.conv2d, (2, 4, 9, 9), (8, 1, 3, 3), False,
-                          dict(groups=4, dilation=2, padding=1)),
+    "conv2d_stride_pad": (
+        F.conv2d,
+        (1, 2, 8, 8),
+        (3, 2, 3, 3),
+        True,
+        dict(stride=(2, 1), padding=(1, 2)),
+    ),
+    "conv2d_groups_dil": (
+        F.conv2d,
+        (2, 4, 9, 9),
+        (8, 1, 3, 3),
+        False,
+        dict(groups=4, dilation=2, padding=1),
+    ),
     "conv3d": (F.conv3d, (1, 2, 5, 5, 4), (3, 2, 2, 3, 2), True, dict(stride=(1, 2, 1))),
-    "conv_transpose1d": (F.conv_transpose1d, (2, 4, 5), (4, 3, 3), True,
-                         dict(stride=2, padding=1, output_padding=1)),
-    "conv_transpose2d": (F.conv_transpose2d, (2, 4, 5, 4), (4, 3, 3, 3), True,
-                         dict(stride=2, padding=1, output_padding=1)),
-    "conv_transpose2d_groups": (F.conv_transpose2d, (1, 4, 4, 4), (4, 2, 2, 3), False,
-                                dict(groups=2, dilation=(1, 2))),
+    "conv_transpose1d": (
+        F.conv_transpose1d,
+        (2, 4, 5),
+        (4, 3, 3),
+        True,
+        dict(stride=2, padding=1, output_padding=1),
+    ),
+    "conv_transpose2d": (
+        F.conv_transpose2d,
+        (2, 4, 5, 4),
+        (4, 3, 3, 3),
+        True,
+        dict(stride=2, padding=1, output_padding=1),
+    ),
+    "conv_transpose2d_groups": (
+        F.conv_transpose2d,
+        (1, 4, 4, 4),
+        (4, 2, 2, 3),
+        False,
+        dict(groups=2, dilation=(1, 2)),
+    ),
 }
 
 
@@ -84,7 +115,8 @@ def test_convolution_backward_computes_only_what_is_asked(no_fallback):
     # The operator itself: undefined results where the mask says no.
     go = torch.ones(1, 3, 4, 4, device="neuron")
     gi, gw, gb = torch.ops.aten.convolution_backward_overrideable(
-        go, nx, nw.detach(), [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])
+        go, nx, nw.detach(), [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False]
+    )
     assert gi is None and gb is None
     assert gw.device.type == "neuron" and gw.shape == w.shape
 
@@ -106,8 +138,10 @@ RNN_CASES = [
 
 def _rnn_id(c):
     cls, layers, bf, bi, bias, init = c
-    return (f"{cls.__name__}-{layers}l-{'bf' if bf else 'sf'}{'-bi' if bi else ''}"
-            f"{'' if bias else '-nobias'}{'-h0' if init else ''}")
+    return (
+        f"{cls.__name__}-{layers}l-{'bf' if bf else 'sf'}{'-bi' if bi else ''}"
+        f"{'' if bias else '-nobias'}{'-h0' if init else ''}"
+    )
 
 
 def _run_rnn(model, x, state, device):
@@ -133,16 +167,20 @@ def _run_rnn(model, x, state, device):
 def test_rnn_forward_and_backward_match_cpu(case, no_fallback):
     cls, layers, batch_first, bidirectional, bias, init = case
     torch.manual_seed(0)
-    model = cls(4, 6, num_layers=layers, batch_first=batch_first,
-                bidirectional=bidirectional, bias=bias)
+    model = cls(
+        4, 6, num_layers=layers, batch_first=batch_first, bidirectional=bidirectional, bias=bias
+    )
     batch, seq = 3, 5
     x = torch.randn((batch, seq, 4) if batch_first else (seq, batch, 4))
     state = None
     if init:
         shape = (layers * (2 if bidirectional else 1), batch, 6)
-        state = (torch.randn(shape), torch.randn(shape)) if cls is nn.LSTM else (torch.randn(shape),)
-    clone = cls(4, 6, num_layers=layers, batch_first=batch_first,
-                bidirectional=bidirectional, bias=bias)
+        state = (
+            (torch.randn(shape), torch.randn(shape)) if cls is nn.LSTM else (torch.randn(shape),)
+        )
+    clone = cls(
+        4, 6, num_layers=layers, batch_first=batch_first, bidirectional=bidirectional, bias=bias
+    )
     clone.load_state_dict(model.state_dict())
     want_out, want_grads = _run_rnn(model, x, state, "cpu")
     got_out, got_grads = _run_rnn(clone, x, state, "neuron")
@@ -181,6 +219,7 @@ def test_lstm_grad_through_cell_state_only(no_fallback):
 
 
 # ---- a small CNN trained for a few steps ---------------------------------------
+
 
 class SmallCNN(nn.Module):
     def __init__(self):

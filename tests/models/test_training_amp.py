@@ -1,5 +1,6 @@
 """Training without CPU fallbacks: fused optimizers, GradScaler, autocast, dropout and
 attention backwards run natively on neuron and match the CPU (issue 7, section 2)."""
+
 from __future__ import annotations
 
 import copy
@@ -18,14 +19,19 @@ def _same_model_pair(make):
     return cpu, dev
 
 
-@pytest.mark.parametrize("opt, kw", [
-    (torch.optim.AdamW, dict(fused=True, weight_decay=0.1)),
-    (torch.optim.Adam, dict(fused=True, amsgrad=True)),
-    (torch.optim.SGD, dict(fused=True, momentum=0.9, nesterov=True)),
-    (torch.optim.AdamW, dict(fused=True, lr=torch.tensor(0.01))),  # the tensor_lr overloads
-])
+@pytest.mark.parametrize(
+    "opt, kw",
+    [
+        (torch.optim.AdamW, dict(fused=True, weight_decay=0.1)),
+        (torch.optim.Adam, dict(fused=True, amsgrad=True)),
+        (torch.optim.SGD, dict(fused=True, momentum=0.9, nesterov=True)),
+        (torch.optim.AdamW, dict(fused=True, lr=torch.tensor(0.01))),  # the tensor_lr overloads
+    ],
+)
 def test_fused_optimizer_bit_for_bit(opt, kw):
-    cpu, dev = _same_model_pair(lambda: nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)))
+    cpu, dev = _same_model_pair(
+        lambda: nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    )
     kw = dict(kw)
     lr = kw.pop("lr", 0.01)
     ocpu = opt(cpu.parameters(), lr=lr, **kw)
@@ -90,7 +96,9 @@ def test_neuron_amp_module_has_cuda_amp_shape():
     with amp.autocast(dtype=torch.bfloat16):
         assert torch.is_autocast_enabled("neuron")
         assert torch.get_autocast_dtype("neuron") == torch.bfloat16
-        y = nn.functional.linear(torch.randn(2, 3, device="neuron"), torch.randn(4, 3, device="neuron"))
+        y = nn.functional.linear(
+            torch.randn(2, 3, device="neuron"), torch.randn(4, 3, device="neuron")
+        )
     assert y.dtype == torch.bfloat16 and not torch.is_autocast_enabled("neuron")
     with amp.autocast():
         assert torch.get_autocast_dtype("neuron") == torch.float16
@@ -122,10 +130,17 @@ def test_neuron_amp_module_has_cuda_amp_shape():
 
 def _tiny_llama():
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, max_position_embeddings=32,
-                                   attention_dropout=0.1, attn_implementation="sdpa")
+    cfg = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        attention_dropout=0.1,
+        attn_implementation="sdpa",
+    )
     return transformers.LlamaForCausalLM(cfg)
 
 
@@ -173,19 +188,50 @@ def test_fused_step_checks_before_queuing_and_accepts_cpu_lr():
     z = [torch.zeros_like(t) for t in p]
     steps = [torch.zeros((), device="neuron") for _ in p]
     with pytest.raises(RuntimeError, match="grads"):
-        torch._fused_adamw_(p, g, z, [torch.zeros_like(t) for t in p], [], steps, lr=0.1,
-                            beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
-                            maximize=False)
+        torch._fused_adamw_(
+            p,
+            g,
+            z,
+            [torch.zeros_like(t) for t in p],
+            [],
+            steps,
+            lr=0.1,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            eps=1e-8,
+            amsgrad=False,
+            maximize=False,
+        )
     with pytest.raises(RuntimeError, match="same device"):
-        torch._fused_sgd_(p, [torch.randn(3), torch.randn(2, 2)], [], weight_decay=0.0,
-                          momentum=0.0, lr=0.1, dampening=0.0, nesterov=False, maximize=False,
-                          is_first_step=True)
+        torch._fused_sgd_(
+            p,
+            [torch.randn(3), torch.randn(2, 2)],
+            [],
+            weight_decay=0.0,
+            momentum=0.0,
+            lr=0.1,
+            dampening=0.0,
+            nesterov=False,
+            maximize=False,
+            is_first_step=True,
+        )
     torch.neuron.synchronize()
     assert all(torch.equal(a.cpu(), b) for a, b in zip(p, before))  # untouched
     # A CPU 0-dim lr tensor, as CUDA accepts it.
     gr = [torch.ones_like(t) for t in p]
-    torch._fused_sgd_(p, gr, [], weight_decay=0.0, momentum=0.0, lr=torch.tensor(0.5),
-                      dampening=0.0, nesterov=False, maximize=False, is_first_step=True)
+    torch._fused_sgd_(
+        p,
+        gr,
+        [],
+        weight_decay=0.0,
+        momentum=0.0,
+        lr=torch.tensor(0.5),
+        dampening=0.0,
+        nesterov=False,
+        maximize=False,
+        is_first_step=True,
+    )
     assert all(torch.equal(a.cpu(), b - 0.5) for a, b in zip(p, before))
 
 
@@ -196,8 +242,12 @@ def test_fused_adamw_float64_follows_the_64bit_policy():
     full = copy.deepcopy(ref32).double()
     dev_full = copy.deepcopy(full).to("neuron")
     x = torch.randn(5, 4)
-    runs = ((ref32, x, False), (dev64, x.double().to("neuron"), True),
-            (full, x.double(), False), (dev_full, x.double().to("neuron"), False))
+    runs = (
+        (ref32, x, False),
+        (dev64, x.double().to("neuron"), True),
+        (full, x.double(), False),
+        (dev_full, x.double().to("neuron"), False),
+    )
     for model, inp, narrow in runs:
         opt = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
         old = torchneuron._C._narrow_64bit()

@@ -1,6 +1,7 @@
 """nn.TransformerEncoder with a padding mask in eval mode (issue 7, section 2): its default
 nested-tensor fast path runs natively on neuron (nested tensors over a neuron buffer, as far
 as that path needs them) and matches the CPU; so does enable_nested_tensor=False."""
+
 from __future__ import annotations
 
 import copy
@@ -30,7 +31,9 @@ def _encoder_with_norm():
 
 
 @pytest.mark.parametrize("make", [_encoder, _encoder_with_norm])
-@pytest.mark.parametrize("mask", [MASK, torch.tensor([[False] * 5, [True] * 5, [False] * 4 + [True]])])
+@pytest.mark.parametrize(
+    "mask", [MASK, torch.tensor([[False] * 5, [True] * 5, [False] * 4 + [True]])]
+)
 def test_default_nested_fast_path_matches_cpu(make, mask):
     cpu = make()
     dev = copy.deepcopy(cpu).to("neuron")
@@ -52,11 +55,13 @@ def test_nested_from_mask_and_padding_round_trip():
         ref = torch._nested_tensor_from_mask(X, ~MASK)
     assert nt.is_nested and nt.device.type == "neuron"
     torch.testing.assert_close(nt.to_padded_tensor(-1.0).cpu(), ref.to_padded_tensor(-1.0))
-    torch.testing.assert_close(nt.to_padded_tensor(0.0, (3, 7, 16)).cpu(),
-                               ref.to_padded_tensor(0.0, (3, 7, 16)))
+    torch.testing.assert_close(
+        nt.to_padded_tensor(0.0, (3, 7, 16)).cpu(), ref.to_padded_tensor(0.0, (3, 7, 16))
+    )
     with pytest.raises(RuntimeError, match="left aligned"):
-        torch._nested_tensor_from_mask(t, torch.tensor([[False, True] * 2 + [True]] * 3).to("neuron"),
-                                       mask_check=True)
+        torch._nested_tensor_from_mask(
+            t, torch.tensor([[False, True] * 2 + [True]] * 3).to("neuron"), mask_check=True
+        )
 
 
 def test_without_nested_tensor_matches_cpu():
@@ -77,8 +82,9 @@ def test_mask_left_aligned_check_is_native():
     torch.neuron.reset_fallback_stats()
     t = X.to("neuron")
     for m in (MASK, torch.tensor([[True] + [False] * 4] * 3)):
-        assert torch._nested_tensor_from_mask_left_aligned(t, (~m).to("neuron")) == \
-            torch._nested_tensor_from_mask_left_aligned(X, ~m)
+        assert torch._nested_tensor_from_mask_left_aligned(
+            t, (~m).to("neuron")
+        ) == torch._nested_tensor_from_mask_left_aligned(X, ~m)
     assert torch.neuron.fallback_stats() == {}
 
 

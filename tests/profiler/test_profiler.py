@@ -3,6 +3,7 @@ their streams with the emulated core's start/end, copies with bytes, CPU
 fallbacks marked, device time attributed to the launching CPU operator
 (key_averages), Chrome trace rows per NeuronCore stream, record_function and
 schedule; device times checked against the runtime's own busy counter."""
+
 import json
 import warnings
 
@@ -45,7 +46,13 @@ def test_kernels_and_copies_are_device_rows_linked_to_their_ops(tmp_path):
         s = _work(a).cpu()
     assert torch.allclose(s, _work(x), rtol=1e-4)
     names = [e.name for e in _device_events(prof)]
-    assert names == ["Memcpy HtoD (neuron)", "aten::mm", "aten::relu", "aten::sum", "Memcpy DtoH (neuron)"]
+    assert names == [
+        "Memcpy HtoD (neuron)",
+        "aten::mm",
+        "aten::relu",
+        "aten::sum",
+        "Memcpy DtoH (neuron)",
+    ]
     for e in _device_events(prof):
         assert e.device_index == 0
         assert e.time_range.end > e.time_range.start
@@ -125,9 +132,17 @@ def test_chrome_trace_has_a_row_per_neuron_core_stream(tmp_path):
     with profile(activities=ACTIVITIES) as prof:
         (x + 1).cpu()
     ev = _trace(prof, tmp_path)
-    names = {(e["pid"], e["args"]["name"]) for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
+    names = {
+        (e["pid"], e["args"]["name"])
+        for e in ev
+        if e.get("ph") == "M" and e["name"] == "process_name"
+    }
     assert (1, "NeuronCore 1") in names
-    threads = {(e["pid"], e["tid"], e["args"]["name"]) for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+    threads = {
+        (e["pid"], e["tid"], e["args"]["name"])
+        for e in ev
+        if e.get("ph") == "M" and e["name"] == "thread_name"
+    }
     assert (1, 0, "stream 0 (default)") in threads
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     assert kernels and all(e["pid"] == 1 for e in kernels)
@@ -144,8 +159,13 @@ def test_cpu_fallback_is_marked_with_its_copies(fallback_op, tmp_path):
     assert len(fb) == 1 and fallback_op in fb[0].name
     copies = [e.name for e in _device_events(prof) if e.name.startswith("Memcpy")]
     assert "Memcpy DtoH (neuron)" in copies and "Memcpy HtoD (neuron)" in copies
-    host_rows = [e for e in _trace(prof, tmp_path) if e.get("ph") == "M" and e["name"] == "thread_name"
-                 and e["args"]["name"] == "host (CPU fallback)"]
+    host_rows = [
+        e
+        for e in _trace(prof, tmp_path)
+        if e.get("ph") == "M"
+        and e["name"] == "thread_name"
+        and e["args"]["name"] == "host (CPU fallback)"
+    ]
     assert host_rows
     # The fallback's time is device time of its operator: it shows in the table.
     row = [r for r in prof.key_averages() if fallback_op in r.key and r.self_device_time_total > 0]
@@ -172,7 +192,11 @@ def test_synchronous_kernels_and_item_are_device_rows(tmp_path):
     rows = {r.key: r for r in prof.key_averages() if r.self_cpu_time_total > 0}
     assert rows["aten::index"].self_device_time_total > 0
     assert rows["aten::_local_scalar_dense"].self_device_time_total > 0
-    item_copies = [e for e in _trace(prof, tmp_path) if e.get("cat") == "gpu_memcpy" and e["tid"] == s1.stream_id]
+    item_copies = [
+        e
+        for e in _trace(prof, tmp_path)
+        if e.get("cat") == "gpu_memcpy" and e["tid"] == s1.stream_id
+    ]
     assert [e["args"]["bytes"] for e in item_copies] == [4]
     assert item_copies[0]["args"]["kind"] == "memcpy_dtoh"
 
@@ -181,8 +205,11 @@ def test_record_function_and_schedule():
     x = torch.randn(32, 32, device="neuron")
     traces = []
     torch.neuron.synchronize()
-    with profile(activities=ACTIVITIES, schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
-                 on_trace_ready=traces.append) as prof:
+    with profile(
+        activities=ACTIVITIES,
+        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+        on_trace_ready=traces.append,
+    ) as prof:
         for _ in range(5):
             with record_function("train_step"):
                 _work(x)

@@ -5,6 +5,7 @@ first saw, so ``torch.set_num_threads(1)`` after the first device op (as ``torch
 check`` sets while timing) left the emulated core on two OpenMP threads. Counted here by
 the threads named after the stream (OpenMP's helpers inherit the worker's name) that
 consumed CPU while the device worked: no timing is asserted."""
+
 from conftest import run_python
 
 CODE = """
@@ -109,6 +110,8 @@ def test_a_launch_leaves_the_launching_threads_count_to_aten():
     # ATen fixes a thread's count lazily (its first parallel region or get_num_threads()) from
     # the process-wide value of that moment. On the CPU the main thread above reads the other
     # thread's 1; a device launch must not fix the main thread's count earlier (it read 2).
-    cpu, neuron = (int(run_python(OTHER_THREAD_CODE.replace("DEVICE", dev)).stdout.split()[-1])
-                   for dev in ("cpu", "neuron"))
+    cpu, neuron = (
+        int(run_python(OTHER_THREAD_CODE.replace("DEVICE", dev)).stdout.split()[-1])
+        for dev in ("cpu", "neuron")
+    )
     assert neuron == cpu == 1

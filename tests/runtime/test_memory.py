@@ -2,6 +2,7 @@
 reserved (cached) memory, empty_cache, memory_stats keys, memory_summary,
 the same figures through torch.accelerator, and out-of-memory past the
 per-core capacity (TORCHNEURON_HBM_GIB, in a child process)."""
+
 import json
 import signal
 
@@ -24,9 +25,16 @@ def _settled():
     return N.memory_allocated(DEV)
 
 
-@pytest.mark.parametrize("shape,dtype", [((1000,), torch.float32), ((256, 1024), torch.float32),
-                                         ((4 * MiB,), torch.uint8), ((7, 3), torch.float64),
-                                         ((1,), torch.bool)])
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [
+        ((1000,), torch.float32),
+        ((256, 1024), torch.float32),
+        ((4 * MiB,), torch.uint8),
+        ((7, 3), torch.float64),
+        ((1,), torch.bool),
+    ],
+)
 def test_memory_allocated_is_exact(shape, dtype):
     base = _settled()
     t = torch.empty(shape, dtype=dtype, device=f"neuron:{DEV}")
@@ -102,8 +110,17 @@ def test_cached_blocks_are_reused():
 
 CUDA_KEYS = [
     f"{stat}.{pool}.{field}"
-    for stat in ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
-                 "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes")
+    for stat in (
+        "allocation",
+        "segment",
+        "active",
+        "inactive_split",
+        "allocated_bytes",
+        "reserved_bytes",
+        "active_bytes",
+        "inactive_split_bytes",
+        "requested_bytes",
+    )
     for pool in ("all", "small_pool", "large_pool")
     for field in ("current", "peak", "allocated", "freed")
 ] + ["num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free"]
@@ -122,12 +139,21 @@ def test_small_and_large_pools():
     small = torch.empty(4096, dtype=torch.uint8, device=f"neuron:{DEV}")
     large = torch.empty(4 * MiB, dtype=torch.uint8, device=f"neuron:{DEV}")
     s1 = N.memory_stats(DEV)
-    d = {k: s1[k] - s0[k] for k in ("allocated_bytes.small_pool.current",
-                                     "allocated_bytes.large_pool.current",
-                                     "allocation.all.current", "active.all.current")}
-    assert d == {"allocated_bytes.small_pool.current": 4096,
-                 "allocated_bytes.large_pool.current": 4 * MiB,
-                 "allocation.all.current": 2, "active.all.current": 2}
+    d = {
+        k: s1[k] - s0[k]
+        for k in (
+            "allocated_bytes.small_pool.current",
+            "allocated_bytes.large_pool.current",
+            "allocation.all.current",
+            "active.all.current",
+        )
+    }
+    assert d == {
+        "allocated_bytes.small_pool.current": 4096,
+        "allocated_bytes.large_pool.current": 4 * MiB,
+        "allocation.all.current": 2,
+        "active.all.current": 2,
+    }
     del small, large
 
 
@@ -135,8 +161,15 @@ def test_memory_summary():
     t = torch.empty(MiB, dtype=torch.uint8, device=f"neuron:{DEV}")
     text = N.memory_summary(DEV)
     assert f"neuron:{DEV} memory summary" in text
-    for row in ("Allocated memory", "Reserved memory", "Active memory", "Allocations",
-                "from large pool", "from small pool", "OOMs"):
+    for row in (
+        "Allocated memory",
+        "Reserved memory",
+        "Active memory",
+        "Allocations",
+        "from large pool",
+        "from small pool",
+        "OOMs",
+    ):
         assert row in text
     assert "capacity 24.00 GiB" in text
     assert "from large pool" not in N.memory_summary(DEV, abbreviated=True)
@@ -155,8 +188,9 @@ def test_torch_accelerator_reports_the_same_figures():
     # device given as a string or torch.device, and the current device by default
     assert N.memory_allocated(f"neuron:{DEV}") == N.memory_allocated(torch.device("neuron", DEV))
     with N.device(DEV):
-        assert N.memory_allocated() == torch.accelerator.memory_allocated() == \
-            N.memory_allocated(DEV)
+        assert (
+            N.memory_allocated() == torch.accelerator.memory_allocated() == N.memory_allocated(DEV)
+        )
     del t
 
 
@@ -216,8 +250,9 @@ print("the host read device memory")
 
 
 def test_out_of_memory_past_capacity_and_protected_memory(run_py):
-    proc = run_py(_OOM, env={"TORCHNEURON_HBM_GIB": "0.25", "TORCHNEURON_PROTECT_MEMORY": "1"},
-                  check=False)
+    proc = run_py(
+        _OOM, env={"TORCHNEURON_HBM_GIB": "0.25", "TORCHNEURON_PROTECT_MEMORY": "1"}, check=False
+    )
     assert proc.returncode == -signal.SIGSEGV, proc.stdout + proc.stderr
     assert "the host read device memory" not in proc.stdout
     r = json.loads(proc.stdout.splitlines()[0])
@@ -226,10 +261,10 @@ def test_out_of_memory_past_capacity_and_protected_memory(run_py):
     msg = r["message"]
     assert r["is_runtime_error"]
     assert "out of memory" in msg
-    assert "300.00 MiB" in msg                       # requested
-    assert "100.00 MiB allocated" in msg             # allocated
-    assert "capacity 256.00 MiB" in msg              # capacity
-    assert "TORCHNEURON_HBM_GIB" in msg              # how to change it
+    assert "300.00 MiB" in msg  # requested
+    assert "100.00 MiB allocated" in msg  # allocated
+    assert "capacity 256.00 MiB" in msg  # capacity
+    assert "TORCHNEURON_HBM_GIB" in msg  # how to change it
     assert r["allocated_after"] == 100 * MiB
     assert r["num_ooms"] == 1
     assert "out of memory" in r["op_message"] and "200.00 MiB allocated" in r["op_message"]

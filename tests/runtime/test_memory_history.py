@@ -2,6 +2,7 @@
 _dump_snapshot with torch.cuda's meanings and file format: PyTorch's own
 torch.cuda._memory_viz reads the dump; the snapshot's segments and blocks
 agree with memory_stats and mem_get_info."""
+
 import pickle
 
 import pytest
@@ -39,8 +40,10 @@ def test_alloc_and_free_events_with_stacks(history):
     # As c10's trace: alloc and free events carry the bytes requested (the
     # block, rounded, is in the snapshot's segments).
     assert allocs[-1]["size"] == frees[-1]["size"] == 1_200_000
-    assert any(f["name"] == "_allocate_named_tensor" and f["filename"].endswith("test_memory_history.py")
-               for f in allocs[-1]["frames"])
+    assert any(
+        f["name"] == "_allocate_named_tensor" and f["filename"].endswith("test_memory_history.py")
+        for f in allocs[-1]["frames"]
+    )
     assert {"action", "addr", "size", "stream", "time_us", "frames"} <= set(allocs[-1])
 
 
@@ -58,7 +61,11 @@ def test_live_blocks_carry_their_allocation_stack(history):
 
 def test_memory_viz_reads_the_dump(history, tmp_path):
     # 40 MB: more than any cached segment holds, so a segment_alloc is recorded.
-    keep = [_allocate_named_tensor(), torch.ones(100, device="neuron"), torch.empty(10_000_000, device="neuron")]
+    keep = [
+        _allocate_named_tensor(),
+        torch.ones(100, device="neuron"),
+        torch.empty(10_000_000, device="neuron"),
+    ]
     del keep[0]
     torch.neuron.synchronize()
     path = tmp_path / "snap.pickle"
@@ -111,7 +118,9 @@ def test_snapshot_agrees_with_memory_stats_and_mem_get_info():
     assert sum(s["allocated_size"] for s in segs) == stats["allocated_bytes.all.current"]
     assert all(s["allocated_size"] > 0 for s in segs)
     live = [b["address"] for s in segs for b in s["blocks"] if b["state"] == "active_allocated"]
-    assert len(live) == stats["allocation.all.current"] and {t.data_ptr() for t in keep} <= set(live)
+    assert len(live) == stats["allocation.all.current"] and {t.data_ptr() for t in keep} <= set(
+        live
+    )
 
 
 def test_max_entries_state_and_stop():
@@ -141,13 +150,16 @@ def test_oom_is_recorded(history):
 
 # The error types torch.cuda raises: its TORCH_CHECKs (RuntimeError) on the
 # strings, pybind's TypeError on a negative size_t.
-@pytest.mark.parametrize("kwargs,error,match", [
-    ({"enabled": "yes"}, RuntimeError, "expected state"),
-    ({"context": "bad"}, RuntimeError, "expected context"),
-    ({"stacks": "cpp"}, RuntimeError, "expected stacks"),
-    ({"skip_actions": ["allocs"]}, RuntimeError, "unknown action 'allocs'"),
-    ({"max_entries": -1}, TypeError, "max_entries"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"enabled": "yes"}, RuntimeError, "expected state"),
+        ({"context": "bad"}, RuntimeError, "expected context"),
+        ({"stacks": "cpp"}, RuntimeError, "expected stacks"),
+        ({"skip_actions": ["allocs"]}, RuntimeError, "unknown action 'allocs'"),
+        ({"max_entries": -1}, TypeError, "max_entries"),
+    ],
+)
 def test_bad_arguments_raise(kwargs, error, match):
     M._record_memory_history(max_entries=100)
     t = torch.empty(10, device="neuron")
@@ -185,7 +197,9 @@ def test_context_levels_as_torch_cuda(context):
         M._record_memory_history(enabled=None)
     names = lambda frames: {f["name"] for f in frames}  # noqa: E731
     assert ("_allocate_named_tensor" in names(block["frames"])) == (context is not None)
-    assert ("_allocate_named_tensor" in names(ev["alloc"]["frames"])) == (context in ("alloc", "all"))
+    assert ("_allocate_named_tensor" in names(ev["alloc"]["frames"])) == (
+        context in ("alloc", "all")
+    )
     free_frames = names(ev["free_requested"]["frames"])
     assert ("_allocate_named_tensor" in free_frames) == (context == "alloc")
     assert ("_free_here" in free_frames) == (context == "all")
@@ -203,7 +217,9 @@ def test_clear_history_skip_actions_and_the_legacy_form():
         # torch.cuda's legacy form (PyTorch 2.0's memory-snapshot blog post).
         M._record_memory_history(True, trace_alloc_max_entries=10, trace_alloc_record_context=True)
         ptr = _free_here([_allocate_named_tensor()])
-        assert any(f["name"] == "_allocate_named_tensor" for f in _events_of(ptr)["alloc"]["frames"])
+        assert any(
+            f["name"] == "_allocate_named_tensor" for f in _events_of(ptr)["alloc"]["frames"]
+        )
     finally:
         M._record_memory_history(enabled=None)
     assert M._snapshot()["device_traces"][0] == []

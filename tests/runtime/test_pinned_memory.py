@@ -1,6 +1,7 @@
 """Pinned host memory: pin_memory(), pin_memory=True factories and DataLoader give pinned
 tensors from the pinned host allocator; non_blocking copies from/to pinned memory are
 queued on the stream (unstaged) and stay ordered and correct (issue 7, section 2)."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,7 @@ def _busy(device="neuron"):
     it is still pending when the host looks (no timing is asserted)."""
     a = torch.randn(768, 768, device=device)
     for _ in range(6):
-        a = a @ a / 768 ** 0.5
+        a = a @ a / 768**0.5
     return a
 
 

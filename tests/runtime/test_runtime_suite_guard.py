@@ -1,6 +1,7 @@
 """`make test` on a machine without GoogleTest must not pass without running the runtime's
 GoogleTest suite (issue 7, section 5): .ci/ensure-gtest installs it where it may, else
 fails naming what to install; ctest fails when no test was built."""
+
 from __future__ import annotations
 
 import os
@@ -22,12 +23,21 @@ def _shim(dir_, name, body):
 
 def test_ensure_gtest_fails_loudly_when_it_cannot_install(tmp_path):
     # A machine without libgtest-dev, without root and without sudo.
-    for name, body in (("dpkg", "exit 1"), ("c++", "exit 1"), ("sudo", "exit 1"),
-                       ("id", "echo 1000")):
+    for name, body in (
+        ("dpkg", "exit 1"),
+        ("c++", "exit 1"),
+        ("sudo", "exit 1"),
+        ("id", "echo 1000"),
+    ):
         _shim(tmp_path, name, body)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "CXX": str(tmp_path / "c++")}
-    r = subprocess.run([os.path.join(ROOT, ".ci", "ensure-gtest")], env=env, capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [os.path.join(ROOT, ".ci", "ensure-gtest")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1
     assert "apt-get install libgtest-dev" in r.stderr and "GoogleTest" in r.stderr
 
@@ -35,8 +45,9 @@ def test_ensure_gtest_fails_loudly_when_it_cannot_install(tmp_path):
 def test_ensure_gtest_passes_where_gtest_is_found():
     if subprocess.run(["sh", "-c", "dpkg -s libgtest-dev"], capture_output=True).returncode:
         pytest.skip("libgtest-dev is not installed here")
-    r = subprocess.run([os.path.join(ROOT, ".ci", "ensure-gtest")], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [os.path.join(ROOT, ".ci", "ensure-gtest")], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -52,6 +63,7 @@ def test_make_test_runtime_fails_when_no_test_was_built(tmp_path):
     # A build directory with no test in it (GoogleTest not found): ctest with the
     # Makefile's flags fails instead of passing with "No tests were found".
     (tmp_path / "CTestTestfile.cmake").write_text("# no tests\n")
-    r = subprocess.run([ctest, "--test-dir", str(tmp_path), *flags], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [ctest, "--test-dir", str(tmp_path), *flags], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode != 0 and "No tests were found" in (r.stdout + r.stderr)

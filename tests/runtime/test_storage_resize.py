@@ -5,6 +5,7 @@ kernels reading them may still be queued; the freed bytes must not be handed
 to another stream before those kernels ran (found by the FSDP2 test of
 tests/distributed/test_distributed.py: parameters silently off by ~0.1).
 """
+
 import torch
 
 

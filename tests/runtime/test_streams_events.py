@@ -5,6 +5,7 @@ and time, ``torch.neuron.stream`` switches the current stream, and
 
 Timing assertions are only the generous ones asynchrony needs: the queued
 work below takes hundreds of milliseconds, the host needs microseconds."""
+
 import json
 import time
 
@@ -228,8 +229,9 @@ for step in ("save", "storage copy", "empty_cache"):
 
 @pytest.fixture(scope="module")
 def children():
-    return run_python_many({"blocking": (_BLOCKING, {"NEURON_LAUNCH_BLOCKING": "1"}),
-                            "gil": (_GIL, {})}, timeout=90)
+    return run_python_many(
+        {"blocking": (_BLOCKING, {"NEURON_LAUNCH_BLOCKING": "1"}), "gil": (_GIL, {})}, timeout=90
+    )
 
 
 def test_launch_blocking_makes_every_launch_synchronous(children):

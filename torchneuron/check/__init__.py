@@ -13,6 +13,7 @@ Library use::
     result = run(CheckConfig(model="mlp", iterations=50))
     result["verdict"], result["exit_code"]
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,5 +38,14 @@ def autocast_available(dtype: torch.dtype = torch.bfloat16) -> bool:
         return False
 
 
-__all__ = ["CheckConfig", "CheckUsageError", "EXIT_FAIL", "EXIT_INCONCLUSIVE", "EXIT_PASS", "EXIT_USAGE", "autocast_available",
-           "run", "write_outputs"]
+__all__ = [
+    "CheckConfig",
+    "CheckUsageError",
+    "EXIT_FAIL",
+    "EXIT_INCONCLUSIVE",
+    "EXIT_PASS",
+    "EXIT_USAGE",
+    "autocast_available",
+    "run",
+    "write_outputs",
+]

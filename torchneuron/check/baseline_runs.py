@@ -24,6 +24,7 @@ regression is measured again in fresh processes (``confirm``, by ``measure``; at
 ``--baseline-runs`` - 1) and decided on the **median** of the processes' figures
 (``confirmed``): one process's offset is not a verdict, a regression that persists still is.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,8 +49,12 @@ def estimates(p3: dict) -> dict[str, float]:
     not measure work time."""
     if not p3.get("work_time_basis") or not p3.get("cpu_samples"):
         return {}
-    s = {"cpu": p3["cpu_samples"], "wall": p3["samples"], "launch": p3.get("launch_samples"),
-         "busy": tuple(p3.get("busy_time_sides", perfstats.BUSY_TIME_SIDES))}
+    s = {
+        "cpu": p3["cpu_samples"],
+        "wall": p3["samples"],
+        "launch": p3.get("launch_samples"),
+        "busy": tuple(p3.get("busy_time_sides", perfstats.BUSY_TIME_SIDES)),
+    }
     out = {}
     for name, (num, den, _) in perfstats.WORK_STATISTICS.items():
         if all(s["cpu"].get(k) and s["wall"].get(k) for k in num + den):
@@ -66,9 +71,12 @@ def summary(per_process: list[dict[str, float]]) -> dict:
     statistics measured in at least two processes."""
     names = sorted({k for e in per_process for k in e})
     values = {k: [e[k] for e in per_process if k in e] for k in names}
-    return {"processes": len(per_process), "values": values,
-            "median": {k: float(np.median(v)) for k, v in values.items()},
-            "log_sd": {k: float(np.std(np.log(v), ddof=1)) for k, v in values.items() if len(v) >= 2}}
+    return {
+        "processes": len(per_process),
+        "values": values,
+        "median": {k: float(np.median(v)) for k, v in values.items()},
+        "log_sd": {k: float(np.std(np.log(v), ddof=1)) for k, v in values.items() if len(v) >= 2},
+    }
 
 
 def adjust(c: dict, name: str, processes: Optional[dict], threshold: float) -> dict:
@@ -87,31 +95,65 @@ def adjust(c: dict, name: str, processes: Optional[dict], threshold: float) -> d
     # test read a planted +30 % device slowdown as x1.20 [1.18, 1.22], undecided against it)
     widen = math.exp(2 * sd) if len(processes["values"][name]) >= 3 else 1.0
     margin = max(c["regression_above"] / (1 + threshold), widen)
-    return c | {"ci": ci, "baseline_value": med, "regression_above": (1 + threshold) * margin,
-                "decision": perfstats.decide(ci, threshold, margin),
-                "baseline_processes": {"values": processes["values"][name], "median": med, "log_sd": sd,
-                                       "saving_process_value": own, "margin": margin}}
+    return c | {
+        "ci": ci,
+        "baseline_value": med,
+        "regression_above": (1 + threshold) * margin,
+        "decision": perfstats.decide(ci, threshold, margin),
+        "baseline_processes": {
+            "values": processes["values"][name],
+            "median": med,
+            "log_sd": sd,
+            "saving_process_value": own,
+            "margin": margin,
+        },
+    }
 
 
-def measure(cfg, runs: int, ui=None, label: str = "Baseline: phase 3 in a fresh process", first: int = 2,
-            of: Optional[str] = None) -> list[dict]:
+def measure(
+    cfg,
+    runs: int,
+    ui=None,
+    label: str = "Baseline: phase 3 in a fresh process",
+    first: int = 2,
+    of: Optional[str] = None,
+) -> list[dict]:
     """Phase 3 of this check in ``runs`` fresh processes, one after another; each one's
     ``estimates`` (``{"error": why}`` for a process that failed). Progress lines read
     ``label (first + i of of)``."""
-    child_cfg = dataclasses.replace(cfg, save_baseline=None, baseline=None, json_path=None, junit_path=None,
-                                    html_path=None, progress=False, profile=False, projection=False,
-                                    max_cost_per_million=None, baseline_runs=1, baseline_process=True, argv=[])
+    child_cfg = dataclasses.replace(
+        cfg,
+        save_baseline=None,
+        baseline=None,
+        json_path=None,
+        junit_path=None,
+        html_path=None,
+        progress=False,
+        profile=False,
+        projection=False,
+        max_cost_per_million=None,
+        baseline_runs=1,
+        baseline_process=True,
+        argv=[],
+    )
     doc = json.dumps(dataclasses.asdict(child_cfg))
     pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([pkg_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [pkg_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     out = []
     for i in range(runs):
         if ui is not None:
             ui.step(f"{label} ({first + i} of {of or runs + 1}, --baseline-runs)")
-        p = subprocess.run([sys.executable, "-c", "from torchneuron.check.baseline_runs import _child; _child()"],
-                           input=doc, capture_output=True, text=True, env=env)
-        line = next((ln[len(_TAG):] for ln in p.stdout.splitlines() if ln.startswith(_TAG)), None)
+        p = subprocess.run(
+            [sys.executable, "-c", "from torchneuron.check.baseline_runs import _child; _child()"],
+            input=doc,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        line = next((ln[len(_TAG) :] for ln in p.stdout.splitlines() if ln.startswith(_TAG)), None)
         if p.returncode != 0 or line is None:
             out.append({"error": f"exit code {p.returncode}: {(p.stderr or '').strip()[-400:]}"})
         else:
@@ -120,6 +162,7 @@ def measure(cfg, runs: int, ui=None, label: str = "Baseline: phase 3 in a fresh 
 
 
 # ------------------------------------------------------------------ a re-check's regression, confirmed
+
 
 def _scaled(c: dict, figure: float, threshold: float) -> tuple[dict, str]:
     """The first process's interval of statistic ``c`` moved to a run figure of ``figure``
@@ -138,19 +181,39 @@ def confirm(lat: dict, cfg, ui=None) -> Optional[dict]:
     ``{"statistics": [names], "processes": [estimates of each fresh process], "failed": [why]}``
     for ``confirmed``; None when nothing is to be confirmed (no regression, ``--baseline-runs
     1``, ``--mode compile``, or the wall-time basis, whose figures ``estimates`` are not)."""
-    stats = {n: c for n, c in (lat.get("statistics") or {}).items()
-             if c.get("decides") and c.get("decision") == "regressed" and c.get("ci") and c.get("current_value")}
-    if (not stats or cfg.baseline_runs < 2 or cfg.mode == "compile"
-            or not (lat.get("time_basis") or "").startswith("work time")):
+    stats = {
+        n: c
+        for n, c in (lat.get("statistics") or {}).items()
+        if c.get("decides")
+        and c.get("decision") == "regressed"
+        and c.get("ci")
+        and c.get("current_value")
+    }
+    if (
+        not stats
+        or cfg.baseline_runs < 2
+        or cfg.mode == "compile"
+        or not (lat.get("time_basis") or "").startswith("work time")
+    ):
         return None
     total, t, runs, failed = cfg.baseline_runs, lat["threshold"], [], []
 
-    def regressed_in(name):   # processes reading a regression of ``name``: this one and the fresh ones
-        return 1 + sum(_scaled(stats[name], r[name], t)[1] == "regressed" for r in runs if r.get(name))
+    def regressed_in(
+        name,
+    ):  # processes reading a regression of ``name``: this one and the fresh ones
+        return 1 + sum(
+            _scaled(stats[name], r[name], t)[1] == "regressed" for r in runs if r.get(name)
+        )
 
     for _ in range(total - 1):
-        e = measure(cfg, 1, ui, "Latency regression in this process: phase 3 in a fresh process to confirm it",
-                    2 + len(runs) + len(failed), f"at most {total}")[0]
+        e = measure(
+            cfg,
+            1,
+            ui,
+            "Latency regression in this process: phase 3 in a fresh process to confirm it",
+            2 + len(runs) + len(failed),
+            f"at most {total}",
+        )[0]
         (failed if "error" in e else runs).append(e.get("error", e))
         if all(regressed_in(n) > total / 2 for n in stats):
             break
@@ -168,11 +231,22 @@ def confirmed(c: dict, name: str, conf: Optional[dict], threshold: float) -> dic
     med = float(np.median(values))
     ci, decision = _scaled(c, med, threshold)
     base = c["baseline_value"]
-    return c | {"ci": ci, "current_value": med, "decision": decision,
-                "confirmation": {"values": values, "ratios": [v / base for v in values], "median": med,
-                                 "first_process": {"ci": c["ci"], "decision": c["decision"],
-                                                   "value": c["current_value"]},
-                                 "failed": conf["failed"]}}
+    return c | {
+        "ci": ci,
+        "current_value": med,
+        "decision": decision,
+        "confirmation": {
+            "values": values,
+            "ratios": [v / base for v in values],
+            "median": med,
+            "first_process": {
+                "ci": c["ci"],
+                "decision": c["decision"],
+                "value": c["current_value"],
+            },
+            "failed": conf["failed"],
+        },
+    }
 
 
 def _child() -> None:
@@ -184,5 +258,9 @@ def _child() -> None:
     cfg = CheckConfig(**json.loads(sys.stdin.read()))
     r = run(cfg)
     p3 = r.get("phase3") or {}
-    res = estimates(p3) if p3.get("status") == "pass" else {"error": p3.get("reason") or "phase 3 did not run"}
+    res = (
+        estimates(p3)
+        if p3.get("status") == "pass"
+        else {"error": p3.get("reason") or "phase 3 did not run"}
+    )
     print(_TAG + json.dumps(res), flush=True)

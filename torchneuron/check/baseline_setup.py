@@ -9,6 +9,7 @@ x1.03 with ``--mode eager``) both came from re-checks that timed other sides tha
 (exit 2) and told which option to change, rather than compared on a statistic defined over
 other sides.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -31,7 +32,9 @@ def timed_sides(metrics: dict) -> Optional[list[str]]:
 def planned_sides(cfg) -> set[str]:
     """The optional sides this run's phase 3 will interleave, from its options: the reference
     unless ``--skip-reference-perf``, the compiled model under ``--mode both``."""
-    return ({"reference"} if not cfg.skip_reference_perf else set()) | ({"compiled"} if cfg.mode == "both" else set())
+    return ({"reference"} if not cfg.skip_reference_perf else set()) | (
+        {"compiled"} if cfg.mode == "both" else set()
+    )
 
 
 def check(path: str, meta: dict, measured: str, cfg) -> None:
@@ -54,17 +57,29 @@ def check(path: str, meta: dict, measured: str, cfg) -> None:
         raise CheckUsageError(
             f"{where} was saved {'with' if 'reference' in base else 'without'} the reference timed in phase 3, "
             f"this run {'skips it' if 'reference' not in now else 'times it'}: the statistics of the two runs "
-            "were measured beside other workloads and do not compare (docs/check.md, \"The interleaved sides\"). "
-            + ("Remove --skip-reference-perf, or save a baseline with it."
-               if "reference" in base else "Add --skip-reference-perf, or save a baseline without it."))
-    if measured == "eager" and cfg.mode != "compile" and ("compiled" in base) != ("compiled" in now):
+            'were measured beside other workloads and do not compare (docs/check.md, "The interleaved sides"). '
+            + (
+                "Remove --skip-reference-perf, or save a baseline with it."
+                if "reference" in base
+                else "Add --skip-reference-perf, or save a baseline without it."
+            )
+        )
+    if (
+        measured == "eager"
+        and cfg.mode != "compile"
+        and ("compiled" in base) != ("compiled" in now)
+    ):
         raise CheckUsageError(
             f"{where} was saved {'with' if 'compiled' in base else 'without'} the compiled model timed in the "
             f"same interleaved iterations (--mode {'both' if 'compiled' in base else 'eager'}), this run uses "
             f"--mode {cfg.mode}: the eager model's statistics are defined over the sides timed together and "
-            "would not compare (docs/check.md, \"The interleaved sides\"). "
-            + (f"Re-check with --mode both, or save a baseline with --mode {cfg.mode}."
-               if "compiled" in base else "Re-check with --mode eager, or save a baseline with --mode both."))
+            'would not compare (docs/check.md, "The interleaved sides"). '
+            + (
+                f"Re-check with --mode both, or save a baseline with --mode {cfg.mode}."
+                if "compiled" in base
+                else "Re-check with --mode eager, or save a baseline with --mode both."
+            )
+        )
 
 
 def differs(metrics: dict, p3: dict) -> Optional[str]:
@@ -77,6 +92,8 @@ def differs(metrics: dict, p3: dict) -> Optional[str]:
     a, b = set(sides) & set(OPTIONAL_SIDES), set(now) & set(OPTIONAL_SIDES)
     if a == b:
         return None
-    return (f"the baseline's phase 3 interleaved {', '.join(sorted(a)) or 'neither reference nor compiled model'}, "
-            f"this run's {', '.join(sorted(b)) or 'neither'} (the compiled model did not run in one of them): "
-            "their statistics do not compare")
+    return (
+        f"the baseline's phase 3 interleaved {', '.join(sorted(a)) or 'neither reference nor compiled model'}, "
+        f"this run's {', '.join(sorted(b)) or 'neither'} (the compiled model did not run in one of them): "
+        "their statistics do not compare"
+    )

@@ -17,6 +17,7 @@ of both, because a CPU forward's time on a loaded host moves with both its dispa
 arithmetic, and the small-op workload alone did not track it (perfstats.WORK_STATISTICS
 gives the measured figures).
 """
+
 from __future__ import annotations
 
 import time
@@ -44,12 +45,14 @@ def make_matmul_step(device: str = "cpu") -> Callable[[], float]:
     return _make(device, MM_ROWS, MM_WIDTH, MM_LAYERS, torch.tanh, 4321, reduce=False)
 
 
-def _make(device: str, rows: int, width: int, layers: int, act, seed: int, reduce: bool) -> Callable[[], float]:
+def _make(
+    device: str, rows: int, width: int, layers: int, act, seed: int, reduce: bool
+) -> Callable[[], float]:
     from . import tensors as T
 
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, width, generator=g).to(device)
-    ws = [(torch.randn(width, width, generator=g) / width ** 0.5).to(device) for _ in range(layers)]
+    ws = [(torch.randn(width, width, generator=g) / width**0.5).to(device) for _ in range(layers)]
     sync = T.synchronizer(device)
 
     def step() -> float:

@@ -11,6 +11,7 @@ by the backend ran in the first two calls (Dynamo compiled nothing, or every gra
 back to eager), the compile fails (``NotCompiled``): the compiled model's figures would be
 eager ones.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,17 +46,25 @@ def _explain(session, cfg, dev_type) -> dict:
 
     torch._dynamo.reset()
     try:
-        ex = dynamo.explain(lambda: T.call(session.model, session.inputs, dev_type, cfg.torch_dtype))()
+        ex = dynamo.explain(
+            lambda: T.call(session.model, session.inputs, dev_type, cfg.torch_dtype)
+        )()
     except Exception as e:
-        return {"graph_count": None, "graph_breaks": None,
-                "note": f"torch._dynamo.explain failed: {type(e).__name__}: {e}"}
+        return {
+            "graph_count": None,
+            "graph_breaks": None,
+            "note": f"torch._dynamo.explain failed: {type(e).__name__}: {e}",
+        }
     reasons = []
     for b in ex.break_reasons:
         frame = b.user_stack[-1] if getattr(b, "user_stack", None) else None
         where = f"{frame.filename}:{frame.lineno}" if frame is not None else None
         reasons.append({"reason": str(b.reason).splitlines()[0][:300], "where": where})
-    return {"graph_count": ex.graph_count, "graph_breaks": ex.graph_break_count,
-            "break_reasons": reasons}
+    return {
+        "graph_count": ex.graph_count,
+        "graph_breaks": ex.graph_break_count,
+        "break_reasons": reasons,
+    }
 
 
 def _graph_runs() -> int:
@@ -68,17 +77,33 @@ def _graph_runs() -> int:
 def _not_compiled_error(res: dict, fallback_reasons: list) -> dict:
     """Phase 1's error record when no graph compiled by the backend ran: the model ran eagerly
     under torch.compile (Dynamo traced nothing, or every graph fell back to eager)."""
-    why = (f"every graph fell back to eager (fallback_execution): {fallback_reasons[0]}" if fallback_reasons
-           else "Dynamo compiled no graph of the model's forward (torch.compiler.disable, or the whole "
-                "forward skipped by Dynamo): it ran eagerly")
+    why = (
+        f"every graph fell back to eager (fallback_execution): {fallback_reasons[0]}"
+        if fallback_reasons
+        else "Dynamo compiled no graph of the model's forward (torch.compiler.disable, or the whole "
+        "forward skipped by Dynamo): it ran eagerly"
+    )
     msg = f"{F.graphs_ran(res)}: {why}"
-    return {"stage": "torch.compile(backend='neuron'): cold compile and first call",
-            "compile_stage": "the first call: " + F.graphs_ran(res), "type": "NotCompiled", "message": msg,
-            "short_message": msg[:300], "op": None, "op_source": None, "raised_at": None, "traceback": "",
-            "hint": ("a model run under --mode compile or both must run at least one graph compiled by the "
-                     "backend; its figures would be eager ones" + (
-                         "; TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 shows the lowering error" if fallback_reasons
-                         else ""))}
+    return {
+        "stage": "torch.compile(backend='neuron'): cold compile and first call",
+        "compile_stage": "the first call: " + F.graphs_ran(res),
+        "type": "NotCompiled",
+        "message": msg,
+        "short_message": msg[:300],
+        "op": None,
+        "op_source": None,
+        "raised_at": None,
+        "traceback": "",
+        "hint": (
+            "a model run under --mode compile or both must run at least one graph compiled by the "
+            "backend; its figures would be eager ones"
+            + (
+                "; TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 shows the lowering error"
+                if fallback_reasons
+                else ""
+            )
+        ),
+    }
 
 
 def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0) -> dict:
@@ -104,7 +129,7 @@ def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0
         t0 = time.perf_counter()
         out = T.flatten(T.call(compiled, session.inputs, dev_type, cfg.torch_dtype), numbers=True)
         session.sync()
-        res["compile_s"] = time.perf_counter() - t0          # the cold first call
+        res["compile_s"] = time.perf_counter() - t0  # the cold first call
         res["cold_backend_compile_s"] = _backend_seconds()
         recs = torch.neuron.get_dynamo_metrics()
         res["compiled_graphs"] = len(recs)
@@ -123,7 +148,8 @@ def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0
         out = T.to_cpu(out)
         session.compiled_outputs = out
         res["max_abs_diff_vs_eager"] = {
-            k: T.max_abs_diff(out[k], v) for k, v in eager.items() if k in out}
+            k: T.max_abs_diff(out[k], v) for k, v in eager.items() if k in out
+        }
         stage = "warm compile (NEFF cache hit)"
         torch._dynamo.reset()
         cache.clear_memory_cache()
@@ -134,7 +160,9 @@ def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0
         session.sync()
         res["warm_compile_s"] = time.perf_counter() - t0
         res["warm_backend_compile_s"] = _backend_seconds()
-        res["warm_cache_hits"] = sum(r["cache"] == "disk" for r in torch.neuron.get_dynamo_metrics())
+        res["warm_cache_hits"] = sum(
+            r["cache"] == "disk" for r in torch.neuron.get_dynamo_metrics()
+        )
         stage = "peak memory of a warm call"
         res["memory"] = memory.compiled_peak(session, compiled, cfg.torch_dtype, resident_bytes)
         res["ok"] = True
@@ -152,7 +180,7 @@ def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0
             os.environ.pop("TORCH_NEURONX_NEFF_CACHE_DIR", None)
         else:
             os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = old
-        torch._dynamo.reset()   # the in-memory executables stay (--mode compile reuses them)
+        torch._dynamo.reset()  # the in-memory executables stay (--mode compile reuses them)
         shutil.rmtree(tmp, ignore_errors=True)
     return res
 

@@ -1,4 +1,5 @@
 """Exit codes of ``torchneuron check`` and the error that means "bad usage or input"."""
+
 from __future__ import annotations
 
 #: Every phase passed, no regression against the baseline, within the cost budget.

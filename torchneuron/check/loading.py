@@ -5,6 +5,7 @@ CPU, ``example_inputs`` a tuple (or list) of tensors passed positionally, or a d
 tensors passed as keywords. A factory may take ``batch_size`` and ``seed`` keyword
 parameters; they receive ``--batch-size`` and ``--seed``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,14 +31,16 @@ class LoadedModel:
 
     name: str
     spec: str
-    source: str                 # "builtin" | "file"
+    source: str  # "builtin" | "file"
     description: str
     model: torch.nn.Module
     inputs: Inputs
-    batch_size: int             # samples per iteration
-    batch_size_source: str      # "factory parameter" | "first input's first dimension"
-    loss_fn: Optional[Callable] = None   # training factories: loss_fn(output) -> scalar tensor
-    train_step: Optional[Callable] = None   # or step(model, inputs) -> scalar loss (forward and loss)
+    batch_size: int  # samples per iteration
+    batch_size_source: str  # "factory parameter" | "first input's first dimension"
+    loss_fn: Optional[Callable] = None  # training factories: loss_fn(output) -> scalar tensor
+    train_step: Optional[Callable] = (
+        None  # or step(model, inputs) -> scalar loss (forward and loss)
+    )
 
     @property
     def path(self) -> str | None:
@@ -79,8 +82,10 @@ def fingerprint(model: torch.nn.Module) -> str:
 def describe_inputs(inputs: Inputs) -> list[dict]:
     """Name, shape and dtype of every input (positional inputs are named 0, 1, ...)."""
     items = inputs.items() if isinstance(inputs, dict) else enumerate(inputs)
-    return [{"name": str(k), "shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
-            for k, v in items]
+    return [
+        {"name": str(k), "shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
+        for k, v in items
+    ]
 
 
 def _import_file(path: str):
@@ -93,13 +98,14 @@ def _import_file(path: str):
     folder = os.path.dirname(os.path.abspath(path))
     added = folder not in sys.path
     if added:
-        sys.path.insert(0, folder)   # the factory's file may import its neighbours
+        sys.path.insert(0, folder)  # the factory's file may import its neighbours
     try:
         spec.loader.exec_module(module)
     except Exception as e:
         sys.modules.pop(name, None)
         raise CheckUsageError(
-            f"importing {path!r} raised {type(e).__name__}: {e}\n{_short_tb(e)}") from e
+            f"importing {path!r} raised {type(e).__name__}: {e}\n{_short_tb(e)}"
+        ) from e
     finally:
         if added:
             sys.path.remove(folder)
@@ -120,7 +126,8 @@ def resolve(spec: str) -> tuple[Callable, str, str, str]:
     if ":" not in spec:
         raise CheckUsageError(
             f"unknown model {spec!r}: not a built-in ({', '.join(builtins)}) and not "
-            "'path/to/file.py:factory' (see `torchneuron check --list`)")
+            "'path/to/file.py:factory' (see `torchneuron check --list`)"
+        )
     path, _, attr = spec.rpartition(":")
     if not path or not attr:
         raise CheckUsageError(f"model {spec!r}: expected 'path/to/file.py:factory'")
@@ -129,13 +136,21 @@ def resolve(spec: str) -> tuple[Callable, str, str, str]:
     module = _import_file(path)
     fn = getattr(module, attr, None)
     if fn is None:
-        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
-                       and getattr(v, "__module__", None) == module.__name__)
-        raise CheckUsageError(f"model {spec!r}: {path!r} has no attribute {attr!r}"
-                              + (f" (callables defined there: {', '.join(found)})" if found else ""))
+        found = sorted(
+            n
+            for n, v in vars(module).items()
+            if callable(v)
+            and not n.startswith("_")
+            and getattr(v, "__module__", None) == module.__name__
+        )
+        raise CheckUsageError(
+            f"model {spec!r}: {path!r} has no attribute {attr!r}"
+            + (f" (callables defined there: {', '.join(found)})" if found else "")
+        )
     if not callable(fn):
-        raise CheckUsageError(f"model {spec!r}: {attr!r} in {path!r} is a "
-                              f"{type(fn).__name__}, not a callable factory")
+        raise CheckUsageError(
+            f"model {spec!r}: {attr!r} in {path!r} is a {type(fn).__name__}, not a callable factory"
+        )
     doc = (inspect.getdoc(fn) or "").strip().splitlines()
     return fn, f"{os.path.basename(path)}:{attr}", "file", (doc[0] if doc else "user factory")
 
@@ -153,56 +168,74 @@ def training_kind(where: str, fn: Any) -> str:
     with one required positional parameter, ``loss_fn(output) -> loss``) or ``"step"`` (two,
     ``step(model, inputs) -> loss``). Raises CheckUsageError for anything else."""
     if not callable(fn):
-        raise CheckUsageError(f"{where} returned a {type(fn).__name__} as loss_fn; expected a callable "
-                              "loss_fn(output) -> scalar tensor or step(model, inputs) -> scalar tensor")
+        raise CheckUsageError(
+            f"{where} returned a {type(fn).__name__} as loss_fn; expected a callable "
+            "loss_fn(output) -> scalar tensor or step(model, inputs) -> scalar tensor"
+        )
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return "loss_fn"   # a builtin without a signature: called with the output
+        return "loss_fn"  # a builtin without a signature: called with the output
     pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in pos if p.default is p.empty]
     if any(p.kind is p.VAR_POSITIONAL for p in params) or len(required) == 1:
         return "loss_fn"
     if len(required) == 2:
         return "step"
-    raise CheckUsageError(f"{where} returned a training callable {getattr(fn, '__name__', fn)!r} with "
-                          f"{len(required)} required positional parameter(s); expected loss_fn(output) "
-                          "(one) or step(model, inputs) (two)")
+    raise CheckUsageError(
+        f"{where} returned a training callable {getattr(fn, '__name__', fn)!r} with "
+        f"{len(required)} required positional parameter(s); expected loss_fn(output) "
+        "(one) or step(model, inputs) (two)"
+    )
 
 
 def _validate(spec: str, ret: Any) -> tuple[torch.nn.Module, Inputs]:
     where = f"model {spec!r}: the factory"
     if not isinstance(ret, (tuple, list)) or len(ret) not in (2, 3):
-        got = f"a {type(ret).__name__}" + (f" of length {len(ret)}" if isinstance(ret, (tuple, list)) else "")
-        raise CheckUsageError(f"{where} must return (model, example_inputs), got {got} (a training factory "
-                              "returns (model, example_inputs, loss_fn))")
+        got = f"a {type(ret).__name__}" + (
+            f" of length {len(ret)}" if isinstance(ret, (tuple, list)) else ""
+        )
+        raise CheckUsageError(
+            f"{where} must return (model, example_inputs), got {got} (a training factory "
+            "returns (model, example_inputs, loss_fn))"
+        )
     if len(ret) == 3:
         training_kind(where, ret[2])
     model, inputs = ret[0], ret[1]
     if not isinstance(model, torch.nn.Module):
-        raise CheckUsageError(f"{where} returned a {type(model).__name__} as the model; "
-                              "expected a torch.nn.Module")
+        raise CheckUsageError(
+            f"{where} returned a {type(model).__name__} as the model; expected a torch.nn.Module"
+        )
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     if isinstance(inputs, list):
         inputs = tuple(inputs)
     if isinstance(inputs, dict):
-        bad = {k: type(v).__name__ for k, v in inputs.items()
-               if not isinstance(k, str) or not isinstance(v, torch.Tensor)}
+        bad = {
+            k: type(v).__name__
+            for k, v in inputs.items()
+            if not isinstance(k, str) or not isinstance(v, torch.Tensor)
+        }
     elif isinstance(inputs, tuple):
         bad = {i: type(v).__name__ for i, v in enumerate(inputs) if not isinstance(v, torch.Tensor)}
     else:
-        raise CheckUsageError(f"{where} returned a {type(inputs).__name__} as example_inputs; "
-                              "expected a tuple of tensors or a dict of keyword tensors")
+        raise CheckUsageError(
+            f"{where} returned a {type(inputs).__name__} as example_inputs; "
+            "expected a tuple of tensors or a dict of keyword tensors"
+        )
     if bad:
-        raise CheckUsageError(f"{where} returned example_inputs that are not all tensors: "
-                              + ", ".join(f"{k!r} is a {t}" for k, t in bad.items()))
+        raise CheckUsageError(
+            f"{where} returned example_inputs that are not all tensors: "
+            + ", ".join(f"{k!r} is a {t}" for k, t in bad.items())
+        )
     if not inputs:
         raise CheckUsageError(f"{where} returned no example inputs")
     on = {str(v.device) for v in (inputs.values() if isinstance(inputs, dict) else inputs)}
     on |= {str(p.device) for p in model.parameters()}
     if on - {"cpu"}:
-        raise CheckUsageError(f"{where} must return the model and inputs on the CPU; found {sorted(on)}")
+        raise CheckUsageError(
+            f"{where} must return the model and inputs on the CPU; found {sorted(on)}"
+        )
     return model, inputs
 
 
@@ -216,8 +249,9 @@ def load(spec: str, batch_size: int | None = None, seed: int = 0) -> LoadedModel
         if batch_size < 1:
             raise CheckUsageError(f"--batch-size must be >= 1, got {batch_size}")
         if not _accepts(fn, "batch_size"):
-            raise CheckUsageError(f"model {spec!r}: --batch-size given, but the factory takes "
-                                  "no batch_size parameter")
+            raise CheckUsageError(
+                f"model {spec!r}: --batch-size given, but the factory takes no batch_size parameter"
+            )
         kwargs["batch_size"] = batch_size
     if _accepts(fn, "seed"):
         kwargs["seed"] = seed
@@ -228,8 +262,9 @@ def load(spec: str, batch_size: int | None = None, seed: int = 0) -> LoadedModel
     except CheckUsageError:
         raise
     except Exception as e:
-        raise CheckUsageError(f"model {spec!r}: the factory raised {type(e).__name__}: {e}\n"
-                              f"{_short_tb(e)}") from e
+        raise CheckUsageError(
+            f"model {spec!r}: the factory raised {type(e).__name__}: {e}\n{_short_tb(e)}"
+        ) from e
     finally:
         if quiet:
             quiet()
@@ -242,16 +277,27 @@ def load(spec: str, batch_size: int | None = None, seed: int = 0) -> LoadedModel
             loss_fn = ret[2]
     model.eval()
     first = next(iter(inputs.values())) if isinstance(inputs, dict) else inputs[0]
-    if first.dim() and first.shape[0] == 0:   # nothing to time or price: the cost would be infinite
-        raise CheckUsageError(f"model {spec!r}: the factory returned a first input of shape "
-                              f"{list(first.shape)}: a batch of 0 samples (give at least one sample)")
+    if first.dim() and first.shape[0] == 0:  # nothing to time or price: the cost would be infinite
+        raise CheckUsageError(
+            f"model {spec!r}: the factory returned a first input of shape "
+            f"{list(first.shape)}: a batch of 0 samples (give at least one sample)"
+        )
     if batch_size is not None:
         bs, how = batch_size, "factory parameter"
     else:
         bs, how = (int(first.shape[0]) if first.dim() else 1), "first input's first dimension"
-    return LoadedModel(name=name, spec=spec, source=source, description=desc, model=model,
-                       inputs=inputs, batch_size=bs, batch_size_source=how, loss_fn=loss_fn,
-                       train_step=train_step)
+    return LoadedModel(
+        name=name,
+        spec=spec,
+        source=source,
+        description=desc,
+        model=model,
+        inputs=inputs,
+        batch_size=bs,
+        batch_size_source=how,
+        loss_fn=loss_fn,
+        train_step=train_step,
+    )
 
 
 def _quiet_transformers():

@@ -1,5 +1,6 @@
 """The version manifest recorded in every result and baseline: software versions, the
 device stack, the host, the instance profile and the environment that changes behaviour."""
+
 from __future__ import annotations
 
 import datetime
@@ -57,8 +58,9 @@ def device_stack(device: str = "neuron") -> dict:
         "runtime_version": info.get("version"),
         "compiler": "torch.compile backend 'neuron'" if has_compiler else None,
         "compiler_version": torchneuron.__version__ if has_compiler else None,
-        "compiler_note": None if has_compiler else
-        "no graph compiler in this build (torch.compile(backend='neuron') is not registered): eager only",
+        "compiler_note": None
+        if has_compiler
+        else "no graph compiler in this build (torch.compile(backend='neuron') is not registered): eager only",
         "emulated": info.get("name") == "emulator",
         "device_name": props.name,
         "hbm_bytes_per_core": props.total_memory,

@@ -14,6 +14,7 @@ pass's rise above what was allocated when it started, so device tensors that are
 model's (another check's garbage not yet collected in the same process: 3,072 bytes more
 in the third of three library runs of ``mlp``) do not count.
 """
+
 from __future__ import annotations
 
 import gc
@@ -43,7 +44,7 @@ def _peak_rise(session, call, what: str) -> tuple[int, Optional[str]]:
     device's garbage collected and its peak statistics reset first, or (0, why) when the
     call raised (``what`` names it in that message)."""
     dev = torch.device(session.device)
-    gc.collect()   # earlier device garbage of this process freed now, not during the call
+    gc.collect()  # earlier device garbage of this process freed now, not during the call
     session.sync()
     torch.neuron.reset_peak_memory_stats(dev)
     start = torch.neuron.memory_allocated(dev)
@@ -64,6 +65,7 @@ def in_order_peak(session, dtype: torch.dtype, resident_bytes: int) -> dict[str,
     and inputs' bytes on the device) plus the pass's peak rise above what was allocated when
     it started, in bytes; or ``{"peak_allocated_bytes": None, "note": why}`` when the pass
     raised. The device's peak statistics are reset by it: read any other peak first."""
+
     def call(dev):
         with _SyncEachOp(session.sync):
             return T.call(session.model, session.inputs, dev.type, dtype)
@@ -84,12 +86,19 @@ def compiled_peak(session, compiled, dtype: torch.dtype, resident_bytes: int) ->
     is an upper bound. Returns ``{"peak_allocated_bytes", "rise_bytes", "temp_bytes"}`` in
     bytes, or ``{"peak_allocated_bytes": None, "note": why}`` when the call raised. Resets
     the device's peak statistics."""
-    temp = max((int(r.get("temp_bytes") or 0) for r in torch.neuron.get_dynamo_metrics()), default=0)
-    rise, note = _peak_rise(session, lambda dev: T.call(compiled, session.inputs, dev.type, dtype),
-                            "the compiled call")
+    temp = max(
+        (int(r.get("temp_bytes") or 0) for r in torch.neuron.get_dynamo_metrics()), default=0
+    )
+    rise, note = _peak_rise(
+        session, lambda dev: T.call(compiled, session.inputs, dev.type, dtype), "the compiled call"
+    )
     if note:
         return {"peak_allocated_bytes": None, "note": note}
-    return {"peak_allocated_bytes": int(resident_bytes + rise + temp), "rise_bytes": rise, "temp_bytes": temp}
+    return {
+        "peak_allocated_bytes": int(resident_bytes + rise + temp),
+        "rise_bytes": rise,
+        "temp_bytes": temp,
+    }
 
 
 def measured_peak(phase1: dict) -> tuple[Optional[int], Optional[str]]:

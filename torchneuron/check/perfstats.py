@@ -39,6 +39,7 @@ threshold ``t`` (a fraction, 0.10 = +10 %):
 - ``pass``: the whole interval is at or below ``1 + t``;
 - ``undecided``: the interval straddles ``1 + t``: measure again, then "inconclusive".
 """
+
 from __future__ import annotations
 
 import math
@@ -58,11 +59,21 @@ MIN_SAMPLES = 5
 
 #: The normalized statistics, their numerator/denominator sample names and what they detect.
 STATISTICS: dict[str, tuple[str, str, str]] = {
-    "device_alone": ("device", "reference", "the device alone: device/reference time of the same iteration grew"),
-    "model_or_inputs": ("reference", "calibration",
-                        "the model or its inputs: the reference is slower than host calibration explains"),
-    "device_over_device_calibration": ("device", "device_calibration",
-                                       "device time over a fixed device workload (informational)"),
+    "device_alone": (
+        "device",
+        "reference",
+        "the device alone: device/reference time of the same iteration grew",
+    ),
+    "model_or_inputs": (
+        "reference",
+        "calibration",
+        "the model or its inputs: the reference is slower than host calibration explains",
+    ),
+    "device_over_device_calibration": (
+        "device",
+        "device_calibration",
+        "device time over a fixed device workload (informational)",
+    ),
 }
 
 
@@ -71,8 +82,13 @@ def paired_ratios(num: Sequence[float], den: Sequence[float]) -> list[float]:
     return [float(a) / float(b) for a, b in zip(num, den) if b > 0]
 
 
-def ratio_of_medians_ci(current: Sequence[float], baseline: Sequence[float], confidence: float = 0.95,
-                        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Optional[dict]:
+def ratio_of_medians_ci(
+    current: Sequence[float],
+    baseline: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+) -> Optional[dict]:
     """Point estimate and percentile-bootstrap interval of ``median(current) / median(baseline)``.
 
     Returns ``{"ratio", "low", "high", "confidence", "resamples", "n_current", "n_baseline"}``,
@@ -85,14 +101,19 @@ def ratio_of_medians_ci(current: Sequence[float], baseline: Sequence[float], con
     rng = np.random.default_rng(seed)
     mc = np.median(c[block_indices(c.size, resamples, rng)], axis=1)
     mb = np.median(b[block_indices(b.size, resamples, rng)], axis=1)
-    mb[mb <= 0] = np.nan                       # only possible with zero samples; dropped below
+    mb[mb <= 0] = np.nan  # only possible with zero samples; dropped below
     r = mc / mb
     r = r[np.isfinite(r)]
     a = (1 - confidence) / 2
-    return {"ratio": float(np.median(c) / np.median(b)),
-            "low": float(np.quantile(r, a)), "high": float(np.quantile(r, 1 - a)),
-            "confidence": confidence, "resamples": resamples,
-            "n_current": int(c.size), "n_baseline": int(b.size)}
+    return {
+        "ratio": float(np.median(c) / np.median(b)),
+        "low": float(np.quantile(r, a)),
+        "high": float(np.quantile(r, 1 - a)),
+        "confidence": confidence,
+        "resamples": resamples,
+        "n_current": int(c.size),
+        "n_baseline": int(b.size),
+    }
 
 
 def block_indices(n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -119,14 +140,22 @@ def decide(ci: Optional[dict], threshold: float, margin: float = 1.0) -> str:
     return "undecided"
 
 
-def min_ratio_ci(cur_num: Sequence[float], cur_den: Sequence[float], base_num: Sequence[float],
-                 base_den: Sequence[float], confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
-                 seed: int = 0) -> Optional[dict]:
+def min_ratio_ci(
+    cur_num: Sequence[float],
+    cur_den: Sequence[float],
+    base_num: Sequence[float],
+    base_den: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+) -> Optional[dict]:
     """Point estimate and moving-block bootstrap interval of the change of a normalized
     time: ``(min(cur_num) / min(cur_den)) / (min(base_num) / min(base_den))``. Iterations
     are resampled jointly on both sides of a run (index i is the same iteration). None
     when a run has fewer than ``MIN_SAMPLES`` iterations."""
-    cn, cd, bn, bd = (np.asarray(x, dtype=np.float64) for x in (cur_num, cur_den, base_num, base_den))
+    cn, cd, bn, bd = (
+        np.asarray(x, dtype=np.float64) for x in (cur_num, cur_den, base_num, base_den)
+    )
     if min(cn.size, cd.size) < MIN_SAMPLES or min(bn.size, bd.size) < MIN_SAMPLES:
         return None
     n_c, n_b = min(cn.size, cd.size), min(bn.size, bd.size)
@@ -137,13 +166,25 @@ def min_ratio_ci(cur_num: Sequence[float], cur_den: Sequence[float], base_num: S
     ic, ib = block_indices(n_c, resamples, rng), block_indices(n_b, resamples, rng)
     r = (cn[ic].min(axis=1) / cd[ic].min(axis=1)) / (bn[ib].min(axis=1) / bd[ib].min(axis=1))
     a = (1 - confidence) / 2
-    return {"ratio": float((cn.min() / cd.min()) / (bn.min() / bd.min())),
-            "low": float(np.quantile(r, a)), "high": float(np.quantile(r, 1 - a)),
-            "confidence": confidence, "resamples": resamples, "n_current": int(n_c), "n_baseline": int(n_b)}
+    return {
+        "ratio": float((cn.min() / cd.min()) / (bn.min() / bd.min())),
+        "low": float(np.quantile(r, a)),
+        "high": float(np.quantile(r, 1 - a)),
+        "confidence": confidence,
+        "resamples": resamples,
+        "n_current": int(n_c),
+        "n_baseline": int(n_b),
+    }
 
 
-def compare(name: str, current: dict[str, list[float]], baseline: dict[str, list[float]],
-            threshold: float, seed: int = 0, margin: float = 1.0) -> Optional[dict]:
+def compare(
+    name: str,
+    current: dict[str, list[float]],
+    baseline: dict[str, list[float]],
+    threshold: float,
+    seed: int = 0,
+    margin: float = 1.0,
+) -> Optional[dict]:
     """One normalized statistic (a key of ``STATISTICS``) of a run against its baseline.
     ``current``/``baseline`` map ``device``/``reference``/``calibration``/
     ``device_calibration`` to per-iteration seconds (interleaved: index i of each list is
@@ -153,11 +194,20 @@ def compare(name: str, current: dict[str, list[float]], baseline: dict[str, list
     if not (current.get(num) and current.get(den) and baseline.get(num) and baseline.get(den)):
         return None
     ci = min_ratio_ci(current[num], current[den], baseline[num], baseline[den], seed=seed)
-    return {"statistic": f"min {num} / min {den}", "detects": what, "ci": ci,
-            "threshold": threshold, "regression_above": (1 + threshold) * margin,
-            "decision": decide(ci, threshold, margin),
-            "current_value": float(min(current[num]) / min(current[den])) if min(current[den]) > 0 else None,
-            "baseline_value": float(min(baseline[num]) / min(baseline[den])) if min(baseline[den]) > 0 else None}
+    return {
+        "statistic": f"min {num} / min {den}",
+        "detects": what,
+        "ci": ci,
+        "threshold": threshold,
+        "regression_above": (1 + threshold) * margin,
+        "decision": decide(ci, threshold, margin),
+        "current_value": float(min(current[num]) / min(current[den]))
+        if min(current[den]) > 0
+        else None,
+        "baseline_value": float(min(baseline[num]) / min(baseline[den]))
+        if min(baseline[den]) > 0
+        else None,
+    }
 
 
 # ------------------------------------------------------------------ the work-time basis
@@ -170,12 +220,21 @@ def compare(name: str, current: dict[str, list[float]], baseline: dict[str, list
 #: of reference/calibration (ratio of median CPU times) was 0.145 with the small-op chain
 #: alone and 0.036 with both (docs/check.md, "Limits, measured").
 WORK_STATISTICS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "device_alone": (("device",), ("reference",),
-                     "the device alone: device/reference work time of the same iterations grew"),
-    "model_or_inputs": (("reference",), ("calibration", "calibration_matmul"),
-                        "the model or its inputs: the reference's work time grew against the host calibration's"),
-    "device_over_device_calibration": (("device",), ("device_calibration",),
-                                       "device work time over a fixed device workload (informational)"),
+    "device_alone": (
+        ("device",),
+        ("reference",),
+        "the device alone: device/reference work time of the same iterations grew",
+    ),
+    "model_or_inputs": (
+        ("reference",),
+        ("calibration", "calibration_matmul"),
+        "the model or its inputs: the reference's work time grew against the host calibration's",
+    ),
+    "device_over_device_calibration": (
+        ("device",),
+        ("device_calibration",),
+        "device work time over a fixed device workload (informational)",
+    ),
 }
 
 
@@ -201,8 +260,10 @@ WORK_STATISTICS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 #: deviation between those 7 runs 0.19; two of them, exp(0.39) = x1.48: at +10 % a
 #: regression on it needs its interval above x1.62, so a device slowdown of 30 % reads
 #: inconclusive there (exit code 3), never a false regression.
-REGRESSION_MARGIN: dict[str, float] = {"model_or_inputs": math.exp(0.12),
-                                       "device_over_device_calibration": math.exp(0.39)}
+REGRESSION_MARGIN: dict[str, float] = {
+    "model_or_inputs": math.exp(0.12),
+    "device_over_device_calibration": math.exp(0.39),
+}
 
 #: The compiled model's ``compiled_alone`` (``device_alone`` with the compiled model in the
 #: device's place; work time on the process's CPU clock, workclock.COMPILED_SIDES). XLA:CPU
@@ -281,8 +342,9 @@ def _side(samples: dict, names: tuple[str, ...], n: int) -> tuple[np.ndarray, np
     return cpu, sum(wall_of(k) for k in names)
 
 
-def _work_ratios(num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.ndarray],
-                 idx: np.ndarray) -> np.ndarray:
+def _work_ratios(
+    num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.ndarray], idx: np.ndarray
+) -> np.ndarray:
     """``work_ratio`` of each bootstrap resample (rows of ``idx``), vectorized."""
     (cn, wn), (cd, wd) = num, den
     tn = cn[idx] + np.maximum(0.0, wn - cn)[idx].min(axis=1, keepdims=True)
@@ -295,8 +357,15 @@ def _n(samples: dict, names: tuple[str, ...]) -> int:
     return min(min(len(samples["cpu"][k]), len(samples["wall"][k])) for k in names)
 
 
-def work_ratio_ci(current: dict, baseline: dict, num: tuple[str, ...], den: tuple[str, ...],
-                  confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Optional[dict]:
+def work_ratio_ci(
+    current: dict,
+    baseline: dict,
+    num: tuple[str, ...],
+    den: tuple[str, ...],
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+) -> Optional[dict]:
     """Point estimate and moving-block bootstrap interval of the change of a normalized
     work time, ``work_ratio`` of the current run over the baseline's.
     ``current``/``baseline`` are ``{"cpu": {name: [s]}, "wall": {name: [s]}}`` (index i
@@ -318,13 +387,25 @@ def work_ratio_ci(current: dict, baseline: dict, num: tuple[str, ...], den: tupl
     if r.size == 0:
         return None
     a = (1 - confidence) / 2
-    return {"ratio": work_ratio(cn, cd) / work_ratio(bn, bd),
-            "low": float(np.quantile(r, a)), "high": float(np.quantile(r, 1 - a)),
-            "confidence": confidence, "resamples": resamples, "n_current": int(n_c), "n_baseline": int(n_b)}
+    return {
+        "ratio": work_ratio(cn, cd) / work_ratio(bn, bd),
+        "low": float(np.quantile(r, a)),
+        "high": float(np.quantile(r, 1 - a)),
+        "confidence": confidence,
+        "resamples": resamples,
+        "n_current": int(n_c),
+        "n_baseline": int(n_b),
+    }
 
 
-def compare_work(name: str, current: dict, baseline: dict, threshold: float, seed: int = 0,
-                 margin: Optional[float] = None) -> Optional[dict]:
+def compare_work(
+    name: str,
+    current: dict,
+    baseline: dict,
+    threshold: float,
+    seed: int = 0,
+    margin: Optional[float] = None,
+) -> Optional[dict]:
     """One statistic of ``WORK_STATISTICS`` of a run against its baseline on the work-time
     basis; ``current``/``baseline`` as ``work_ratio_ci`` takes them; ``margin`` (default:
     the statistic's ``REGRESSION_MARGIN``) as ``decide`` takes it. None when a side lacks
@@ -340,7 +421,13 @@ def compare_work(name: str, current: dict, baseline: dict, threshold: float, see
         n = _n(s, num + den)
         return work_ratio(_side(s, num, n), _side(s, den, n))
 
-    return {"statistic": f"median paired work time {'+'.join(num)} / {'+'.join(den)}", "detects": what,
-            "ci": ci, "threshold": threshold, "regression_above": (1 + threshold) * margin,
-            "decision": decide(ci, threshold, margin),
-            "current_value": value(current), "baseline_value": value(baseline)}
+    return {
+        "statistic": f"median paired work time {'+'.join(num)} / {'+'.join(den)}",
+        "detects": what,
+        "ci": ci,
+        "threshold": threshold,
+        "regression_above": (1 + threshold) * margin,
+        "decision": decide(ci, threshold, margin),
+        "current_value": value(current),
+        "baseline_value": value(baseline),
+    }

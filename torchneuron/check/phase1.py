@@ -10,6 +10,7 @@ identical outputs; host dispatch time per operator (torch.profiler); and the col
 (or returns no tensor there either) is bad input: CheckUsageError. ``torch.compile(backend="neuron")`` is checked when that
 backend is registered (check/compiled.py); otherwise the result says that only eager mode was checked.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,10 +44,12 @@ class DeviceSession:
     device: str
     model: Optional[torch.nn.Module] = None
     inputs: Any = None
-    outputs: dict[str, torch.Tensor] = field(default_factory=dict)   # first run, on the CPU
-    compiled_outputs: Optional[dict] = None   # torch.compile(backend="neuron")'s first run, on the CPU
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)  # first run, on the CPU
+    compiled_outputs: Optional[dict] = (
+        None  # torch.compile(backend="neuron")'s first run, on the CPU
+    )
     sync: Any = None
-    compiled_model: Any = None   # --mode both: the compiled model phase 3 times beside eager
+    compiled_model: Any = None  # --mode both: the compiled model phase 3 times beside eager
 
 
 class _OpRecorder(TorchDispatchMode):
@@ -87,8 +90,10 @@ def _raised_at(frames: list, user_file: Optional[str]):
     factory file, else the innermost outside torch and torchneuron, else the innermost.
     Paths are compared resolved (a venv reached through a symlink names torch's files
     differently from ``torch.__file__``)."""
-    lib = [os.path.realpath(os.path.dirname(torch.__file__)),
-           os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))]
+    lib = [
+        os.path.realpath(os.path.dirname(torch.__file__)),
+        os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    ]
     real = [os.path.realpath(f.filename) for f in frames]
     if user_file:
         mine = [f for f, r in zip(frames, real) if r == os.path.realpath(user_file)]
@@ -102,15 +107,26 @@ def _raised_at(frames: list, user_file: Optional[str]):
 HINTS: list[tuple[str, str]] = [
     # nn.TransformerEncoderLayer's fused inference fast path has no StableHLO lowering, and
     # enable_nested_tensor=False does not avoid it (nn.MultiheadAttention alone compiles)
-    ("_transformer_encoder_layer_fwd", "nn.TransformerEncoderLayer's fused fast path "
-                                       "(aten._transformer_encoder_layer_fwd) does not compile: call "
-                                       "torch.backends.mha.set_fastpath_enabled(False) before running the model "
-                                       "(enable_nested_tensor=False alone does not avoid it)"),
-    ("nested", "nn.TransformerEncoder's fast path builds nested tensors, which the device does not "
-               "support: construct it with enable_nested_tensor=False"),
-    ("with arguments from the 'neuron' backend", "this operator has no neuron kernel: "
-                                                 "TORCHNEURON_FALLBACK=warn runs it on the CPU"),
-    ("out of memory", "the model does not fit the NeuronCore's HBM: a smaller --batch-size, or bfloat16"),
+    (
+        "_transformer_encoder_layer_fwd",
+        "nn.TransformerEncoderLayer's fused fast path "
+        "(aten._transformer_encoder_layer_fwd) does not compile: call "
+        "torch.backends.mha.set_fastpath_enabled(False) before running the model "
+        "(enable_nested_tensor=False alone does not avoid it)",
+    ),
+    (
+        "nested",
+        "nn.TransformerEncoder's fast path builds nested tensors, which the device does not "
+        "support: construct it with enable_nested_tensor=False",
+    ),
+    (
+        "with arguments from the 'neuron' backend",
+        "this operator has no neuron kernel: TORCHNEURON_FALLBACK=warn runs it on the CPU",
+    ),
+    (
+        "out of memory",
+        "the model does not fit the NeuronCore's HBM: a smaller --batch-size, or bfloat16",
+    ),
 ]
 
 
@@ -125,7 +141,7 @@ def short_message(msg: str, limit: int = 240) -> str:
     if len(first) <= limit:
         return first
     cut = first[:limit]
-    return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut) + " ..."   # at a word's end
+    return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2 :] else cut) + " ..."  # at a word's end
 
 
 def hint_for(msg: str) -> Optional[str]:
@@ -148,7 +164,7 @@ def _error_info(e: BaseException, stage: str, user_file: Optional[str] = None) -
         "hint": hint_for(msg),
         "op": m.group(0) if m else None,
         "op_source": "exception message" if m else None,
-        "raised_at": where,   # innermost frame in the user's file, else outside torch and torchneuron
+        "raised_at": where,  # innermost frame in the user's file, else outside torch and torchneuron
         "traceback": tb,
     }
 
@@ -160,7 +176,9 @@ def _find_failing_op(session: DeviceSession, cfg: CheckConfig) -> Optional[str]:
     rec = _OpRecorder()
     try:
         with _fallback_ctx(cfg.fallback), rec:
-            T.call(session.model, session.inputs, torch.device(session.device).type, cfg.torch_dtype)
+            T.call(
+                session.model, session.inputs, torch.device(session.device).type, cfg.torch_dtype
+            )
         session.sync()
     except Exception:
         return rec.failed
@@ -178,7 +196,9 @@ def describe_value(x: Any) -> str:
     if isinstance(x, (tuple, list, dict)):
         vals = list(x.values()) if isinstance(x, dict) else list(x)
         kinds = ", ".join(sorted({type(v).__name__ for v in vals}))
-        return f"a {type(x).__name__} of {len(vals)}" + (f" ({kinds}), with no tensor in it" if vals else "")
+        return f"a {type(x).__name__} of {len(vals)}" + (
+            f" ({kinds}), with no tensor in it" if vals else ""
+        )
     return f"a {type(x).__name__} ({reprlib.repr(x)})"
 
 
@@ -186,7 +206,9 @@ def _forward_stage(stage: str) -> bool:
     return "forward pass" in stage
 
 
-def _check_reference(loaded: LoadedModel, cfg: CheckConfig, e: BaseException, err: dict) -> Optional[str]:
+def _check_reference(
+    loaded: LoadedModel, cfg: CheckConfig, e: BaseException, err: dict
+) -> Optional[str]:
     """Run the model once on the reference device after it failed on the device. Raises
     CheckUsageError when it fails there the same way (a model or input error, exit 2);
     returns a note for the device failure otherwise."""
@@ -195,7 +217,9 @@ def _check_reference(loaded: LoadedModel, cfg: CheckConfig, e: BaseException, er
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = T.model_copy(loaded.model, ref)
-            raw = T.call(model, T.to_device(loaded.inputs, ref), torch.device(ref).type, cfg.torch_dtype)
+            raw = T.call(
+                model, T.to_device(loaded.inputs, ref), torch.device(ref).type, cfg.torch_dtype
+            )
             T.synchronizer(ref)()
     except Exception as r:
         if type(r) is not type(e) or isinstance(e, NoTensorsError):
@@ -206,12 +230,17 @@ def _check_reference(loaded: LoadedModel, cfg: CheckConfig, e: BaseException, er
             f"not a device problem\n{type(r).__name__}: {r}"
             + (f"\nfailing op on {cfg.device}: {err['op']}" if err.get("op") else "")
             + (f"\nraised at: {rerr['raised_at']}" if rerr["raised_at"] else "")
-            + "\n" + "".join(traceback.format_exception(type(r), r, r.__traceback__, limit=-6, chain=False)).rstrip()) from r
+            + "\n"
+            + "".join(
+                traceback.format_exception(type(r), r, r.__traceback__, limit=-6, chain=False)
+            ).rstrip()
+        ) from r
     if isinstance(e, NoTensorsError) and not T.flatten(raw):
         raise CheckUsageError(
             f"model {loaded.spec!r} returned no tensors: forward returned {describe_value(raw)} on the "
             f"reference device {ref} as on {cfg.device}; it must return a tensor, or tuples, lists or dicts "
-            "of tensors")
+            "of tensors"
+        )
     return f"the model runs on the reference device {ref}"
 
 
@@ -222,12 +251,16 @@ def _outputs_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
         if y is None or x.shape != y.shape or x.dtype != y.dtype:
             per[k] = {"identical": False, "max_abs_diff": None}
             continue
-        same = torch.equal(x, y) or bool(torch.equal(torch.isnan(x), torch.isnan(y)) and
-                                         torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)))
+        same = torch.equal(x, y) or bool(
+            torch.equal(torch.isnan(x), torch.isnan(y))
+            and torch.equal(torch.nan_to_num(x), torch.nan_to_num(y))
+        )
         diff = 0.0 if same else T.max_abs_diff(x, y, nan_to_num=True)
         per[k] = {"identical": same, "max_abs_diff": diff}
-    return {"identical": all(v["identical"] for v in per.values()) and set(a) == set(b),
-            "outputs": per}
+    return {
+        "identical": all(v["identical"] for v in per.values()) and set(a) == set(b),
+        "outputs": per,
+    }
 
 
 def profile_ops(session: DeviceSession, cfg: CheckConfig, top: int = 25) -> list[dict]:
@@ -244,8 +277,11 @@ def profile_ops(session: DeviceSession, cfg: CheckConfig, top: int = 25) -> list
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             T.call(session.model, session.inputs, dev_type, cfg.torch_dtype)
             session.sync()
-    rows = [{"op": e.key, "calls": int(e.count), "self_host_s": e.self_cpu_time_total / 1e6}
-            for e in prof.key_averages() if e.key.startswith("aten::")]
+    rows = [
+        {"op": e.key, "calls": int(e.count), "self_host_s": e.self_cpu_time_total / 1e6}
+        for e in prof.key_averages()
+        if e.key.startswith("aten::")
+    ]
     rows.sort(key=lambda r: r["self_host_s"], reverse=True)
     return rows[:top]
 
@@ -271,17 +307,24 @@ def _quiet_stderr_fd():
         os.close(devnull)
 
 
-def _check_compile(session: DeviceSession, cfg: CheckConfig, eager: dict[str, torch.Tensor],
-                   resident_bytes: int) -> dict:
+def _check_compile(
+    session: DeviceSession, cfg: CheckConfig, eager: dict[str, torch.Tensor], resident_bytes: int
+) -> dict:
     if not compile_backend_available("neuron"):
-        return {"checked": False, "modes": ["eager"],
-                "note": "torch.compile(backend='neuron') does not exist in this build "
-                        "(no graph compiler registered): only eager mode was checked"}
-    from .compiled import check_compile, use_compiled   # issue 6: compiled mode
+        return {
+            "checked": False,
+            "modes": ["eager"],
+            "note": "torch.compile(backend='neuron') does not exist in this build "
+            "(no graph compiler registered): only eager mode was checked",
+        }
+    from .compiled import check_compile, use_compiled  # issue 6: compiled mode
 
     if cfg.mode == "eager":
-        return {"checked": False, "modes": ["eager"],
-                "note": "--mode eager: torch.compile(backend='neuron') was not checked"}
+        return {
+            "checked": False,
+            "modes": ["eager"],
+            "note": "--mode eager: torch.compile(backend='neuron') was not checked",
+        }
     res = check_compile(session, cfg, eager, _error_info, resident_bytes)
     if cfg.mode == "compile" and res.get("ok"):
         use_compiled(session, cfg)
@@ -294,9 +337,14 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
     ``model`` is None when the model could not be placed on the device)."""
     dev = torch.device(cfg.device)
     session = DeviceSession(device=str(dev), sync=T.synchronizer(dev))
-    res: dict[str, Any] = {"status": "fail", "device": str(dev), "mode": "eager", "error": None,
-                           "fallback_mode": cfg.fallback or _current_fallback_mode()}
-    gc.collect()   # device garbage of earlier work in this process freed now, not inside weights_bytes
+    res: dict[str, Any] = {
+        "status": "fail",
+        "device": str(dev),
+        "mode": "eager",
+        "error": None,
+        "fallback_mode": cfg.fallback or _current_fallback_mode(),
+    }
+    gc.collect()  # device garbage of earlier work in this process freed now, not inside weights_bytes
     session.sync()
     torch.neuron.reset_fallback_stats()
     torch.neuron.reset_narrowing_stats()
@@ -323,27 +371,38 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
             res["uncomparable_outputs"] = []
             out1 = T.flatten(raw, uncomparable=res["uncomparable_outputs"], numbers=True)
             if not T.flatten(raw):
-                raise NoTensorsError(f"the model returned no tensors on {dev}: it returned {describe_value(raw)}")
+                raise NoTensorsError(
+                    f"the model returned no tensors on {dev}: it returned {describe_value(raw)}"
+                )
             del raw
             session.outputs = T.to_cpu(out1)
             del out1
             stage = "second forward pass (determinism)"
             t0 = time.perf_counter()
-            out2 = T.to_cpu(T.flatten(T.call(session.model, session.inputs, dev.type, cfg.torch_dtype),
-                                      numbers=True))
+            out2 = T.to_cpu(
+                T.flatten(
+                    T.call(session.model, session.inputs, dev.type, cfg.torch_dtype), numbers=True
+                )
+            )
             session.sync()
             timed += time.perf_counter() - t0
             res["determinism"] = _outputs_identical(session.outputs, out2)
             del out2
     except Exception as e:
         err = _error_info(e, stage, loaded.path)
-        if err["op"] is None and session.model is not None and session.inputs is not None \
-                and not isinstance(e, NoTensorsError):
+        if (
+            err["op"] is None
+            and session.model is not None
+            and session.inputs is not None
+            and not isinstance(e, NoTensorsError)
+        ):
             op = _find_failing_op(session, cfg)
             if op:
                 err["op"], err["op_source"] = op, "re-run under an operator recorder"
         if _forward_stage(stage):
-            err["reference"] = _check_reference(loaded, cfg, e, err)   # raises when it fails there too
+            err["reference"] = _check_reference(
+                loaded, cfg, e, err
+            )  # raises when it fails there too
         res["error"] = err
     res["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
     res["outputs"] = T.describe_outputs(session.outputs)
@@ -353,9 +412,11 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
             t0 = time.perf_counter()
             res["op_profile"] = profile_ops(session, cfg)
             timed += time.perf_counter() - t0
-            res["op_profile_note"] = ("host time per operator (torch.profiler, CPU activity, self "
-                                      "time) over one forward pass: dispatch time, plus execution "
-                                      "and waiting for CPU fallbacks and copies; not device kernel time")
+            res["op_profile_note"] = (
+                "host time per operator (torch.profiler, CPU activity, self "
+                "time) over one forward pass: dispatch time, plus execution "
+                "and waiting for CPU fallbacks and copies; not device kernel time"
+            )
         except Exception as e:
             res["op_profile"] = []
             res["op_profile_note"] = f"profiling failed: {type(e).__name__}: {e}"
@@ -368,26 +429,37 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
     in_order = {"peak_allocated_bytes": None, "note": "not measured: the model failed"}
     if res["error"] is None:
         with _fallback_ctx(cfg.fallback), warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # phase 1's passes above recorded the warnings
+            warnings.simplefilter("ignore")  # phase 1's passes above recorded the warnings
             in_order = memory.in_order_peak(session, cfg.torch_dtype, res["weights_bytes"])
         before = torch.neuron.narrowing_stats()
         # the compiled runs' device warnings (64-bit narrowing of ops eager did not run) go to
         # the report's warnings section, not raw to stderr
-        with _fallback_ctx(cfg.fallback), warnings.catch_warnings(record=True) as caught_c:   # filters kept
+        with (
+            _fallback_ctx(cfg.fallback),
+            warnings.catch_warnings(record=True) as caught_c,
+        ):  # filters kept
             res["compile"] = _check_compile(session, cfg, session.outputs, res["weights_bytes"])
-        res["warnings"] = sorted(set(res["warnings"]) | {f"{w.category.__name__}: {w.message}" for w in caught_c})
+        res["warnings"] = sorted(
+            set(res["warnings"]) | {f"{w.category.__name__}: {w.message}" for w in caught_c}
+        )
         if res["compile"].get("checked"):
             after = torch.neuron.narrowing_stats()
-            res["compile"]["narrowing"] = {k: after[k] - before.get(k, 0) for k in sorted(after)
-                                           if after[k] > before.get(k, 0)}
+            res["compile"]["narrowing"] = {
+                k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] > before.get(k, 0)
+            }
         if res["compile"].get("checked") and not res["compile"].get("ok"):
             res["error"] = res["compile"]["error"]
 
     fb_total = sum(v["seconds"] for v in fb.values())
     res["fallback"] = {
-        "ops": {k: {"calls": int(v["calls"]), "seconds": float(v["seconds"]),
-                    "share": (v["seconds"] / timed) if timed > 0 else None} for k, v in
-                sorted(fb.items(), key=lambda kv: -kv[1]["seconds"])},
+        "ops": {
+            k: {
+                "calls": int(v["calls"]),
+                "seconds": float(v["seconds"]),
+                "share": (v["seconds"] / timed) if timed > 0 else None,
+            }
+            for k, v in sorted(fb.items(), key=lambda kv: -kv[1]["seconds"])
+        },
         "total_seconds": fb_total,
         "share": fb_total / timed if timed > 0 else None,
         "device_run_seconds": timed,
@@ -399,7 +471,10 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
     except Exception as e:  # an asynchronous failure that surfaced late
         if res["error"] is None:
             res["error"] = _error_info(e, "synchronize after the runs")
-    ahead = [max(ahead[0], torch.neuron.max_memory_allocated(dev)), max(ahead[1], torch.neuron.max_memory_reserved(dev))]
+    ahead = [
+        max(ahead[0], torch.neuron.max_memory_allocated(dev)),
+        max(ahead[1], torch.neuron.max_memory_reserved(dev)),
+    ]
     res["memory"] = {
         # what baselines compare: program order (memory.py); the run-ahead peak moves between runs
         "peak_allocated_bytes": in_order["peak_allocated_bytes"] or ahead[0],
@@ -409,17 +484,27 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
         "peak_allocated_note": in_order.get("note"),
         "peak_reserved_bytes": ahead[1],
         "weights_bytes": res.pop("weights_bytes", None),
-        "capacity_bytes": torch.neuron.get_device_properties(dev.index if dev.index is not None else None).total_memory,
+        "capacity_bytes": torch.neuron.get_device_properties(
+            dev.index if dev.index is not None else None
+        ).total_memory,
     }
     # the figures above are the eager model's; the compiled model's own (memory.compiled_peak)
     cmem = (res.get("compile") or {}).get("memory") or {}
     res["memory"]["compiled_peak_allocated_bytes"] = cmem.get("peak_allocated_bytes")
     res["memory"]["compiled_peak_detail"] = cmem or None
     if "compile" not in res:
-        res["compile"] = {"checked": False, "modes": ["eager"],
-                          "note": ("only eager mode was checked, and it failed; torch.compile(backend='neuron') "
-                                   + ("was not tried" if compile_backend_available("neuron") else
-                                      "does not exist in this build"))}
+        res["compile"] = {
+            "checked": False,
+            "modes": ["eager"],
+            "note": (
+                "only eager mode was checked, and it failed; torch.compile(backend='neuron') "
+                + (
+                    "was not tried"
+                    if compile_backend_available("neuron")
+                    else "does not exist in this build"
+                )
+            ),
+        }
     res["status"] = "pass" if res["error"] is None else "fail"
     return res, session
 

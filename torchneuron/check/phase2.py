@@ -23,6 +23,7 @@ Before the rule, NaN or infinite elements on the device where the reference is f
 the output; non-finite elements on both sides are counted and warned about.
 The result says which rule decided each output.
 """
+
 from __future__ import annotations
 
 import time
@@ -45,8 +46,16 @@ def multiplier(dtype: torch.dtype) -> float:
 
 #: The metrics of a comparison: None where the comparison ended before them (a shape or
 #: dtype mismatch, an integer output).
-METRICS = ("max_abs", "max_rel", "cosine", "rmse_device_fp64", "rmse_reference_fp64", "atol", "rmse_bound",
-           "allclose")
+METRICS = (
+    "max_abs",
+    "max_rel",
+    "cosine",
+    "rmse_device_fp64",
+    "rmse_reference_fp64",
+    "atol",
+    "rmse_bound",
+    "allclose",
+)
 
 
 def _dt(x: torch.Tensor) -> str:
@@ -62,8 +71,12 @@ def autocast_dtypes_differ(a: torch.dtype, b: torch.dtype, dtype: torch.dtype) -
     return a != b and dtype in lower and {a, b} <= {torch.float32, dtype}
 
 
-def mismatch(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
-             dtype: torch.dtype = torch.float32) -> Optional[dict]:
+def mismatch(
+    device: torch.Tensor,
+    reference: torch.Tensor,
+    fp64: torch.Tensor,
+    dtype: torch.dtype = torch.float32,
+) -> Optional[dict]:
     """The failed verdict of a comparison whose tensors do not match in shape (device,
     reference, fp64) or dtype (device, reference), with ``METRICS`` (None except ``max_abs``
     where the shapes agree); None when they match. The device restores each output's dtype
@@ -74,12 +87,18 @@ def mismatch(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
     d, r, g = device, reference, fp64
     res: dict[str, Any] = {"shape": list(d.shape), "dtype": _dt(d), **dict.fromkeys(METRICS)}
     if d.shape != r.shape or d.shape != g.shape:
-        return res | {"passed": False, "decided_by": "shape mismatch",
-                      "detail": f"device {list(d.shape)}, reference {list(r.shape)}, fp64 {list(g.shape)}"}
+        return res | {
+            "passed": False,
+            "decided_by": "shape mismatch",
+            "detail": f"device {list(d.shape)}, reference {list(r.shape)}, fp64 {list(g.shape)}",
+        }
     if d.dtype != r.dtype and not autocast_dtypes_differ(d.dtype, r.dtype, dtype):
         # informative only: how far apart the values are
         res["max_abs"] = T.max_abs_diff(d, r)
-        return res | {"passed": False, "decided_by": f"dtype mismatch: device {_dt(d)}, reference {_dt(r)}"}
+        return res | {
+            "passed": False,
+            "decided_by": f"dtype mismatch: device {_dt(d)}, reference {_dt(r)}",
+        }
     return None
 
 
@@ -108,8 +127,14 @@ def scaled_atol(fp64: torch.Tensor, tol: float) -> float:
     return tol * min(1.0, top) if top > 0 else tol
 
 
-def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
-            tol: float, dtype: torch.dtype, atol: float | None = None) -> dict:
+def compare(
+    device: torch.Tensor,
+    reference: torch.Tensor,
+    fp64: torch.Tensor,
+    tol: float,
+    dtype: torch.dtype,
+    atol: float | None = None,
+) -> dict:
     """Metrics and verdict for one output tensor (all inputs on the CPU). ``atol``
     (default ``scaled_atol(fp64, tol)``) is the absolute tolerance in both steps of the
     rule (``atol`` in the result); ``tol`` is the relative one.
@@ -126,19 +151,28 @@ def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
     if bad:
         return bad
     res: dict[str, Any] = {"shape": list(d.shape), "dtype": _dt(d)}
-    if d.dtype != r.dtype:   # autocast's lists (mismatch): the values compared in float64
+    if d.dtype != r.dtype:  # autocast's lists (mismatch): the values compared in float64
         res["reference_dtype"] = _dt(r)
         d, r = d.double(), r.double()
     if d.is_complex():
         # both parts compared: .double() of a complex tensor would drop the imaginary part
-        d, r, g = (torch.view_as_real(x.resolve_conj() if x.is_complex() else x.to(torch.complex128))
-                   for x in (d, r, g))
+        d, r, g = (
+            torch.view_as_real(x.resolve_conj() if x.is_complex() else x.to(torch.complex128))
+            for x in (d, r, g)
+        )
     if not (d.is_floating_point() or d.is_complex()):
         equal = torch.equal(d, r)
-        res.update(max_abs=T.max_abs_diff(d, r),
-                   max_rel=None, cosine=None, rmse_device_fp64=None, rmse_reference_fp64=None,
-                   allclose=equal, rmse_bound=None, passed=equal,
-                   decided_by="exact equality (integer output)")
+        res.update(
+            max_abs=T.max_abs_diff(d, r),
+            max_rel=None,
+            cosine=None,
+            rmse_device_fp64=None,
+            rmse_reference_fp64=None,
+            allclose=equal,
+            rmse_bound=None,
+            passed=equal,
+            decided_by="exact equality (integer output)",
+        )
         return res
     dd, rd = d.double(), r.double()
     diff = (dd - rd).abs()
@@ -158,18 +192,29 @@ def compare(device: torch.Tensor, reference: torch.Tensor, fp64: torch.Tensor,
     res["nonfinite"] = {"device": int((~fin_d).sum()), "reference": int((~fin_r).sum())}
     worse = int((~fin_d & fin_r).sum())
     if worse:
-        res.update(passed=False, decided_by="non-finite on the device where the reference is finite",
-                   detail=f"{worse} of {d.numel()} element(s) are NaN or infinite on the device only")
+        res.update(
+            passed=False,
+            decided_by="non-finite on the device where the reference is finite",
+            detail=f"{worse} of {d.numel()} element(s) are NaN or infinite on the device only",
+        )
         return res
     if res["nonfinite"]["device"] and res["allclose"]:
-        res["warning"] = (f"{res['nonfinite']['device']} of {d.numel()} element(s) are NaN or infinite on "
-                          "both the device and the reference: the accuracy rule cannot judge them")
+        res["warning"] = (
+            f"{res['nonfinite']['device']} of {d.numel()} element(s) are NaN or infinite on "
+            "both the device and the reference: the accuracy rule cannot judge them"
+        )
     if res["allclose"]:
-        res.update(passed=True, decided_by=f"allclose(atol=rtol={tol:g})" if atol == tol
-                   else f"allclose(atol={atol:.3g}, rtol={tol:g})")
+        res.update(
+            passed=True,
+            decided_by=f"allclose(atol=rtol={tol:g})"
+            if atol == tol
+            else f"allclose(atol={atol:.3g}, rtol={tol:g})",
+        )
     else:
         ok = res["rmse_device_fp64"] <= res["rmse_bound"]
-        res.update(passed=ok, decided_by=f"RMSE vs fp64 (m={m:g}, + {'tol' if atol == tol else 'atol'}/10)")
+        res.update(
+            passed=ok, decided_by=f"RMSE vs fp64 (m={m:g}, + {'tol' if atol == tol else 'atol'}/10)"
+        )
     return res
 
 
@@ -181,7 +226,9 @@ def golden_outputs(loaded: LoadedModel) -> dict[str, torch.Tensor]:
     return T.to_cpu(T.flatten(T.call(m64, inp, "cpu", torch.float32), numbers=True))
 
 
-def reference_outputs(loaded: LoadedModel, cfg: CheckConfig) -> tuple[torch.nn.Module, Any, dict, float]:
+def reference_outputs(
+    loaded: LoadedModel, cfg: CheckConfig
+) -> tuple[torch.nn.Module, Any, dict, float]:
     """The reference device's model, inputs, outputs (on the CPU) and the seconds of
     that first (cold) forward pass, synchronized."""
     ref = cfg.reference
@@ -198,8 +245,9 @@ def reference_outputs(loaded: LoadedModel, cfg: CheckConfig) -> tuple[torch.nn.M
     return model, inputs, T.to_cpu(out), cold
 
 
-def compiled_section(compiled: dict[str, torch.Tensor], eager: dict[str, torch.Tensor], extra: dict,
-                     cfg: CheckConfig) -> dict:
+def compiled_section(
+    compiled: dict[str, torch.Tensor], eager: dict[str, torch.Tensor], extra: dict, cfg: CheckConfig
+) -> dict:
     """``--mode both``: the compiled model's outputs (``torch.compile(backend="neuron")``'s
     first run) against the reference and fp64 with the same rule as eager's, and their
     largest absolute difference from eager's. ``status`` pass/fail."""
@@ -214,22 +262,37 @@ def compiled_section(compiled: dict[str, torch.Tensor], eager: dict[str, torch.T
             outs[name]["max_abs_vs_eager"] = T.max_abs_diff(c, eager[name])
     for name in sorted(set(ref) - set(compiled)):
         outs[name] = {"passed": False, "decided_by": "output missing in the compiled model"}
-    return {"status": "pass" if all(o["passed"] for o in outs.values()) else "fail", "outputs": outs}
+    return {
+        "status": "pass" if all(o["passed"] for o in outs.values()) else "fail",
+        "outputs": outs,
+    }
 
 
-def run(loaded: LoadedModel, cfg: CheckConfig, device_outputs: dict[str, torch.Tensor],
-        ui, skip_reason: Optional[str] = None) -> tuple[dict, dict]:
+def run(
+    loaded: LoadedModel,
+    cfg: CheckConfig,
+    device_outputs: dict[str, torch.Tensor],
+    ui,
+    skip_reason: Optional[str] = None,
+) -> tuple[dict, dict]:
     """Run phase 2. Returns the JSON-ready phase result and
     ``{"reference": (model, inputs), "outputs": {"reference": ..., "fp64": ...}}`` for
     phase 3 and the baseline."""
     tol = cfg.effective_tol
-    res: dict[str, Any] = {"status": "skipped", "reason": skip_reason, "reference_device": cfg.reference,
-                           "dtype": cfg.dtype, "tol": tol, "tol_source": "--tol" if cfg.tol is not None
-                           else f"default for {cfg.dtype}", "multiplier": multiplier(cfg.torch_dtype),
-                           "rule": "PyTorch dynamo benchmark rule: allclose(atol, rtol=tol), else "
-                                   "RMSE(device, fp64) <= m * RMSE(reference, fp64) + atol/10; "
-                                   "atol = tol * min(1, max |fp64|)",
-                           "outputs": {}, "warnings": []}
+    res: dict[str, Any] = {
+        "status": "skipped",
+        "reason": skip_reason,
+        "reference_device": cfg.reference,
+        "dtype": cfg.dtype,
+        "tol": tol,
+        "tol_source": "--tol" if cfg.tol is not None else f"default for {cfg.dtype}",
+        "multiplier": multiplier(cfg.torch_dtype),
+        "rule": "PyTorch dynamo benchmark rule: allclose(atol, rtol=tol), else "
+        "RMSE(device, fp64) <= m * RMSE(reference, fp64) + atol/10; "
+        "atol = tol * min(1, max |fp64|)",
+        "outputs": {},
+        "warnings": [],
+    }
     extra: dict[str, Any] = {"reference": None, "outputs": {}, "reference_cold_s": None}
     if skip_reason:
         return res, extra
@@ -243,14 +306,20 @@ def run(loaded: LoadedModel, cfg: CheckConfig, device_outputs: dict[str, torch.T
     missing = sorted(set(device_outputs) ^ set(ref_out))
     for name, d in device_outputs.items():
         if name not in ref_out or name not in gold:
-            res["outputs"][name] = {"passed": False, "decided_by": "output missing on the reference"}
+            res["outputs"][name] = {
+                "passed": False,
+                "decided_by": "output missing on the reference",
+            }
             continue
         res["outputs"][name] = compare(d, ref_out[name], gold[name], tol, cfg.torch_dtype)
     for name in missing:
         if name not in res["outputs"]:
             res["outputs"][name] = {"passed": False, "decided_by": "output missing on the device"}
     res["status"] = "pass" if all(o["passed"] for o in res["outputs"].values()) else "fail"
-    res["warnings"] = [f"phase 2: output {k!r}: {o['warning']}" for k, o in res["outputs"].items()
-                       if o.get("warning")]
+    res["warnings"] = [
+        f"phase 2: output {k!r}: {o['warning']}"
+        for k, o in res["outputs"].items()
+        if o.get("warning")
+    ]
     res["reason"] = None
     return res, extra

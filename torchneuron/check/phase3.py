@@ -11,6 +11,7 @@ iterations; then ``iterations`` iterations (or ``seconds`` of them) are measured
 reference device is measured the same way in the same run. Cold latency (the very first
 iteration, phase 1) is reported apart from the steady state.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,12 +27,13 @@ from . import tensors as T
 from .config import CheckConfig
 
 
-def warm_up(step: Callable[[], float], max_iterations: int, window: int, threshold: float,
-            progress=None) -> dict:
+def warm_up(
+    step: Callable[[], float], max_iterations: int, window: int, threshold: float, progress=None
+) -> dict:
     """Call ``step`` (returns one iteration's seconds) until the rolling CV of the last
     ``window`` times is <= ``threshold`` or ``max_iterations`` calls were made.
     Returns times, the rolling CVs, whether it stabilized, and at which iteration."""
-    window = max(2, min(window, max_iterations))   # a window longer than the bound could never fill
+    window = max(2, min(window, max_iterations))  # a window longer than the bound could never fill
     times: list[float] = []
     cvs: list[Optional[float]] = []
     stable_at = None
@@ -44,10 +46,17 @@ def warm_up(step: Callable[[], float], max_iterations: int, window: int, thresho
         if c is not None and c <= threshold:
             stable_at = i + 1
             break
-    return {"iterations": len(times), "times_s": times, "rolling_cv": cvs,
-            "stable": stable_at is not None, "stable_at": stable_at,
-            "final_cv": cvs[-1] if cvs else None, "window": window, "threshold": threshold,
-            "max_iterations": max_iterations}
+    return {
+        "iterations": len(times),
+        "times_s": times,
+        "rolling_cv": cvs,
+        "stable": stable_at is not None,
+        "stable_at": stable_at,
+        "final_cv": cvs[-1] if cvs else None,
+        "window": window,
+        "threshold": threshold,
+        "max_iterations": max_iterations,
+    }
 
 
 @contextlib.contextmanager
@@ -68,8 +77,13 @@ def no_gc():
             gc.enable()
 
 
-def measure(step: Callable[[], float], iterations: Optional[int], seconds: Optional[float],
-            progress=None, min_iterations: int = 3) -> list[float]:
+def measure(
+    step: Callable[[], float],
+    iterations: Optional[int],
+    seconds: Optional[float],
+    progress=None,
+    min_iterations: int = 3,
+) -> list[float]:
     """Call ``step`` ``iterations`` times, or until ``seconds`` of measured time have
     passed (at least ``min_iterations``)."""
     times: list[float] = []
@@ -77,7 +91,11 @@ def measure(step: Callable[[], float], iterations: Optional[int], seconds: Optio
     while True:
         if iterations is not None and len(times) >= iterations:
             break
-        if seconds is not None and len(times) >= min_iterations and time.perf_counter() - start >= seconds:
+        if (
+            seconds is not None
+            and len(times) >= min_iterations
+            and time.perf_counter() - start >= seconds
+        ):
             break
         times.append(step())
         if progress is not None:
@@ -85,8 +103,13 @@ def measure(step: Callable[[], float], iterations: Optional[int], seconds: Optio
     return times
 
 
-def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dtype,
-              launch: Optional[list] = None) -> Callable[[], float]:
+def make_step(
+    model: torch.nn.Module,
+    inputs: Any,
+    device: str,
+    dtype: torch.dtype,
+    launch: Optional[list] = None,
+) -> Callable[[], float]:
     """One synchronized, timed forward pass (seconds). With ``launch``, each call also appends
     the seconds the host spent in the forward call itself, before the final synchronize: its
     Python, dispatch, CPU fallbacks and any waiting of its own (a sleep, a sync inside)."""
@@ -105,14 +128,26 @@ def make_step(model: torch.nn.Module, inputs: Any, device: str, dtype: torch.dty
     return step
 
 
-def benchmark(label: str, model, inputs, device: str, cfg: CheckConfig, batch: int, ui,
-              cold_s: Optional[float] = None) -> dict:
+def benchmark(
+    label: str,
+    model,
+    inputs,
+    device: str,
+    cfg: CheckConfig,
+    batch: int,
+    ui,
+    cold_s: Optional[float] = None,
+) -> dict:
     """Warm-up and measurement on one device alone (not interleaved; for callers that time
     one side, e.g. another execution mode); JSON-ready statistics (seconds)."""
     step = make_step(model, inputs, device, cfg.torch_dtype)
     wu = _warm(label, step, cfg, ui)
     total = cfg.iterations if cfg.seconds is None else None
-    with ui.progress(f"{label}: measuring", total) as p, timing_threads(cfg.timing_threads), no_gc():
+    with (
+        ui.progress(f"{label}: measuring", total) as p,
+        timing_threads(cfg.timing_threads),
+        no_gc(),
+    ):
         t0 = time.perf_counter()
         times = measure(step, total, cfg.seconds, p)
         wall = time.perf_counter() - t0
@@ -121,10 +156,14 @@ def benchmark(label: str, model, inputs, device: str, cfg: CheckConfig, batch: i
     return s
 
 
-def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optional[int],
-                        seconds: Optional[float], progress=None, min_iterations: int = 3,
-                        cpu_clock: Optional[Callable[[], float] | dict[str, Callable[[], float]]] = None
-                        ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def measure_interleaved(
+    steps: dict[str, Callable[[], float]],
+    iterations: Optional[int],
+    seconds: Optional[float],
+    progress=None,
+    min_iterations: int = 3,
+    cpu_clock: Optional[Callable[[], float] | dict[str, Callable[[], float]]] = None,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Interleaved measurement: each iteration calls every step once, in an order rotated
     every iteration (no side always runs right after another), so all sides see the same
     momentary host. ``iterations`` iterations, or until ``seconds`` of wall time have passed
@@ -133,7 +172,11 @@ def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optio
     time, all threads; a dict gives each step its own, ``workclock.clocks``) advanced during
     the step, which time slices lost to other processes do not inflate."""
     names = list(steps)
-    clock = cpu_clock if isinstance(cpu_clock, dict) else {k: cpu_clock or time.process_time for k in names}
+    clock = (
+        cpu_clock
+        if isinstance(cpu_clock, dict)
+        else {k: cpu_clock or time.process_time for k in names}
+    )
     times: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     start = time.perf_counter()
@@ -155,9 +198,11 @@ def measure_interleaved(steps: dict[str, Callable[[], float]], iterations: Optio
 
 
 #: The compiled model's basis under ``--mode both`` (``workclock.COMPILED_SIDES``).
-COMPILED_WORK_TIME_BASIS = ("the compiled model's process CPU seconds per step (all threads: XLA:CPU's pool does "
-                            "its work) and the host sides' thread CPU seconds per step, plus each side's least "
-                            "waiting of any iteration")
+COMPILED_WORK_TIME_BASIS = (
+    "the compiled model's process CPU seconds per step (all threads: XLA:CPU's pool does "
+    "its work) and the host sides' thread CPU seconds per step, plus each side's least "
+    "waiting of any iteration"
+)
 
 
 def work_time_basis(cfg: CheckConfig) -> Optional[str]:
@@ -171,16 +216,23 @@ def work_time_basis(cfg: CheckConfig) -> Optional[str]:
         return None
     if cfg.mode == "compile":
         return COMPILED_WORK_TIME_BASIS
-    return ("the device's busy time (its stream workers' CPU time inside kernels) and the host sides' "
-            "thread CPU seconds per step, plus the host sides' least waiting of any iteration")
+    return (
+        "the device's busy time (its stream workers' CPU time inside kernels) and the host sides' "
+        "thread CPU seconds per step, plus the host sides' least waiting of any iteration"
+    )
 
 
 def _warm(label: str, step, cfg: CheckConfig, ui) -> dict:
-    with ui.progress(f"{label}: warming up", cfg.max_warmup) as p, timing_threads(cfg.timing_threads):
+    with (
+        ui.progress(f"{label}: warming up", cfg.max_warmup) as p,
+        timing_threads(cfg.timing_threads),
+    ):
         return warm_up(step, cfg.max_warmup, cfg.effective_cv_window, cfg.cv_threshold, p)
 
 
-def _summary(times: list[float], batch: int, device: str, wu: Optional[dict], cold_s: Optional[float]) -> dict:
+def _summary(
+    times: list[float], batch: int, device: str, wu: Optional[dict], cold_s: Optional[float]
+) -> dict:
     s = stats.summarize(times, batch)
     s["device"] = device
     s["times_s"] = times
@@ -204,28 +256,46 @@ def timing_threads(n: Optional[int]):
         torch.set_num_threads(before)
 
 
-def _measure_round(steps: dict, cfg: CheckConfig, ui, label: str, device: str) -> tuple[tuple[dict, ...], float]:
+def _measure_round(
+    steps: dict, cfg: CheckConfig, ui, label: str, device: str
+) -> tuple[tuple[dict, ...], float]:
     """One interleaved round: ((wall, cpu, launch) samples, seconds). ``launch`` holds the
     device step's host seconds in its forward call (``make_step``), index i = iteration i."""
     launch = steps["device"].launch
     launch.clear()
     total = cfg.iterations if cfg.seconds is None else None
-    desc = f"Phase 3 {label}: measuring" + (f" {cfg.seconds:g} s" if cfg.seconds is not None else "")
-    with ui.progress(desc, total) as p, timing_threads(cfg.timing_threads), workclock.counting(), no_gc():
+    desc = f"Phase 3 {label}: measuring" + (
+        f" {cfg.seconds:g} s" if cfg.seconds is not None else ""
+    )
+    with (
+        ui.progress(desc, total) as p,
+        timing_threads(cfg.timing_threads),
+        workclock.counting(),
+        no_gc(),
+    ):
         t0 = time.perf_counter()
-        wall, cpu = measure_interleaved(steps, total, cfg.seconds, p,
-                                        cpu_clock=workclock.clocks(device, steps, cfg.mode == "compile"))
+        wall, cpu = measure_interleaved(
+            steps,
+            total,
+            cfg.seconds,
+            p,
+            cpu_clock=workclock.clocks(device, steps, cfg.mode == "compile"),
+        )
         return (wall, cpu, {"device": list(launch)}), time.perf_counter() - t0
 
 
 def _steps(session, reference, cfg: CheckConfig) -> dict[str, Callable[[], float]]:
     launch: list[float] = []
-    steps = {"device": make_step(session.model, session.inputs, session.device, cfg.torch_dtype, launch)}
+    steps = {
+        "device": make_step(session.model, session.inputs, session.device, cfg.torch_dtype, launch)
+    }
     steps["device"].launch = launch
     if reference is not None and not cfg.skip_reference_perf:
         steps["reference"] = make_step(reference[0], reference[1], cfg.reference, cfg.torch_dtype)
-    if session.compiled_model is not None:   # --mode both: the compiled model in the same iterations
-        steps["compiled"] = make_step(session.compiled_model, session.inputs, session.device, cfg.torch_dtype)
+    if session.compiled_model is not None:  # --mode both: the compiled model in the same iterations
+        steps["compiled"] = make_step(
+            session.compiled_model, session.inputs, session.device, cfg.torch_dtype
+        )
     steps["calibration"] = calibration.make_step("cpu")
     steps["calibration_matmul"] = calibration.make_matmul_step("cpu")
     steps["device_calibration"] = calibration.make_step(session.device)
@@ -236,33 +306,55 @@ def _finish(res: dict, batch: int, cfg: CheckConfig) -> None:
     """(Re)compute the summaries and ratios from the pooled samples of every round."""
     smp = res["samples"]
     wu = res.get("_warmups", {})
-    res["device"] = _summary(smp["device"], batch, res["device_name"], wu.get("device"), res["cold"]["device"])
+    res["device"] = _summary(
+        smp["device"], batch, res["device_name"], wu.get("device"), res["cold"]["device"]
+    )
     res["device"]["measure_wall_s"] = res["measure_wall_s"]
     res["calibration"] = stats.summarize(smp["calibration"], 1) | {"times_s": smp["calibration"]}
-    res["device_calibration"] = stats.summarize(smp["device_calibration"], 1) | {"times_s": smp["device_calibration"]}
+    res["device_calibration"] = stats.summarize(smp["device_calibration"], 1) | {
+        "times_s": smp["device_calibration"]
+    }
     if "calibration_matmul" in smp:
-        res["calibration_matmul"] = (stats.summarize(smp["calibration_matmul"], 1)
-                                     | {"times_s": smp["calibration_matmul"]})
+        res["calibration_matmul"] = stats.summarize(smp["calibration_matmul"], 1) | {
+            "times_s": smp["calibration_matmul"]
+        }
     if "compiled" in smp:
-        res["compiled"] = _summary(smp["compiled"], batch, res["device_name"], wu.get("compiled"),
-                                   res["cold"].get("compiled"))
+        res["compiled"] = _summary(
+            smp["compiled"],
+            batch,
+            res["device_name"],
+            wu.get("compiled"),
+            res["cold"].get("compiled"),
+        )
         res["compiled"]["measure_wall_s"] = res["measure_wall_s"]
         res["compiled"]["ratio_to_eager_p50"] = res["compiled"]["p50_s"] / res["device"]["p50_s"]
     if "reference" in smp:
-        res["reference"] = _summary(smp["reference"], batch, cfg.reference, wu.get("reference"),
-                                    res["cold"]["reference"])
+        res["reference"] = _summary(
+            smp["reference"], batch, cfg.reference, wu.get("reference"), res["cold"]["reference"]
+        )
         res["reference"]["measure_wall_s"] = res["measure_wall_s"]
         d, r = res["device"], res["reference"]
         res["ratio"] = {
             "p50_latency_device_over_reference": d["p50_s"] / r["p50_s"] if r["p50_s"] else None,
-            "throughput_device_over_reference": (d["throughput_samples_per_s"] / r["throughput_samples_per_s"]
-                                                 if r["throughput_samples_per_s"] else None),
+            "throughput_device_over_reference": (
+                d["throughput_samples_per_s"] / r["throughput_samples_per_s"]
+                if r["throughput_samples_per_s"]
+                else None
+            ),
         }
 
 
-def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_s: Optional[float],
-        ui, skip_reason: Optional[str] = None, reference_cold_s: Optional[float] = None,
-        compiled_cold_s: Optional[float] = None) -> dict:
+def run(
+    session,
+    reference: Optional[tuple],
+    cfg: CheckConfig,
+    batch: int,
+    cold_s: Optional[float],
+    ui,
+    skip_reason: Optional[str] = None,
+    reference_cold_s: Optional[float] = None,
+    compiled_cold_s: Optional[float] = None,
+) -> dict:
     """Run phase 3 on the device session and, unless skipped, the reference model.
     ``cold_s`` and ``reference_cold_s`` are the first iterations' seconds (phases 1, 2),
     ``compiled_cold_s`` the compiled model's cold first call (phase 1).
@@ -281,17 +373,31 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     ``compiled_work_time_basis`` say the same of its samples (the process's CPU time);
     ``another_round`` adds a round of the same size."""
     res: dict[str, Any] = {
-        "status": "skipped", "reason": skip_reason, "samples_per_iteration": batch,
-        "settings": {"iterations": cfg.iterations if cfg.seconds is None else None,
-                     "seconds": cfg.seconds, "max_warmup": cfg.max_warmup,
-                     "cv_window": cfg.effective_cv_window, "cv_threshold": cfg.cv_threshold},
+        "status": "skipped",
+        "reason": skip_reason,
+        "samples_per_iteration": batch,
+        "settings": {
+            "iterations": cfg.iterations if cfg.seconds is None else None,
+            "seconds": cfg.seconds,
+            "max_warmup": cfg.max_warmup,
+            "cv_window": cfg.effective_cv_window,
+            "cv_threshold": cfg.cv_threshold,
+        },
         "timing": "host wall time of one forward pass, inputs on the device, outputs left there, "
-                  "synchronized before and after; device, reference and host calibration interleaved "
-                  "iteration by iteration",
+        "synchronized before and after; device, reference and host calibration interleaved "
+        "iteration by iteration",
         "ci_method": "distribution-free 95% CI of the median from order statistics, exact "
-                     "Binomial(n, 1/2) coverage (Conover 1999, sec. 3.2)",
-        "device": None, "reference": None, "calibration": None, "ratio": None, "warnings": [],
-        "rounds": 0, "samples": None, "cpu_samples": None, "launch_samples": None, "cpu_clock": None,
+        "Binomial(n, 1/2) coverage (Conover 1999, sec. 3.2)",
+        "device": None,
+        "reference": None,
+        "calibration": None,
+        "ratio": None,
+        "warnings": [],
+        "rounds": 0,
+        "samples": None,
+        "cpu_samples": None,
+        "launch_samples": None,
+        "cpu_clock": None,
         "work_time_basis": None,
     }
     if skip_reason:
@@ -300,28 +406,41 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
     res["cold"] = {"device": cold_s, "reference": reference_cold_s, "compiled": compiled_cold_s}
     steps = _steps(session, reference, cfg)
     threads_clock = workclock.device_busy_clock(session.device) is not None
-    res["cpu_clock"] = workclock.description(cfg.mode == "compile") if threads_clock else "process (all threads)"
+    res["cpu_clock"] = (
+        workclock.description(cfg.mode == "compile") if threads_clock else "process (all threads)"
+    )
     res["work_time_basis"] = work_time_basis(cfg) if threads_clock else None
-    if cfg.mode == "compile":   # the device step is the compiled model, on the process's CPU time
+    if cfg.mode == "compile":  # the device step is the compiled model, on the process's CPU time
         res["busy_time_sides"] = ["device_calibration"]
     if "compiled" in steps:
         res["compiled_cpu_clock"] = workclock.COMPILED_DESCRIPTION if threads_clock else None
-        res["compiled_work_time_basis"] = (COMPILED_WORK_TIME_BASIS if res["work_time_basis"] else None)
+        res["compiled_work_time_basis"] = (
+            COMPILED_WORK_TIME_BASIS if res["work_time_basis"] else None
+        )
     torch.neuron.reset_fallback_stats()
     warmups: dict[str, dict] = {}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with (torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext()):
+            with (
+                torch.neuron.fallback_mode(cfg.fallback)
+                if cfg.fallback
+                else contextlib.nullcontext()
+            ):
                 warmups["device"] = _warm(f"Phase 3 {session.device}", steps["device"], cfg, ui)
                 if "reference" in steps:
-                    warmups["reference"] = _warm(f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui)
+                    warmups["reference"] = _warm(
+                        f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui
+                    )
                 if "compiled" in steps:
                     try:
                         warmups["compiled"] = _warm("Phase 3 compiled", steps["compiled"], cfg, ui)
-                    except Exception as e:   # eager is still timed; the failure is reported
-                        res["compiled"] = {"status": "fail", "reason": "the compiled model raised during "
-                                                                       f"timing: {type(e).__name__}: {e}"}
+                    except Exception as e:  # eager is still timed; the failure is reported
+                        res["compiled"] = {
+                            "status": "fail",
+                            "reason": "the compiled model raised during "
+                            f"timing: {type(e).__name__}: {e}",
+                        }
                         session.compiled_model = None
                         del steps["compiled"]
                 if cfg.baseline or cfg.save_baseline or cfg.baseline_process:
@@ -331,13 +450,22 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
                     # measured 3 rounds on a loaded host; docs/check.md, "Limits, measured"), and a
                     # baseline pools 3 rounds while a re-check often decides on its first.
                     _measure_round(steps, cfg, ui, "interleaved warm-up", session.device)
-                samples, wall = _measure_round(steps, cfg, ui, " and ".join(k for k in steps if "calibration" not in k),
-                                               session.device)
+                samples, wall = _measure_round(
+                    steps,
+                    cfg,
+                    ui,
+                    " and ".join(k for k in steps if "calibration" not in k),
+                    session.device,
+                )
     except Exception as e:
         res["status"] = "fail"
         res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
         return res
-    (res["samples"], res["cpu_samples"], res["launch_samples"]), res["measure_wall_s"], res["rounds"] = samples, wall, 1
+    (
+        (res["samples"], res["cpu_samples"], res["launch_samples"]),
+        res["measure_wall_s"],
+        res["rounds"],
+    ) = samples, wall, 1
     res["_warmups"] = warmups
     _finish(res, batch, cfg)
     del res["_warmups"]
@@ -350,27 +478,35 @@ def run(session, reference: Optional[tuple], cfg: CheckConfig, batch: int, cold_
         if not w["stable"]:
             res["warnings"].append(_unstable(side, w))
     if "compiled" in res.get("samples", {}):
-        res["timing"] = res["timing"].replace("device, reference", "device, compiled model, reference")
+        res["timing"] = res["timing"].replace(
+            "device, reference", "device, compiled model, reference"
+        )
     res["status"] = "pass"
     res["reason"] = None
     return res
 
 
-def another_round(res: dict, session, reference: Optional[tuple], cfg: CheckConfig, batch: int, ui) -> None:
+def another_round(
+    res: dict, session, reference: Optional[tuple], cfg: CheckConfig, batch: int, ui
+) -> None:
     """Measure one more interleaved round (the models are warm) and pool its samples into
     ``res`` (summaries recomputed). Used when a baseline comparison was undecided."""
     steps = _steps(session, reference, cfg)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with (torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext()):
-            samples, wall = _measure_round(steps, cfg, ui, f"round {res['rounds'] + 1}", session.device)
+        with torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext():
+            samples, wall = _measure_round(
+                steps, cfg, ui, f"round {res['rounds'] + 1}", session.device
+            )
     for key, part in zip(("samples", "cpu_samples", "launch_samples"), samples):
         for k, v in part.items():
             res[key][k] += v
     res["measure_wall_s"] += wall
     res["rounds"] += 1
     fb_keep = {k: res["device"].get(k) for k in ("fallback_seconds", "fallback_share")}
-    res["_warmups"] = {k: (res.get(k) or {}).get("warmup") for k in ("device", "reference", "compiled")}
+    res["_warmups"] = {
+        k: (res.get(k) or {}).get("warmup") for k in ("device", "reference", "compiled")
+    }
     _finish(res, batch, cfg)
     del res["_warmups"]
     res["device"].update(fb_keep)
@@ -378,5 +514,7 @@ def another_round(res: dict, session, reference: Optional[tuple], cfg: CheckConf
 
 def _unstable(label: str, w: dict) -> str:
     cv = "n/a" if w["final_cv"] is None else f"{w['final_cv']:.3f}"
-    return (f"{label} warm-up did not stabilize: rolling CV {cv} > {w['threshold']:g} (window "
-            f"{w['window']}) after {w['iterations']} iterations (--max-warmup); measured anyway")
+    return (
+        f"{label} warm-up did not stabilize: rolling CV {cv} > {w['threshold']:g} (window "
+        f"{w['window']}) after {w['iterations']} iterations (--max-warmup); measured anyway"
+    )

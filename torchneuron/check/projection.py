@@ -17,6 +17,7 @@ nothing. torch-mlir emits erf (GELU) as a ~25-op polynomial: it is costed as one
 op per element (``_fold_erf``). Not modelled: DMA and instruction overheads, fixed costs
 per execution, collectives. Figures: ``hardware.py``.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,31 +27,109 @@ from typing import Optional
 
 from .hardware import ASSUMED_INSTANCES, CORES, INSTANCES, NeuronCore
 
-_DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1,
-                "ui8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "complex<f32>": 8}
+_DTYPE_BYTES = {
+    "f64": 8,
+    "f32": 4,
+    "f16": 2,
+    "bf16": 2,
+    "i64": 8,
+    "i32": 4,
+    "i16": 2,
+    "i8": 1,
+    "i1": 1,
+    "ui8": 1,
+    "f8E4M3FN": 1,
+    "f8E5M2": 1,
+    "complex<f32>": 8,
+}
 
 #: Ops on the ScalarEngine (one output from one input through a function: activation LUTs).
-SCALAR_OPS = {"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh", "logistic", "rsqrt",
-              "sqrt", "cbrt", "sine", "cosine", "tan", "erf", "power", "atan2"}
+SCALAR_OPS = {
+    "exponential",
+    "exponential_minus_one",
+    "log",
+    "log_plus_one",
+    "tanh",
+    "logistic",
+    "rsqrt",
+    "sqrt",
+    "cbrt",
+    "sine",
+    "cosine",
+    "tan",
+    "erf",
+    "power",
+    "atan2",
+}
 #: Elementwise ops on the VectorEngine.
-VECTOR_OPS = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "abs", "select",
-              "clamp", "compare", "and", "or", "xor", "not", "remainder", "floor", "ceil", "round_nearest_even",
-              "round_nearest_afz", "sign", "convert", "is_finite", "shift_left", "shift_right_logical",
-              "shift_right_arithmetic"}
+VECTOR_OPS = {
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "maximum",
+    "minimum",
+    "negate",
+    "abs",
+    "select",
+    "clamp",
+    "compare",
+    "and",
+    "or",
+    "xor",
+    "not",
+    "remainder",
+    "floor",
+    "ceil",
+    "round_nearest_even",
+    "round_nearest_afz",
+    "sign",
+    "convert",
+    "is_finite",
+    "shift_left",
+    "shift_right_logical",
+    "shift_right_arithmetic",
+}
 REDUCE_OPS = {"reduce", "reduce_window", "select_and_scatter"}
 #: Data movement without arithmetic (bytes only when they leave SBUF).
-MOVE_OPS = {"transpose", "reshape", "broadcast_in_dim", "concatenate", "slice", "dynamic_slice",
-            "dynamic_update_slice", "gather", "scatter", "pad", "iota", "reverse", "bitcast_convert",
-            "get_tuple_element", "tuple", "sort", "real_dynamic_slice", "dynamic_broadcast_in_dim"}
+MOVE_OPS = {
+    "transpose",
+    "reshape",
+    "broadcast_in_dim",
+    "concatenate",
+    "slice",
+    "dynamic_slice",
+    "dynamic_update_slice",
+    "gather",
+    "scatter",
+    "pad",
+    "iota",
+    "reverse",
+    "bitcast_convert",
+    "get_tuple_element",
+    "tuple",
+    "sort",
+    "real_dynamic_slice",
+    "dynamic_broadcast_in_dim",
+}
 
 #: Ops whose result is materialized (the compiler does not fuse through them).
-FUSION_ROOTS = REDUCE_OPS | {"transpose", "gather", "scatter", "concatenate", "sort", "dynamic_update_slice"}
+FUSION_ROOTS = REDUCE_OPS | {
+    "transpose",
+    "gather",
+    "scatter",
+    "concatenate",
+    "sort",
+    "dynamic_update_slice",
+}
 
 #: The top-ops row of the serial read of weights and inputs (engine "dma").
 WEIGHTS_ROW = "HBM: weights and inputs read, outputs written"
 
 _TENSOR = re.compile(r"tensor<([^<>]*(?:<[^<>]*>)?)>")
-_OP = re.compile(r"^\s*(?:%[\w#:]+(?:\s*,\s*%[\w#:]+)*\s*=\s*)?\"?(stablehlo|chlo|mhlo)\.([a-z_]+)\"?")
+_OP = re.compile(
+    r"^\s*(?:%[\w#:]+(?:\s*,\s*%[\w#:]+)*\s*=\s*)?\"?(stablehlo|chlo|mhlo)\.([a-z_]+)\"?"
+)
 
 
 @dataclass
@@ -59,16 +138,16 @@ class Op:
 
     line: int
     name: str
-    engine: str                   # tensor | vector | scalar | move | none
+    engine: str  # tensor | vector | scalar | move | none
     flops: float
     out_bytes: int
     in_bytes: int
     shape: str
     dtype: str
     text: str = field(repr=False, default="")
-    constant_operands: bool = False   # every operand a constant (a weight): folded at compile time
-    operands: list = field(default_factory=list)   # SSA names, e.g. ["%cst_1", "%arg0"]
-    lines: str = ""                   # the source lines when several ops were costed as one (erf)
+    constant_operands: bool = False  # every operand a constant (a weight): folded at compile time
+    operands: list = field(default_factory=list)  # SSA names, e.g. ["%cst_1", "%arg0"]
+    lines: str = ""  # the source lines when several ops were costed as one (erf)
 
 
 def parse_tensor(t: str) -> tuple[list[int], str]:
@@ -94,12 +173,14 @@ def _signature(line: str) -> tuple[list[tuple[list[int], str]], list[tuple[list[
     idx = line.rfind(" : ")
     if idx < 0:
         return [], []
-    sig = line[idx + 3:]
+    sig = line[idx + 3 :]
     if "->" in sig:
         a, b = sig.split("->", 1)
-        return [parse_tensor(t) for t in _TENSOR.findall(a)], [parse_tensor(t) for t in _TENSOR.findall(b)]
+        return [parse_tensor(t) for t in _TENSOR.findall(a)], [
+            parse_tensor(t) for t in _TENSOR.findall(b)
+        ]
     ts = [parse_tensor(t) for t in _TENSOR.findall(sig)]
-    return ts, ts[-1:]          # elementwise short form: operands and result share the type
+    return ts, ts[-1:]  # elementwise short form: operands and result share the type
 
 
 def _dims_attr(line: str, name: str) -> list[int]:
@@ -139,7 +220,7 @@ def parse(module_text: str) -> list[Op]:
             k = math.prod(lhs[i] for i in _dims_attr(line, "contracting_dims")) or 1
             flops, engine = 2.0 * out_numel * k, "tensor"
         elif name == "convolution" and len(ins) >= 2:
-            kdims = ins[1][0]          # kernel: output feature dim is the largest product left out
+            kdims = ins[1][0]  # kernel: output feature dim is the largest product left out
             out_features = odims[-1] if odims else 1
             m2 = re.search(r"dim_numbers\s*=\s*\[([^\]]*)\]x\[([^\]]*)\]->", line)
             if m2:
@@ -154,15 +235,33 @@ def parse(module_text: str) -> list[Op]:
         elif name in VECTOR_OPS:
             flops, engine = float(out_numel), "vector"
         elif name in REDUCE_OPS:
-            flops, engine = float(sum(math.prod(d) for d, _ in ins[: max(1, len(ins) // 2)])), "vector"
+            flops, engine = (
+                float(sum(math.prod(d) for d, _ in ins[: max(1, len(ins) // 2)])),
+                "vector",
+            )
         elif name in MOVE_OPS:
             engine = "move"
-        operands = re.findall(r"%[\w#]+", line.split("=", 1)[1].split(" : ")[0]) if "=" in line else []
+        operands = (
+            re.findall(r"%[\w#]+", line.split("=", 1)[1].split(" : ")[0]) if "=" in line else []
+        )
         const = bool(operands) and all(o.startswith("%cst") for o in operands)
-        if const:   # computed from constants only: folded by the compiler, no work at run time
+        if const:  # computed from constants only: folded by the compiler, no work at run time
             flops = 0.0
-        ops.append(Op(no, name, engine, flops, out_bytes, in_bytes, "x".join(map(str, odims)), odt, line.strip(),
-                      const, operands))
+        ops.append(
+            Op(
+                no,
+                name,
+                engine,
+                flops,
+                out_bytes,
+                in_bytes,
+                "x".join(map(str, odims)),
+                odt,
+                line.strip(),
+                const,
+                operands,
+            )
+        )
     return _fold_erf(ops, splats)
 
 
@@ -187,9 +286,22 @@ def _fold_erf(ops: list[Op], splats: dict[str, float]) -> list[Op]:
                 if _clamp_bounds(ops[j], splats) == (-1.0, 1.0) and ops[j].shape == op.shape:
                     end = ops[j]
                     numel = math.prod(int(d) for d in end.shape.split("x") if d) if end.shape else 1
-                    out.append(Op(op.line, "erf", "scalar", float(numel), end.out_bytes, op.in_bytes, end.shape,
-                                  end.dtype, f"erf: torch-mlir's polynomial, lines {op.line}-{end.line}",
-                                  False, op.operands, lines=f"{op.line}-{end.line}"))
+                    out.append(
+                        Op(
+                            op.line,
+                            "erf",
+                            "scalar",
+                            float(numel),
+                            end.out_bytes,
+                            op.in_bytes,
+                            end.shape,
+                            end.dtype,
+                            f"erf: torch-mlir's polynomial, lines {op.line}-{end.line}",
+                            False,
+                            op.operands,
+                            lines=f"{op.line}-{end.line}",
+                        )
+                    )
                     i = j + 1
                     break
             else:
@@ -248,9 +360,16 @@ def hbm_reads(module_text: str, ops: list[Op]) -> tuple[int, dict[int, int]]:
     return serial, partial
 
 
-def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = "bf16",
-            price_per_hour: Optional[float] = None, chips_per_instance: int = 1,
-            instance: Optional[str] = None, top: int = 10) -> dict:
+def project(
+    module_text: str,
+    core: NeuronCore,
+    batch: int,
+    matmul_dtype: str = "bf16",
+    price_per_hour: Optional[float] = None,
+    chips_per_instance: int = 1,
+    instance: Optional[str] = None,
+    top: int = 10,
+) -> dict:
     """Roofline projection of one forward pass of ``module_text`` on one ``core``.
 
     ``batch``: samples per forward pass; ``matmul_dtype``: bf16 | fp8 | fp32, the TensorE
@@ -264,10 +383,12 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
     ops = parse(module_text)
     if not ops:
         raise ValueError("the StableHLO module has no operation to cost")
-    rate = {"bf16": core.tensor_bf16, "fp8": core.tensor_fp8, "fp32": core.tensor_fp32}[matmul_dtype]
+    rate = {"bf16": core.tensor_bf16, "fp8": core.tensor_fp8, "fp32": core.tensor_fp32}[
+        matmul_dtype
+    ]
     rates = {"tensor": rate, "vector": core.vector_fp32, "scalar": core.scalar_fp32}
     bw = core.hbm_bytes_per_s_core
-    resident = core.sbuf_bytes / 2          # an intermediate up to this size stays on chip
+    resident = core.sbuf_bytes / 2  # an intermediate up to this size stays on chip
     read_b, partial = hbm_reads(module_text, ops)
     out_b = _output_bytes(module_text)
     serial_b = read_b + out_b
@@ -276,19 +397,47 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
         # fused: elementwise chains stream through SBUF with their producer; only a fusion
         # root's result (matmul, convolution, reduction, data rearrangement) goes to HBM
         # (written, later read), and only when it is too big to stay in SBUF
-        hbm = 2 * op.out_bytes if (op.name in FUSION_ROOTS or op.engine == "tensor") and op.out_bytes > resident \
-            and not op.constant_operands else 0     # a weight's transpose is folded by the compiler
-        hbm += partial.get(i, 0)    # the rows a gather/slice reads of a table in HBM
+        hbm = (
+            2 * op.out_bytes
+            if (op.name in FUSION_ROOTS or op.engine == "tensor")
+            and op.out_bytes > resident
+            and not op.constant_operands
+            else 0
+        )  # a weight's transpose is folded by the compiler
+        hbm += partial.get(i, 0)  # the rows a gather/slice reads of a table in HBM
         t_compute = op.flops / rates[op.engine] if op.engine in rates else 0.0
         t_mem = hbm / bw
-        rows.append({"line": op.line, "op": op.name, "engine": op.engine, "shape": op.shape, "dtype": op.dtype,
-                     "flops": op.flops, "hbm_bytes": hbm, "compute_s": t_compute, "memory_s": t_mem,
-                     "time_s": max(t_compute, t_mem),
-                     "bound": "compute" if t_compute >= t_mem else "memory"})
-    io_s = serial_b / bw        # the other weights and inputs read once, the outputs written once
-    rows.append({"line": None, "op": WEIGHTS_ROW, "engine": "dma", "shape": "", "dtype": "",
-                 "flops": 0.0, "hbm_bytes": serial_b, "compute_s": 0.0, "memory_s": io_s, "time_s": io_s,
-                 "bound": "memory"})
+        rows.append(
+            {
+                "line": op.line,
+                "op": op.name,
+                "engine": op.engine,
+                "shape": op.shape,
+                "dtype": op.dtype,
+                "flops": op.flops,
+                "hbm_bytes": hbm,
+                "compute_s": t_compute,
+                "memory_s": t_mem,
+                "time_s": max(t_compute, t_mem),
+                "bound": "compute" if t_compute >= t_mem else "memory",
+            }
+        )
+    io_s = serial_b / bw  # the other weights and inputs read once, the outputs written once
+    rows.append(
+        {
+            "line": None,
+            "op": WEIGHTS_ROW,
+            "engine": "dma",
+            "shape": "",
+            "dtype": "",
+            "flops": 0.0,
+            "hbm_bytes": serial_b,
+            "compute_s": 0.0,
+            "memory_s": io_s,
+            "time_s": io_s,
+            "bound": "memory",
+        }
+    )
     total = sum(r["time_s"] for r in rows)
     per_engine = {}
     for r in rows:
@@ -300,26 +449,42 @@ def project(module_text: str, core: NeuronCore, batch: int, matmul_dtype: str = 
     rows.sort(key=lambda r: r["time_s"], reverse=True)
     return {
         "estimate": "ESTIMATE from a roofline model of the StableHLO graph, not a measurement",
-        "core": core.name, "chip": core.chip, "matmul_dtype": matmul_dtype, "batch": batch,
-        "latency_s_per_core": total, "throughput_per_core": thr_core,
-        "instance": instance, "instance_assumed": instance in ASSUMED_INSTANCES,
-        "cores_per_instance": cores, "throughput_per_instance": thr_inst,
+        "core": core.name,
+        "chip": core.chip,
+        "matmul_dtype": matmul_dtype,
+        "batch": batch,
+        "latency_s_per_core": total,
+        "throughput_per_core": thr_core,
+        "instance": instance,
+        "instance_assumed": instance in ASSUMED_INSTANCES,
+        "cores_per_instance": cores,
+        "throughput_per_instance": thr_inst,
         "price_per_hour": price_per_hour,
         "usd_per_million": usd,
         "total_flops": sum(r["flops"] for r in rows),
-        "weights_and_inputs_bytes": read_b, "outputs_bytes": out_b, "weights_and_inputs_s": io_s,
+        "weights_and_inputs_bytes": read_b,
+        "outputs_bytes": out_b,
+        "weights_and_inputs_s": io_s,
         "weights_and_inputs_share": io_s / total if total > 0 else None,
         "gathered_bytes": sum(partial.values()),
-        "time_by_engine_s": per_engine, "operations": len(ops),
+        "time_by_engine_s": per_engine,
+        "operations": len(ops),
         # the serial weights-and-inputs read is always listed (ranked, or last when below the top)
         "top_ops": rows[:top] + [r for r in rows[top:] if r["op"] == WEIGHTS_ROW],
-        "constants": {"tensor_flops": rate, "vector_flops": core.vector_fp32, "scalar_flops": core.scalar_fp32,
-                      "hbm_bytes_per_s_core": bw, "sbuf_bytes": core.sbuf_bytes},
+        "constants": {
+            "tensor_flops": rate,
+            "vector_flops": core.vector_fp32,
+            "scalar_flops": core.scalar_fp32,
+            "hbm_bytes_per_s_core": bw,
+            "sbuf_bytes": core.sbuf_bytes,
+        },
         "sources": core.sources,
     }
 
 
-def project_all(module_text: str, batch: int, prices: Optional[dict] = None, matmul_dtype: str = "bf16") -> dict:
+def project_all(
+    module_text: str, batch: int, prices: Optional[dict] = None, matmul_dtype: str = "bf16"
+) -> dict:
     """``project`` on NeuronCore-v3 (Trn2) and NeuronCore-v4 (Trn3), priced from ``prices``
     (``{instance: usd_per_hour or None}``)."""
     out = {}

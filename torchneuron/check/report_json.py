@@ -1,4 +1,5 @@
 """The result as JSON (``--json FILE``): strict JSON, non-finite floats written as null."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """One ``torchneuron check`` run: the phases in order, the baseline comparison, the cost,
 the verdict, and the files asked for. The CLI is a thin layer over ``run``."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,10 @@ from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, CheckUsageError
 SCHEMA = "torchneuron.check.result/1"
 
 #: What a baseline does not decide (docs/check.md, "Baselines and regressions", "Training").
-TRAINING_NOT_BASELINED = ("training step times are saved in a baseline and shown on re-check, not decided: only "
-                          "the training's peak memory (with the optimizer's state) is compared")
+TRAINING_NOT_BASELINED = (
+    "training step times are saved in a baseline and shown on re-check, not decided: only "
+    "the training's peak memory (with the optimizer's state) is compared"
+)
 
 
 class NullUI:
@@ -61,14 +64,24 @@ def validate(cfg: CheckConfig) -> None:
     if dev.type != "neuron":
         raise CheckUsageError(f"--device must be a neuron device, got {cfg.device!r}")
     if dev.index is not None and not 0 <= dev.index < torch.neuron.device_count():
-        raise CheckUsageError(f"--device {cfg.device}: {torch.neuron.device_count()} NeuronCore(s) visible")
+        raise CheckUsageError(
+            f"--device {cfg.device}: {torch.neuron.device_count()} NeuronCore(s) visible"
+        )
     if cfg.fallback not in (None, "warn", "error"):
         raise CheckUsageError(f"--fallback must be warn or error, got {cfg.fallback!r}")
     if cfg.iterations is None and cfg.seconds is None:
         raise CheckUsageError("give --iterations or --seconds")
-    ints = [("--batch-size", cfg.batch_size, 1), ("--iterations", cfg.iterations, 1),
-            ("--max-warmup", cfg.max_warmup, 0), ("--cv-window", cfg.cv_window, 2),
-            ("--amortize-samples", cfg.amortize_samples, 1), ("--max-rounds", cfg.max_rounds, 1), ("--baseline-runs", cfg.baseline_runs, 1), ("--timing-threads", cfg.timing_threads, 0), ("--train-steps", cfg.train_steps, 1)]
+    ints = [
+        ("--batch-size", cfg.batch_size, 1),
+        ("--iterations", cfg.iterations, 1),
+        ("--max-warmup", cfg.max_warmup, 0),
+        ("--cv-window", cfg.cv_window, 2),
+        ("--amortize-samples", cfg.amortize_samples, 1),
+        ("--max-rounds", cfg.max_rounds, 1),
+        ("--baseline-runs", cfg.baseline_runs, 1),
+        ("--timing-threads", cfg.timing_threads, 0),
+        ("--train-steps", cfg.train_steps, 1),
+    ]
     for name, v, lo in ints:
         if v is None:
             continue
@@ -76,12 +89,18 @@ def validate(cfg: CheckConfig) -> None:
             raise CheckUsageError(f"{name} must be an integer, got {v!r}")
         if v < lo:
             raise CheckUsageError(f"{name} must be >= {lo}, got {v}")
-    positive = [("--seconds", cfg.seconds), ("--tol", cfg.tol), ("--cv-threshold", cfg.cv_threshold),
-                ("--price-per-hour", cfg.price_per_hour),
-                ("--reference-price-per-hour", cfg.reference_price_per_hour),
-                ("--max-cost-per-million", cfg.max_cost_per_million)]
-    fractions = [("--max-latency-regression", cfg.max_latency_regression),
-                 ("--max-memory-regression", cfg.max_memory_regression)]
+    positive = [
+        ("--seconds", cfg.seconds),
+        ("--tol", cfg.tol),
+        ("--cv-threshold", cfg.cv_threshold),
+        ("--price-per-hour", cfg.price_per_hour),
+        ("--reference-price-per-hour", cfg.reference_price_per_hour),
+        ("--max-cost-per-million", cfg.max_cost_per_million),
+    ]
+    fractions = [
+        ("--max-latency-regression", cfg.max_latency_regression),
+        ("--max-memory-regression", cfg.max_memory_regression),
+    ]
     for (name, v), strict in [(x, True) for x in positive] + [(x, False) for x in fractions]:
         if v is None:
             continue
@@ -92,9 +111,11 @@ def validate(cfg: CheckConfig) -> None:
         if v < 0 or (strict and v == 0):
             raise CheckUsageError(f"{name} must be {'> 0' if strict else '>= 0'}, got {v}")
     if cfg.cv_window is not None and cfg.cv_window > cfg.max_warmup:
-        raise CheckUsageError(f"--cv-window {cfg.cv_window} is longer than --max-warmup {cfg.max_warmup}: "
-                              "the rolling window could never fill, so warm-up could never end stable; "
-                              "give a smaller --cv-window or a larger --max-warmup")
+        raise CheckUsageError(
+            f"--cv-window {cfg.cv_window} is longer than --max-warmup {cfg.max_warmup}: "
+            "the rolling window could never fill, so warm-up could never end stable; "
+            "give a smaller --cv-window or a larger --max-warmup"
+        )
     _guard_paths(cfg)
     _guard_outputs(cfg)
 
@@ -111,7 +132,11 @@ def _guard_paths(cfg: CheckConfig) -> None:
             up = os.path.dirname(up)
         if not os.path.isdir(up):
             raise CheckUsageError(f"--save-baseline {p!r}: {up!r} is a file, not a folder")
-    for opt, path in (("--json", cfg.json_path), ("--junit", cfg.junit_path), ("--html", cfg.html_path)):
+    for opt, path in (
+        ("--json", cfg.json_path),
+        ("--junit", cfg.junit_path),
+        ("--html", cfg.html_path),
+    ):
         if not path:
             continue
         if os.path.isdir(path):
@@ -129,10 +154,16 @@ def _guard_outputs(cfg: CheckConfig) -> None:
     base = os.path.realpath(cfg.baseline)
     if cfg.save_baseline and os.path.realpath(cfg.save_baseline) == base:
         return
-    for opt, path in (("--json", cfg.json_path), ("--junit", cfg.junit_path), ("--html", cfg.html_path)):
+    for opt, path in (
+        ("--json", cfg.json_path),
+        ("--junit", cfg.junit_path),
+        ("--html", cfg.html_path),
+    ):
         if path and os.path.dirname(os.path.realpath(path)) == base:
-            raise CheckUsageError(f"{opt} {path!r} would write into the baseline folder {cfg.baseline!r}; "
-                                  "a baseline is only written by --save-baseline")
+            raise CheckUsageError(
+                f"{opt} {path!r} would write into the baseline folder {cfg.baseline!r}; "
+                "a baseline is only written by --save-baseline"
+            )
 
 
 def run(cfg: CheckConfig, ui=None) -> dict:
@@ -143,10 +174,16 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     t_start = time.perf_counter()
     validate(cfg)
     prices = cost_mod.load_prices()
-    device_price = cost_mod.price_for(cfg.instance, cfg.price_per_hour, cost_mod.DEFAULT_DEVICE_INSTANCE, prices)
-    reference_price = cost_mod.price_for(cfg.reference_instance, cfg.reference_price_per_hour,
-                                         cost_mod.DEFAULT_REFERENCE_INSTANCE[cfg.reference], prices,
-                                         "--reference-price-per-hour")
+    device_price = cost_mod.price_for(
+        cfg.instance, cfg.price_per_hour, cost_mod.DEFAULT_DEVICE_INSTANCE, prices
+    )
+    reference_price = cost_mod.price_for(
+        cfg.reference_instance,
+        cfg.reference_price_per_hour,
+        cost_mod.DEFAULT_REFERENCE_INSTANCE[cfg.reference],
+        prices,
+        "--reference-price-per-hour",
+    )
     base = baseline_mod.load(cfg.baseline) if cfg.baseline else None
 
     ui.step(f"Loading model {cfg.model}")
@@ -159,7 +196,10 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     man = manifest.collect(cfg.device, cfg.argv)
     result: dict[str, Any] = {
         "schema": SCHEMA,
-        "verdict": None, "exit_code": None, "failures": [], "warnings": [],
+        "verdict": None,
+        "exit_code": None,
+        "failures": [],
+        "warnings": [],
         "config": cfg.to_dict(),
         "model": model_desc | {"dtype": cfg.dtype, "seed": cfg.seed},
         "manifest": man,
@@ -181,90 +221,159 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     p2, extra = phase2.run(loaded, cfg, session.outputs, ui, skip)
     result["phase2"] = p2
     if cfg.mode == "both" and p2["status"] != "skipped" and session.compiled_outputs is not None:
-        p2["compiled"] = phase2.compiled_section(session.compiled_outputs, session.outputs, extra, cfg)
+        p2["compiled"] = phase2.compiled_section(
+            session.compiled_outputs, session.outputs, extra, cfg
+        )
 
     # Phase 3 (--mode both: the compiled model in the same interleaved iterations as eager)
     comp = p1.get("compile") or {}
     if cfg.mode == "both" and skip is None and comp.get("ok"):
-        session.compiled_model = torch.compile(session.model, backend="neuron")   # in-memory executables
+        session.compiled_model = torch.compile(
+            session.model, backend="neuron"
+        )  # in-memory executables
     # --mode compile: the device's cold figure is the compiled model's first call (compile
     # included), never phase 1's eager first pass
     compiled_device = comp.get("phases_2_3") == "compiled"
-    p3 = phase3.run(session, extra["reference"], cfg, loaded.batch_size,
-                    comp.get("compile_s") if compiled_device else p1.get("cold_latency_s"), ui, skip,
-                    extra.get("reference_cold_s"), comp.get("compile_s"))
-    p3["cold_basis"] = "compiled first call (compile included)" if compiled_device else "eager first pass"
+    p3 = phase3.run(
+        session,
+        extra["reference"],
+        cfg,
+        loaded.batch_size,
+        comp.get("compile_s") if compiled_device else p1.get("cold_latency_s"),
+        ui,
+        skip,
+        extra.get("reference_cold_s"),
+        comp.get("compile_s"),
+    )
+    p3["cold_basis"] = (
+        "compiled first call (compile included)" if compiled_device else "eager first pass"
+    )
     result["phase3"] = p3
     if cfg.save_baseline and p3["status"] == "pass":
         # A baseline is measured --max-rounds rounds (pooled): every later check is compared
         # with it, so its own sampling error is in every interval (docs/check.md)
         while p3["rounds"] < cfg.max_rounds:
-            ui.step(f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)")
+            ui.step(
+                f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)"
+            )
             phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
     if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/profile.py)
         from . import profile as profile_mod
-        result["profile"] = profile_mod.run(session, cfg, ui) if skip is None else {"status": "skipped",
-                                                                                     "reason": skip}
+
+        result["profile"] = (
+            profile_mod.run(session, cfg, ui)
+            if skip is None
+            else {"status": "skipped", "reason": skip}
+        )
     result["warnings"] += p2.get("warnings", []) + p3.get("warnings", [])
     if p1.get("uncomparable_outputs"):
-        result["warnings"].append("outputs not compared (not tensors): " + ", ".join(
-            f"{u['name']} ({u['type']})" for u in p1["uncomparable_outputs"]))
+        result["warnings"].append(
+            "outputs not compared (not tensors): "
+            + ", ".join(f"{u['name']} ({u['type']})" for u in p1["uncomparable_outputs"])
+        )
     if p1.get("determinism") and not p1["determinism"]["identical"]:
-        result["warnings"].append("two device runs gave different outputs (not bitwise deterministic)")
+        result["warnings"].append(
+            "two device runs gave different outputs (not bitwise deterministic)"
+        )
 
     # Training (factories returning a loss_fn)
     from . import training
-    result["training"] = (training.run(loaded, cfg, ui, cfg.train_steps) if p1["status"] == "pass"
-                          and not cfg.baseline_process
-                          else {"status": "skipped", "reason": "phase 1 failed" if p1["status"] != "pass"
-                                else "a baseline's extra process measures phase 3 only"})
-    result["warnings"] += [f"training: {w}" for w in result["training"].get("warnings", [])
-                           + result["training"].get("device_warnings", [])]
+
+    result["training"] = (
+        training.run(loaded, cfg, ui, cfg.train_steps)
+        if p1["status"] == "pass" and not cfg.baseline_process
+        else {
+            "status": "skipped",
+            "reason": "phase 1 failed"
+            if p1["status"] != "pass"
+            else "a baseline's extra process measures phase 3 only",
+        }
+    )
+    result["warnings"] += [
+        f"training: {w}"
+        for w in result["training"].get("warnings", [])
+        + result["training"].get("device_warnings", [])
+    ]
 
     # Trainium projection (an estimate from the graph, never a verdict)
     from . import project_phase
-    result["projection"] = (project_phase.run(loaded, cfg, ui) if p1["status"] == "pass" and not cfg.baseline_process
-                            else {"status": "skipped", "reason": "phase 1 failed"})
+
+    result["projection"] = (
+        project_phase.run(loaded, cfg, ui)
+        if p1["status"] == "pass" and not cfg.baseline_process
+        else {"status": "skipped", "reason": "phase 1 failed"}
+    )
 
     # Baseline comparison; an undecided latency interval measures another round, up to --max-rounds
     if base is not None:
         if p1["status"] == "pass":
-            result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
-            while (_undecided(result["baseline"]) and p3["status"] == "pass" and p3["rounds"] < cfg.max_rounds):
-                ui.step(f"Latency against the baseline undecided after {p3['rounds']} round(s): measuring again")
+            result["baseline"] = baseline_mod.compare(
+                base, result, session.outputs, cfg.torch_dtype
+            )
+            while (
+                _undecided(result["baseline"])
+                and p3["status"] == "pass"
+                and p3["rounds"] < cfg.max_rounds
+            ):
+                ui.step(
+                    f"Latency against the baseline undecided after {p3['rounds']} round(s): measuring again"
+                )
                 phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
-                result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype)
+                result["baseline"] = baseline_mod.compare(
+                    base, result, session.outputs, cfg.torch_dtype
+                )
             _confirm_regressions(result, base, session, cfg, ui)
         else:
             # nothing to compare but whether the model still compiles (a compile failure fails phase 1)
             comp_cmp = baseline_mod.compile_success(base, p1)
-            result["baseline"] = {"path": base.path, "created_utc": base.meta.get("created_utc"),
-                                  "status": "fail" if comp_cmp.get("regressed") else "skipped",
-                                  "regressions": comp_cmp["regressions"], "compiled": {"compile": comp_cmp},
-                                  "reason": "phase 1 failed: only whether the model compiles was compared"}
+            result["baseline"] = {
+                "path": base.path,
+                "created_utc": base.meta.get("created_utc"),
+                "status": "fail" if comp_cmp.get("regressed") else "skipped",
+                "regressions": comp_cmp["regressions"],
+                "compiled": {"compile": comp_cmp},
+                "reason": "phase 1 failed: only whether the model compiles was compared",
+            }
     else:
         result["baseline"] = None
-    if result["training"].get("status") in ("pass", "fail") and (base is not None or cfg.save_baseline):
-        result["warnings"].append(TRAINING_NOT_BASELINED)   # baseline.training
+    if result["training"].get("status") in ("pass", "fail") and (
+        base is not None or cfg.save_baseline
+    ):
+        result["warnings"].append(TRAINING_NOT_BASELINED)  # baseline.training
 
     # Cost
-    result["cost"] = cost_mod.compute(p1, p3, cfg, device_price, reference_price, extra.get("reference_cold_s"),
-                                      man["host"]["cpu_model"], man["device_stack"]["emulated"])
+    result["cost"] = cost_mod.compute(
+        p1,
+        p3,
+        cfg,
+        device_price,
+        reference_price,
+        extra.get("reference_cold_s"),
+        man["host"]["cpu_model"],
+        man["device_stack"]["emulated"],
+    )
 
     # Verdict
     fails = result["failures"]
     if p1["status"] == "fail":
         e = p1["error"]
-        fails.append(f"phase 1: the model failed on {p1['device']} during {e['stage']}: {e['type']}"
-                     + (f" in {e['op']}" if e["op"] else "") + f": {e.get('short_message') or ''}"
-                     + (f" (hint: {e['hint']})" if e.get("hint") else ""))
+        fails.append(
+            f"phase 1: the model failed on {p1['device']} during {e['stage']}: {e['type']}"
+            + (f" in {e['op']}" if e["op"] else "")
+            + f": {e.get('short_message') or ''}"
+            + (f" (hint: {e['hint']})" if e.get("hint") else "")
+        )
     if p2["status"] == "fail":
         bad = [k for k, v in p2["outputs"].items() if not v["passed"]]
-        fails.append(f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}")
+        fails.append(
+            f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}"
+        )
     if (p2.get("compiled") or {}).get("status") == "fail":
         bad = [k for k, v in p2["compiled"]["outputs"].items() if not v["passed"]]
-        fails.append(f"phase 2 (compiled): {len(bad)} output(s) not accurate against {cfg.reference}: "
-                     f"{', '.join(bad)}")
+        fails.append(
+            f"phase 2 (compiled): {len(bad)} output(s) not accurate against {cfg.reference}: "
+            f"{', '.join(bad)}"
+        )
     if p3["status"] == "fail":
         fails.append(f"phase 3: {p3['reason']}")
     if result["training"]["status"] == "fail":
@@ -272,18 +381,29 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if result["baseline"] and result["baseline"].get("regressions"):
         fails += [f"regression: {r}" for r in result["baseline"]["regressions"]]
     if result["cost"].get("over_budget"):
-        fails.append(f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
-                     f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)")
+        fails.append(
+            f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
+            f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)"
+        )
     undecided = _undecided(result["baseline"] or {})
     inconclusive = not fails and bool(undecided)
     if inconclusive:
-        procs = max([len((c.get("confirmation") or {}).get("values", [1])) for c in
-                     ((result["baseline"] or {}).get("latency") or {}).get("statistics", {}).values()] or [1])
-        result["inconclusive"] = (f"inconclusive: the host was too noisy to decide latency ({', '.join(undecided)}) "
-                                  f"against the baseline after {p3['rounds']} round(s) (--max-rounds)"
-                                  + (f" and on the median of {procs} processes" if procs > 1 else "")
-                                  + f": an interval of the change straddles the threshold "
-                                  f"+{result['thresholds']['latency_p50']:.0%}")
+        procs = max(
+            [
+                len((c.get("confirmation") or {}).get("values", [1]))
+                for c in ((result["baseline"] or {}).get("latency") or {})
+                .get("statistics", {})
+                .values()
+            ]
+            or [1]
+        )
+        result["inconclusive"] = (
+            f"inconclusive: the host was too noisy to decide latency ({', '.join(undecided)}) "
+            f"against the baseline after {p3['rounds']} round(s) (--max-rounds)"
+            + (f" and on the median of {procs} processes" if procs > 1 else "")
+            + f": an interval of the change straddles the threshold "
+            f"+{result['thresholds']['latency_p50']:.0%}"
+        )
     result["verdict"] = "fail" if fails else "inconclusive" if inconclusive else "pass"
     result["exit_code"] = EXIT_FAIL if fails else EXIT_INCONCLUSIVE if inconclusive else EXIT_PASS
     result["elapsed_s"] = time.perf_counter() - t_start
@@ -293,12 +413,17 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if cfg.save_baseline:
         if result["verdict"] == "pass":
             _measure_processes(result, cfg, ui)
-            outs = {"reference": extra["outputs"]["reference"], "fp64": extra["outputs"]["fp64"],
-                    "device": session.outputs}
+            outs = {
+                "reference": extra["outputs"]["reference"],
+                "fp64": extra["outputs"]["fp64"],
+                "device": session.outputs,
+            }
             baseline_mod.save(cfg.save_baseline, result, outs)
             result["baseline_saved"] = cfg.save_baseline
         else:
-            result["warnings"].append(f"baseline not saved to {cfg.save_baseline!r}: the check failed")
+            result["warnings"].append(
+                f"baseline not saved to {cfg.save_baseline!r}: the check failed"
+            )
     return result
 
 
@@ -317,7 +442,9 @@ def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:
     failed = [e["error"] for e in extra if "error" in e]
     p3["baseline_processes"] = baseline_runs.summary([own] + [e for e in extra if "error" not in e])
     p3["baseline_processes"]["failed"] = failed
-    result["warnings"] += [f"baseline: an extra process of --baseline-runs failed ({why})" for why in failed]
+    result["warnings"] += [
+        f"baseline: an extra process of --baseline-runs failed ({why})" for why in failed
+    ]
 
 
 def _confirm_regressions(result: dict, base, session, cfg: CheckConfig, ui) -> None:
@@ -332,13 +459,18 @@ def _confirm_regressions(result: dict, base, session, cfg: CheckConfig, ui) -> N
     if conf is None:
         return
     result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype, conf)
-    result["warnings"] += [f"baseline: a fresh process confirming a latency regression failed ({why})"
-                           for why in conf["failed"]]
+    result["warnings"] += [
+        f"baseline: a fresh process confirming a latency regression failed ({why})"
+        for why in conf["failed"]
+    ]
 
 
 def _undecided(b: dict) -> list[str]:
     """Which latency comparisons with the baseline are undecided: ``eager``, ``compiled``."""
-    lats = (("eager", b.get("latency") or {}), ("compiled", (b.get("compiled") or {}).get("latency") or {}))
+    lats = (
+        ("eager", b.get("latency") or {}),
+        ("compiled", (b.get("compiled") or {}).get("latency") or {}),
+    )
     return [name for name, lat in lats if lat.get("decision") == "undecided"]
 
 

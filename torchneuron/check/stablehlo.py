@@ -5,6 +5,7 @@ through a wrapper that returns its output tensors only (``tensors.flatten``), so
 ``torch.export`` cannot carry (a transformers ``Cache``, a dataclass) do not stop it.
 Raises RuntimeError naming what is missing.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -21,15 +22,19 @@ def lower(model, inputs: Any) -> tuple[str, str]:
     try:
         from torch_mlir import fx
     except ImportError as e:
-        raise RuntimeError("no StableHLO lowering: torch-mlir is not installed "
-                           "(pip install torch-mlir==20261001 --no-deps)") from e
+        raise RuntimeError(
+            "no StableHLO lowering: torch-mlir is not installed "
+            "(pip install torch-mlir==20261001 --no-deps)"
+        ) from e
     # torch-mlir's importer finds no state for non-persistent buffers (transformers'
     # position_ids, token_type_ids): make them persistent on this copy
     for m in model.modules():
         m._non_persistent_buffers_set.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        module = fx.export_and_import(_TensorOutputs(model), *args, output_type="stablehlo", **kwargs)
+        module = fx.export_and_import(
+            _TensorOutputs(model), *args, output_type="stablehlo", **kwargs
+        )
     # weights elided: the projection needs their types, not their values (BERT-base's text
     # with them is ~900 MB)
     text = module.operation.get_asm(large_elements_limit=16, large_resource_limit=16)

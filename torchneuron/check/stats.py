@@ -3,6 +3,7 @@ the rolling coefficient of variation that decides when warm-up is over, and RMSE
 
 All times are in seconds.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,9 @@ def cv(times: Sequence[float]) -> float:
 
 def rolling_cv(times: Sequence[float], window: int) -> list[Optional[float]]:
     """``cv`` of the last ``window`` times at every iteration (None before ``window``)."""
-    return [cv(times[i + 1 - window:i + 1]) if i + 1 >= window else None for i in range(len(times))]
+    return [
+        cv(times[i + 1 - window : i + 1]) if i + 1 >= window else None for i in range(len(times))
+    ]
 
 
 def median_ci_ranks(n: int, confidence: float = 0.95) -> Optional[tuple[int, int]]:
@@ -51,9 +54,9 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> Optional[tuple[int, int
         # accurate to far better than one rank here (Conover, same section)
         j = int(math.floor(n / 2 - _z(confidence) * math.sqrt(n) / 2))
         return j, n + 1 - j
-    total = 1 << n                  # 2**n
+    total = 1 << n  # 2**n
     # largest j with P(B <= j-1) <= alpha/2  (then coverage = 1 - 2 P(B <= j-1) >= confidence)
-    c, cum, j = 1, 0, 0             # c = comb(n, i), cum = count(B <= i)
+    c, cum, j = 1, 0, 0  # c = comb(n, i), cum = count(B <= i)
     for i in range(0, n // 2 + 1):
         cum += c
         if cum * a2.denominator <= a2.numerator * total:

@@ -1,4 +1,5 @@
 """Running a model on a device and naming its output tensors."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,9 +13,12 @@ import torch
 from .loading import Inputs
 
 
-def to_device(inputs: Inputs, device: str | torch.device, float_dtype: torch.dtype | None = None) -> Inputs:
+def to_device(
+    inputs: Inputs, device: str | torch.device, float_dtype: torch.dtype | None = None
+) -> Inputs:
     """Copy every input tensor to ``device``; floating tensors are cast to
     ``float_dtype`` when given (the fp64 golden run)."""
+
     def move(t: torch.Tensor) -> torch.Tensor:
         if float_dtype is not None and t.is_floating_point():
             t = t.to(float_dtype)
@@ -25,8 +29,9 @@ def to_device(inputs: Inputs, device: str | torch.device, float_dtype: torch.dty
     return tuple(move(v) for v in inputs)
 
 
-def model_copy(model: torch.nn.Module, device: str | torch.device,
-               dtype: torch.dtype | None = None) -> torch.nn.Module:
+def model_copy(
+    model: torch.nn.Module, device: str | torch.device, dtype: torch.dtype | None = None
+) -> torch.nn.Module:
     """A deep copy of ``model`` on ``device`` (and cast to ``dtype``), leaving the
     original where it is."""
     m = copy.deepcopy(model)
@@ -53,8 +58,13 @@ def call(model: torch.nn.Module, inputs: Inputs, device_type: str, dtype: torch.
 def _cache_layers(x: Any) -> Optional[list]:
     """``[(key, value), ...]`` per layer of a transformers ``Cache`` (a KV cache), else None."""
     layers = getattr(x, "layers", None)
-    if isinstance(layers, (list, tuple)) and layers and hasattr(layers[0], "keys") and hasattr(layers[0], "values") \
-            and isinstance(getattr(layers[0], "keys"), torch.Tensor):
+    if (
+        isinstance(layers, (list, tuple))
+        and layers
+        and hasattr(layers[0], "keys")
+        and hasattr(layers[0], "values")
+        and isinstance(getattr(layers[0], "keys"), torch.Tensor)
+    ):
         return [(layer.keys, layer.values) for layer in layers]
     k, v = getattr(x, "key_cache", None), getattr(x, "value_cache", None)
     if isinstance(k, list) and isinstance(v, list):
@@ -72,12 +82,17 @@ def _sub_caches(x: Any) -> Optional[list]:
     return subs if all(c is not None for _, c in subs) else None
 
 
-_NUMBER_DTYPES = ((bool, torch.bool), (int, torch.int64), (float, torch.float64),
-                  (complex, torch.complex128))
+_NUMBER_DTYPES = (
+    (bool, torch.bool),
+    (int, torch.int64),
+    (float, torch.float64),
+    (complex, torch.complex128),
+)
 
 
-def flatten(out: Any, prefix: str = "", uncomparable: Optional[list] = None,
-            numbers: bool = False) -> dict[str, torch.Tensor]:
+def flatten(
+    out: Any, prefix: str = "", uncomparable: Optional[list] = None, numbers: bool = False
+) -> dict[str, torch.Tensor]:
     """Named output tensors of a model's output: a tensor (``output``), tuples and lists
     (``output[0]``), dicts, transformers' ModelOutput and dataclasses (their keys or
     fields, nested with ``.``), and transformers' ``Cache`` objects (a KV cache:
@@ -103,7 +118,7 @@ def flatten(out: Any, prefix: str = "", uncomparable: Optional[list] = None,
         if isinstance(x, torch.Tensor):
             put(name or "output", x)
         elif numbers and isinstance(x, (bool, int, float, complex)):
-            dtype = next(d for t, d in _NUMBER_DTYPES if isinstance(x, t))   # bool before int
+            dtype = next(d for t, d in _NUMBER_DTYPES if isinstance(x, t))  # bool before int
             put(name or "output", torch.tensor(x, dtype=dtype))
         elif x is None:
             return
@@ -163,5 +178,7 @@ def synchronizer(device: str | torch.device):
 
 def describe_outputs(tensors: dict[str, torch.Tensor]) -> list[dict]:
     """Name, shape and dtype of every output tensor."""
-    return [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
-            for k, v in tensors.items()]
+    return [
+        {"name": k, "shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
+        for k, v in tensors.items()
+    ]

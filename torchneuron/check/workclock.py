@@ -22,6 +22,7 @@
   planted device slowdown (3 blocks more) did not raise it measurably.
 
 Time slices lost to other processes are on no CPU clock."""
+
 from __future__ import annotations
 
 import contextlib
@@ -32,8 +33,10 @@ import torch
 
 from . import perfstats
 
-DESCRIPTION = ("device sides: the NeuronCore's busy time (its stream workers' CPU time inside kernels); "
-               "host sides: the calling thread's CPU time")
+DESCRIPTION = (
+    "device sides: the NeuronCore's busy time (its stream workers' CPU time inside kernels); "
+    "host sides: the calling thread's CPU time"
+)
 #: The compiled model's clock (``COMPILED_SIDES``), recorded apart: baselines saved before it
 #: have ``DESCRIPTION`` alone and their compiled CPU samples are the calling thread's.
 COMPILED_DESCRIPTION = "the compiled model: the process's CPU time (all threads)"
@@ -54,8 +57,9 @@ def device_busy_clock(device: str) -> Optional[Callable[[], float]]:
     return lambda: read(index) * 1e-9
 
 
-def clocks(device: str, names: Iterable[str], compiled_device: bool = False
-           ) -> Optional[dict[str, Callable[[], float]]]:
+def clocks(
+    device: str, names: Iterable[str], compiled_device: bool = False
+) -> Optional[dict[str, Callable[[], float]]]:
     """The clock of each side named: busy time for ``perfstats.BUSY_TIME_SIDES``, the process's
     CPU time for ``COMPILED_SIDES`` (and for ``device`` when ``compiled_device``: under
     ``--mode compile`` the device step is the compiled model), the calling thread's CPU time
@@ -64,8 +68,14 @@ def clocks(device: str, names: Iterable[str], compiled_device: bool = False
     if busy is None:
         return None
     process = set(COMPILED_SIDES) | ({"device"} if compiled_device else set())
-    return {k: time.process_time if k in process else busy if k in perfstats.BUSY_TIME_SIDES
-            else time.thread_time for k in names}
+    return {
+        k: time.process_time
+        if k in process
+        else busy
+        if k in perfstats.BUSY_TIME_SIDES
+        else time.thread_time
+        for k in names
+    }
 
 
 def description(compiled_device: bool = False) -> str:

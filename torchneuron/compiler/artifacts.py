@@ -8,6 +8,7 @@ executable's bytes) and ``compiler.txt`` (the compiler invocation: engine, versi
 options, flags, cache key and source). The graph's folder name is its name made safe
 for a path (``folder_name``): nothing is written outside the debug dir.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ import time
 from . import config
 
 _lock = threading.Lock()
-_run: dict = {}   # (debug dir, pid) -> this process's run folder in it
+_run: dict = {}  # (debug dir, pid) -> this process's run folder in it
 
 
 def enabled() -> bool:
@@ -44,7 +45,7 @@ def run_dir() -> str | None:
         return None
     base = os.path.abspath(config.debug_dir())
     with _lock:
-        d = _run.get((base, os.getpid()))   # a forked child gets its own
+        d = _run.get((base, os.getpid()))  # a forked child gets its own
         if d is None:
             d = os.path.join(base, f"run_{time.strftime('%Y%m%d-%H%M%S')}_{os.getpid()}")
             os.makedirs(d, exist_ok=True)

@@ -13,6 +13,7 @@ Shapes stay static: a new input shape recompiles (Dynamo's guards, or, when Dyna
 made a graph dynamic after a shape change, a specialization here), counted in
 metrics with the reason.
 """
+
 from __future__ import annotations
 
 import threading
@@ -26,7 +27,7 @@ from .errors import NeuronCompileError
 KNOWN_OPTIONS = ("model_name", "fallback_execution")
 _lock = threading.Lock()
 _warned: set = set()
-_frame_shapes: dict = {}   # Dynamo frame id -> input signature of its last compile
+_frame_shapes: dict = {}  # Dynamo frame id -> input signature of its last compile
 
 
 def _warn_once(key, msg: str) -> None:
@@ -39,16 +40,21 @@ def _warn_once(key, msg: str) -> None:
 
 def _signature(inputs) -> list:
     """Shapes and dtypes of the tensor inputs (symbolic sizes as their symbol)."""
-    return [(tuple(s if isinstance(s, int) else str(s) for s in x.shape), str(x.dtype))
-            for x in inputs if isinstance(x, torch.Tensor)]
+    return [
+        (tuple(s if isinstance(s, int) else str(s) for s in x.shape), str(x.dtype))
+        for x in inputs
+        if isinstance(x, torch.Tensor)
+    ]
 
 
 def _describe_change(old: list, new: list) -> str:
     if len(old) != len(new):
-        return (f"guards failed: the graph now takes {len(new)} tensor inputs "
-                f"(was {len(old)})")
-    diffs = [f"tensor input {i}: {a[0]} {a[1]} -> {b[0]} {b[1]}"
-             for i, (a, b) in enumerate(zip(old, new)) if a != b]
+        return f"guards failed: the graph now takes {len(new)} tensor inputs (was {len(old)})"
+    diffs = [
+        f"tensor input {i}: {a[0]} {a[1]} -> {b[0]} {b[1]}"
+        for i, (a, b) in enumerate(zip(old, new))
+        if a != b
+    ]
     if not diffs:
         return "guards failed (same input shapes)"
     more = f" (+{len(diffs) - 4} more)" if len(diffs) > 4 else ""
@@ -68,8 +74,9 @@ def _parse_options(options) -> dict:
     options = dict(options or {})
     unknown = sorted(set(options) - set(KNOWN_OPTIONS))
     if unknown:
-        raise ValueError(f"neuron backend: unknown option(s) {unknown}; known options: "
-                         f"{list(KNOWN_OPTIONS)}")
+        raise ValueError(
+            f"neuron backend: unknown option(s) {unknown}; known options: {list(KNOWN_OPTIONS)}"
+        )
     fb = options.get("fallback_execution")
     if fb is None:
         fb = not config.fallback_execution_disabled()
@@ -84,7 +91,7 @@ def _parse_options(options) -> dict:
 def _graph_name(model_name: str) -> str:
     from torch._functorch._aot_autograd.logging_utils import get_aot_graph_name
 
-    aot = get_aot_graph_name()          # "model__<aot id>_<kind>_<n>"
+    aot = get_aot_graph_name()  # "model__<aot id>_<kind>_<n>"
     return f"{model_name}_{aot.split('__', 1)[-1]}"
 
 
@@ -101,23 +108,37 @@ def _make_compiler(opts: dict, reason_box: list, hint=None):
             except NeuronCompileError as e:
                 if not opts["fallback_execution"]:
                     raise
-                _warn_once(("fallback", name), f"{e}\nneuron backend: running graph {name} "
-                                               "eagerly on neuron (fallback_execution)")
+                _warn_once(
+                    ("fallback", name),
+                    f"{e}\nneuron backend: running graph {name} "
+                    "eagerly on neuron (fallback_execution)",
+                )
                 import time
 
-                metrics.record(metrics.GraphMetrics(
-                    graph_id="", graph_name=name, model_name=opts["model_name"],
-                    graph_node_count=len(gm.graph.nodes), timestamp=time.time(),
-                    fx_passes_us=0.0, lower_us=0.0, compile_us=0.0, cache="none",
-                    recompile_reason=reason, fallback=str(e).splitlines()[0]))
+                metrics.record(
+                    metrics.GraphMetrics(
+                        graph_id="",
+                        graph_name=name,
+                        model_name=opts["model_name"],
+                        graph_node_count=len(gm.graph.nodes),
+                        timestamp=time.time(),
+                        fx_passes_us=0.0,
+                        lower_us=0.0,
+                        compile_us=0.0,
+                        cache="none",
+                        recompile_reason=reason,
+                        fallback=str(e).splitlines()[0],
+                    )
+                )
                 return lambda args: gm(*args)
 
         from .narrowing_variants import NarrowingVariants
 
-        variants = NarrowingVariants(gm, build)   # follows the 64-bit switch per call
+        variants = NarrowingVariants(gm, build)  # follows the 64-bit switch per call
 
         def run(args):
             return variants(args)
+
         run._boxed_call = True
         return run
 
@@ -131,15 +152,25 @@ def _aot(opts: dict, reason: str | None, hint=None):
 
     box = [reason]
     comp = _make_compiler(opts, box, hint)
-    return aot_autograd(fw_compiler=comp, bw_compiler=comp, inference_compiler=comp,
-                        decompositions=decomposition_table(),
-                        keep_inference_input_mutations=True)
+    return aot_autograd(
+        fw_compiler=comp,
+        bw_compiler=comp,
+        inference_compiler=comp,
+        decompositions=decomposition_table(),
+        keep_inference_input_mutations=True,
+    )
 
 
 def _is_item(node: torch.fx.Node) -> bool:
     return (node.op == "call_method" and node.target == "item") or (
-        node.op == "call_function" and node.target in (torch.Tensor.item, torch.ops.aten._local_scalar_dense.default,
-                                                       torch.ops.aten.item.default))
+        node.op == "call_function"
+        and node.target
+        in (
+            torch.Tensor.item,
+            torch.ops.aten._local_scalar_dense.default,
+            torch.ops.aten.item.default,
+        )
+    )
 
 
 def _item_only_inputs(gm: torch.fx.GraphModule) -> set[int]:
@@ -154,12 +185,19 @@ def _static_key(args, item_only: set[int]) -> tuple:
     value of each Python scalar and of each input read only with ``.item()`` (Dynamo
     passes an int or float that changed between calls as a symbolic input; the static
     graph bakes its value in)."""
-    return tuple(("item", a.item()) if i in item_only and isinstance(a, torch.Tensor) and a.numel() == 1
-                 else (tuple(a.shape), str(a.dtype)) if isinstance(a, torch.Tensor)
-                 else (type(a).__name__, repr(a)) for i, a in enumerate(args))
+    return tuple(
+        ("item", a.item())
+        if i in item_only and isinstance(a, torch.Tensor) and a.numel() == 1
+        else (tuple(a.shape), str(a.dtype))
+        if isinstance(a, torch.Tensor)
+        else (type(a).__name__, repr(a))
+        for i, a in enumerate(args)
+    )
 
 
-def _bake_scalars(gm: torch.fx.GraphModule, args, item_only: set[int]) -> tuple[torch.fx.GraphModule, list[int]]:
+def _bake_scalars(
+    gm: torch.fx.GraphModule, args, item_only: set[int]
+) -> tuple[torch.fx.GraphModule, list[int]]:
     """A copy of ``gm`` with each Python-scalar input, and each ``.item()`` of an input read
     only that way, replaced by its value in ``args``; and the indices of the inputs it
     still takes."""
@@ -218,18 +256,30 @@ class _ShapeSpecializer:
             with self.lock:
                 fn = self.compiled.get(key)
                 if fn is None:
-                    reason = None if self.last_sig is None else _describe_change(
-                        list(self.last_sig), _signature(args))
-                    if self.last_key is not None and len(self.last_key) == len(key) and \
-                            reason == "guards failed (same input shapes)":
-                        changed = [f"input {i}: {a[1]} -> {b[1]}" for i, (a, b) in
-                                   enumerate(zip(self.last_key, key)) if a != b and a[0] == b[0] and
-                                   not isinstance(a[0], tuple)]
-                        reason = "Python scalar inputs changed: " + "; ".join(changed[:4]) if changed else reason
+                    reason = (
+                        None
+                        if self.last_sig is None
+                        else _describe_change(list(self.last_sig), _signature(args))
+                    )
+                    if (
+                        self.last_key is not None
+                        and len(self.last_key) == len(key)
+                        and reason == "guards failed (same input shapes)"
+                    ):
+                        changed = [
+                            f"input {i}: {a[1]} -> {b[1]}"
+                            for i, (a, b) in enumerate(zip(self.last_key, key))
+                            if a != b and a[0] == b[0] and not isinstance(a[0], tuple)
+                        ]
+                        reason = (
+                            "Python scalar inputs changed: " + "; ".join(changed[:4])
+                            if changed
+                            else reason
+                        )
                     gm, keep = _bake_scalars(self.gm, args, self.item_only)
                     with _math_attention():
                         aot = _aot(self.opts, reason)(gm, _static_fakes([args[i] for i in keep]))
-                    fn = (lambda *a, aot=aot, keep=keep: aot(*[a[i] for i in keep]))
+                    fn = lambda *a, aot=aot, keep=keep: aot(*[a[i] for i in keep])
                     self.compiled[key] = fn
                     self.last_sig, self.last_key = _signature(args), key
         return fn(*args)
@@ -239,13 +289,16 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mo
     """The Dynamo backend (registered as "neuron"). See the module docstring."""
     opts = _parse_options(options)
     if mode not in (None, "default"):
-        _warn_once(("mode", mode), f"neuron backend does not support mode={mode!r}; "
-                                   "compiling with mode='default'")
+        _warn_once(
+            ("mode", mode),
+            f"neuron backend does not support mode={mode!r}; compiling with mode='default'",
+        )
     if not torch._dynamo.config.assume_static_by_default:
         raise RuntimeError(
             "neuron backend: dynamic=True is not supported; the Neuron compiler needs static "
             "shapes. Call torch.compile(model, backend='neuron') without dynamic=True "
-            "(or dynamic=False): each new input shape then compiles its own graph.")
+            "(or dynamic=False): each new input shape then compiles its own graph."
+        )
     from torch._guards import CompileContext
 
     cid = CompileContext.current_compile_id()

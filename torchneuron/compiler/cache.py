@@ -12,6 +12,7 @@ it is reported with a warning and rebuilt. A folder that cannot be written warns
 warning and the graph compiles uncached. ``prefetch()`` loads entries on a background
 thread ahead of their lookup (prefetch.py); a lookup takes a loaded one only under its key.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -36,14 +37,31 @@ _pending: dict[str, Future] = {}
 _loader: ThreadPoolExecutor | None = None
 
 
-def cache_key(stablehlo: str, io_spec: list, target: str, lnc: int, opt_level: int,
-              flags: list[str], compiler_version: str) -> str:
+def cache_key(
+    stablehlo: str,
+    io_spec: list,
+    target: str,
+    lnc: int,
+    opt_level: int,
+    flags: list[str],
+    compiler_version: str,
+) -> str:
     """SHA-256 hex of everything that decides the executable's bytes."""
     h = hashlib.sha256()
     h.update(stablehlo.encode())
-    h.update(json.dumps({"io": io_spec, "target": target, "lnc": lnc, "opt": opt_level,
-                         "flags": flags, "compiler": compiler_version},
-                        sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            {
+                "io": io_spec,
+                "target": target,
+                "lnc": lnc,
+                "opt": opt_level,
+                "flags": flags,
+                "compiler": compiler_version,
+            },
+            sort_keys=True,
+        ).encode()
+    )
     return h.hexdigest()
 
 
@@ -61,8 +79,8 @@ def decode(data: bytes) -> bytes | None:
     """The payload of an entry, or None when the entry is truncated or corrupt."""
     if len(data) < _HEADER or not data.startswith(MAGIC):
         return None
-    (n,) = struct.unpack("<Q", data[len(MAGIC):len(MAGIC) + 8])
-    digest = data[len(MAGIC) + 8:_HEADER]
+    (n,) = struct.unpack("<Q", data[len(MAGIC) : len(MAGIC) + 8])
+    digest = data[len(MAGIC) + 8 : _HEADER]
     payload = data[_HEADER:]
     if len(payload) != n or hashlib.sha256(payload).digest() != digest:
         return None
@@ -94,9 +112,9 @@ def get_or_compile_timed(key: str, compile_fn, serialize_fn, deserialize_fn):
             return _memory[key], "memory", None, 0.0
         fut = _pending.pop(key, None)
     if fut is not None and fut.cancel():
-        fut = None                # not started (the loader is on another key): load here
+        fut = None  # not started (the loader is on another key): load here
     if fut is not None:
-        loaded = fut.result()     # waits only for what the background load has left
+        loaded = fut.result()  # waits only for what the background load has left
         if loaded is not None:
             exe, payload, secs = loaded
             with _memory_lock:
@@ -110,17 +128,19 @@ def get_or_compile_timed(key: str, compile_fn, serialize_fn, deserialize_fn):
     path = entry_path(key)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        lock = open(path[:-len(".neff")] + ".lock", "a+")
-    except OSError as e:   # read-only or unwritable folder: read what is there, store nothing
+        lock = open(path[: -len(".neff")] + ".lock", "a+")
+    except OSError as e:  # read-only or unwritable folder: read what is there, store nothing
         warn_unwritable(path, e)
-        exe, source, payload = _disk_or_compile(path, compile_fn, serialize_fn, deserialize_fn,
-                                                store=False)
+        exe, source, payload = _disk_or_compile(
+            path, compile_fn, serialize_fn, deserialize_fn, store=False
+        )
     else:
         with lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
-                exe, source, payload = _disk_or_compile(path, compile_fn, serialize_fn,
-                                                        deserialize_fn, store=True)
+                exe, source, payload = _disk_or_compile(
+                    path, compile_fn, serialize_fn, deserialize_fn, store=True
+                )
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     with _memory_lock:
@@ -128,7 +148,7 @@ def get_or_compile_timed(key: str, compile_fn, serialize_fn, deserialize_fn):
     return exe, source, payload, 0.0
 
 
-_unwritable: set = set()   # cache folders warned about
+_unwritable: set = set()  # cache folders warned about
 
 
 def warn_unwritable(path: str, e: OSError) -> None:
@@ -139,11 +159,14 @@ def warn_unwritable(path: str, e: OSError) -> None:
         if root in _unwritable:
             return
         _unwritable.add(root)
-    warnings.warn(f"neuron compile cache: cannot write {path} in the cache folder {root} "
-                  f"({type(e).__name__}: {e.strerror or e}); compiled executables will not be "
-                  "cached there (set TORCH_NEURONX_NEFF_CACHE_DIR to a writable folder, or "
-                  "TORCH_NEURONX_DISABLE_NEFF_CACHE=1). Warned once per folder.",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"neuron compile cache: cannot write {path} in the cache folder {root} "
+        f"({type(e).__name__}: {e.strerror or e}); compiled executables will not be "
+        "cached there (set TORCH_NEURONX_NEFF_CACHE_DIR to a writable folder, or "
+        "TORCH_NEURONX_DISABLE_NEFF_CACHE=1). Warned once per folder.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _disk_or_compile(path: str, compile_fn, serialize_fn, deserialize_fn, store: bool):
@@ -151,28 +174,40 @@ def _disk_or_compile(path: str, compile_fn, serialize_fn, deserialize_fn, store:
     ``store``)."""
     exe, source, payload = None, "compiled", None
     if os.path.isdir(path):
-        warnings.warn(f"neuron compile cache: entry path {path} is a folder, not a cache "
-                      "entry; compiling the graph without caching it (remove that folder)",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"neuron compile cache: entry path {path} is a folder, not a cache "
+            "entry; compiling the graph without caching it (remove that folder)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         store = False
     elif os.path.exists(path):
         try:
             with open(path, "rb") as f:
                 payload = decode(f.read())
         except OSError as e:
-            warnings.warn(f"neuron compile cache: entry {path} cannot be read ({e}); "
-                          "rebuilding it", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"neuron compile cache: entry {path} cannot be read ({e}); rebuilding it",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             payload = None
         else:
             if payload is None:
-                warnings.warn(f"neuron compile cache: entry {path} is truncated or corrupt; "
-                              "rebuilding it", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"neuron compile cache: entry {path} is truncated or corrupt; rebuilding it",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
             else:
                 try:
                     exe, source = deserialize_fn(payload), "disk"
                 except Exception as e:  # written by an incompatible compiler build
-                    warnings.warn(f"neuron compile cache: entry {path} cannot be loaded "
-                                  f"({e}); rebuilding it", RuntimeWarning, stacklevel=3)
+                    warnings.warn(
+                        f"neuron compile cache: entry {path} cannot be loaded ({e}); rebuilding it",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
     if exe is None:
         exe = compile_fn()
         payload = serialize_fn(exe)
@@ -270,7 +305,7 @@ _index_memory: dict[str, dict] = {}
 
 
 def index_path(fx_key: str) -> str:
-    return entry_path(fx_key)[:-len(".neff")] + ".index"
+    return entry_path(fx_key)[: -len(".neff")] + ".index"
 
 
 def index_decode(payload: bytes) -> dict | None:
@@ -301,8 +336,12 @@ def index_lookup(fx_key: str) -> dict | None:
     payload = decode(data)
     rec = index_decode(payload) if payload is not None else None
     if rec is None:
-        warnings.warn(f"neuron compile cache: index entry {path} is truncated or corrupt; "
-                      "lowering the graph again and rewriting it", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"neuron compile cache: index entry {path} is truncated or corrupt; "
+            "lowering the graph again and rewriting it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     if not os.path.exists(entry_path(rec["key"])):
         return None
@@ -322,5 +361,5 @@ def index_store(fx_key: str, rec: dict) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         _write_atomic(path, encode(index_payload(rec)))
-    except OSError as e:   # a warm start then lowers again; nothing else is lost
+    except OSError as e:  # a warm start then lowers again; nothing else is lost
         warn_unwritable(path, e)

@@ -7,6 +7,7 @@ TORCH_NEURONX_NEFF_CACHE_DIR, so the next torch.compile finds them as cache hits
 Registered when torchneuron is imported (a fresh process that loads artifacts must
 know the types before it compiles anything).
 """
+
 from __future__ import annotations
 
 from torch.compiler._cache import CacheArtifact, CacheArtifactFactory, CacheArtifactManager

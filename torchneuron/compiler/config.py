@@ -3,6 +3,7 @@
 Every variable is listed in docs/compile.md. Names are TorchNeuron's where the
 meaning is TorchNeuron's (TORCH_NEURONX_*, NEURON_*), TORCHNEURON_* otherwise.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,9 @@ def _flag(name: str, default: bool) -> bool:
         return True
     if w in _FALSE:
         return False
-    raise ValueError(f"{name}={v!r} is not a boolean; use 1 or 0 "
-                     f"(also accepted: true/false, yes/no, on/off)")
+    raise ValueError(
+        f"{name}={v!r} is not a boolean; use 1 or 0 (also accepted: true/false, yes/no, on/off)"
+    )
 
 
 def fallback_execution_disabled() -> bool:
@@ -41,7 +43,8 @@ def neff_cache_dir() -> str:
 def neff_cache_disabled() -> bool:
     """TORCH_NEURONX_DISABLE_NEFF_CACHE=1 (or TORCH_NEURONX_NEFF_DISABLE_CACHE=1)."""
     return _flag("TORCH_NEURONX_DISABLE_NEFF_CACHE", False) or _flag(
-        "TORCH_NEURONX_NEFF_DISABLE_CACHE", False)
+        "TORCH_NEURONX_NEFF_DISABLE_CACHE", False
+    )
 
 
 def cpu_autocopy_disabled() -> bool:

@@ -4,6 +4,7 @@ PyTorch's core ATen decompositions plus those torch-mlir's FX path relies on
 (torch_mlir.extras.fx_decomp_util), plus dropout in terms of ``rand`` (so the
 random-op pass sees one kind of random op). Kept as data, one place to extend.
 """
+
 from __future__ import annotations
 
 import functools
@@ -17,7 +18,7 @@ aten = torch.ops.aten
 
 # Ours, beyond core ATen and torch-mlir's list (reasons in comments).
 _EXTRA = [
-    aten.native_dropout,        # -> rand_like < p: random ops become inputs (passes/)
+    aten.native_dropout,  # -> rand_like < p: random ops become inputs (passes/)
     aten.bernoulli.p,
 ]
 
@@ -38,8 +39,10 @@ def var_mean_correction(x, dim=None, *, correction=None, keepdim=False):
     dims = list(range(x.dim())) if dim is None else list(dim)
     mean = aten.mean.dim(x, dims, True)
     d = aten.sub.Tensor(x, mean)
-    var = aten.div.Scalar(aten.sum.dim_IntList(aten.mul.Tensor(d, d), dims, keepdim),
-                          max(_reduced_numel(x, dim) - c, 0))
+    var = aten.div.Scalar(
+        aten.sum.dim_IntList(aten.mul.Tensor(d, d), dims, keepdim),
+        max(_reduced_numel(x, dim) - c, 0),
+    )
     if not keepdim:
         mean = aten.squeeze.dims(mean, dims)
     return var, mean
@@ -49,13 +52,13 @@ def var_correction(x, dim=None, *, correction=None, keepdim=False):
     return var_mean_correction(x, dim, correction=correction, keepdim=keepdim)[0]
 
 
-def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
-                   pin_memory=None):
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
     """``empty_like`` of a permuted tensor (SiLU's backward in HF Llama) as a plain
     ``empty``: its values are undefined and StableHLO tensors have no strides, so the
     physical order has nothing to lower to (torch-mlir has no lowering for it)."""
-    return aten.empty.memory_format(size, dtype=dtype, layout=layout, device=device,
-                                    pin_memory=pin_memory)
+    return aten.empty.memory_format(
+        size, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory
+    )
 
 
 def remainder(a, b):
@@ -67,7 +70,7 @@ def remainder(a, b):
     (the lowered StableHLO xor-ed the sign test with true: torch-mlir folded the
     compare of the constant with an int at random, passes/float_scalar_operands.py). The
     fmod itself is lowered exactly by passes/exact_fmod.py."""
-    if not isinstance(b, torch.Tensor) and isinstance(b, int) and not -2**31 <= b < 2**31:
+    if not isinstance(b, torch.Tensor) and isinstance(b, int) and not -(2**31) <= b < 2**31:
         # its sign is the graph's to decide: narrowed to int32 (the 64-bit policy),
         # 2**31 is -2**31 (eager: 3 % 2**31 == -2147483645 then)
         b = aten.scalar_tensor(b, dtype=torch.result_type(a, b), device=a.device)
@@ -75,7 +78,8 @@ def remainder(a, b):
         r = aten.fmod.Tensor(a, b)
         fix = aten.logical_or(
             aten.logical_and(aten.lt.Scalar(b, 0), aten.gt.Scalar(r, 0)),
-            aten.logical_and(aten.gt.Scalar(b, 0), aten.lt.Scalar(r, 0)))
+            aten.logical_and(aten.gt.Scalar(b, 0), aten.lt.Scalar(r, 0)),
+        )
         return aten.where.self(fix, aten.add.Tensor(r, b), r)
     # torch-mlir cannot lower fmod.Scalar's scalar operand: a 0-dim tensor instead
     bt = aten.scalar_tensor(b, dtype=torch.result_type(a, b), device=a.device)
@@ -100,12 +104,14 @@ def div_floor(a, b, *, rounding_mode=None):
     b = aten._to_copy.default(b, dtype=dt) if b.dtype != dt else b
     mod = aten.fmod.Tensor(a, b)
     div = aten.div.Tensor(aten.sub.Tensor(a, mod), b)
-    adjust = aten.logical_and(aten.ne.Scalar(mod, 0),
-                              aten.ne.Tensor(aten.lt.Scalar(b, 0), aten.lt.Scalar(mod, 0)))
+    adjust = aten.logical_and(
+        aten.ne.Scalar(mod, 0), aten.ne.Tensor(aten.lt.Scalar(b, 0), aten.lt.Scalar(mod, 0))
+    )
     div = aten.where.self(adjust, aten.sub.Tensor(div, 1), div)
     floor = aten.floor.default(div)
-    floor = aten.where.self(aten.gt.Scalar(aten.sub.Tensor(div, floor), 0.5),
-                            aten.add.Tensor(floor, 1), floor)
+    floor = aten.where.self(
+        aten.gt.Scalar(aten.sub.Tensor(div, floor), 0.5), aten.add.Tensor(floor, 1), floor
+    )
     quotient = aten.div.Tensor(a, b)
     # where div == 0, |a / b| < 1 (finite): times 0.0 is a zero with its sign
     floor = aten.where.self(aten.ne.Scalar(div, 0), floor, aten.mul.Tensor(quotient, 0.0))
@@ -117,11 +123,17 @@ def index_put_mask(x, indices, values, accumulate=False):
     a one-element ``v`` as ``where(mask, v, x)`` (``x + where(mask, v, 0)``): torch-mlir
     has no lowering for a bool index (``torch.constant.int`` left over), so the common
     ``x[x > 0] = 0`` failed in every compiled graph. Other forms: NotImplemented."""
-    if (len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool
-            or values.numel() != 1 or indices[0].shape != x.shape[:indices[0].dim()]):
+    if (
+        len(indices) != 1
+        or indices[0] is None
+        or indices[0].dtype != torch.bool
+        or values.numel() != 1
+        or indices[0].shape != x.shape[: indices[0].dim()]
+    ):
         return NotImplemented
-    mask = aten.reshape.default(indices[0], list(indices[0].shape)
-                                + [1] * (x.dim() - indices[0].dim()))
+    mask = aten.reshape.default(
+        indices[0], list(indices[0].shape) + [1] * (x.dim() - indices[0].dim())
+    )
     v = aten._to_copy.default(aten.reshape.default(values, []), dtype=x.dtype)
     if accumulate:
         return aten.add.Tensor(x, aten.where.self(mask, v, aten.zeros_like.default(x)))
@@ -136,8 +148,9 @@ def _diagonal_layout(x, offset, dim1, dim2):
     h, w = x.shape[d1], x.shape[d2]
     r0, c0 = max(-offset, 0), max(offset, 0)
     n = max(0, min(h - r0, w - c0))
-    pos = aten.arange.start_step(r0 * w + c0, r0 * w + c0 + n * (w + 1), w + 1,
-                                 dtype=torch.int64, device=x.device)
+    pos = aten.arange.start_step(
+        r0 * w + c0, r0 * w + c0 + n * (w + 1), w + 1, dtype=torch.int64, device=x.device
+    )
     return rest + [d1, d2], [x.shape[d] for d in rest], h, w, pos
 
 
@@ -179,11 +192,9 @@ def unfold(x, dimension, size, step):
     # reported to narrowing_stats() as a narrowed unfold (eager narrows nothing here)
     starts = aten.arange.start_step(0, n * step, step, dtype=torch.int32, device=x.device)
     offsets = aten.arange.default(size, dtype=torch.int32, device=x.device)
-    pos = aten.add.Tensor(aten.unsqueeze.default(starts, 1),
-                          aten.unsqueeze.default(offsets, 0))
+    pos = aten.add.Tensor(aten.unsqueeze.default(starts, 1), aten.unsqueeze.default(offsets, 0))
     picked = aten.index_select.default(x, d, aten.reshape.default(pos, [n * size]))
-    windows = aten.reshape.default(picked, list(x.shape[:d]) + [n, size]
-                                   + list(x.shape[d + 1:]))
+    windows = aten.reshape.default(picked, list(x.shape[:d]) + [n, size] + list(x.shape[d + 1 :]))
     order = [k for k in range(x.dim() + 1) if k != d + 1] + [d + 1]
     return aten.permute.default(windows, order)
 
@@ -193,8 +204,7 @@ def _pair(v) -> list:
     return v * 2 if len(v) == 1 else v
 
 
-def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1,
-                            ceil_mode=False):
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """max_pool2d with its stride spelled out and ``ceil_mode`` as explicit right padding.
     torch-mlir lowered an empty stride (``F.max_pool2d(x, 2, return_indices=True)``) as
     stride 1 when the indices are used (shape error), and ``ceil_mode`` by padding both
@@ -225,8 +235,19 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1,
     return v, aten.add.Tensor(aten.mul.Tensor(row, w), col)
 
 
-def convolution_backward(grad, x, weight, bias_sizes, stride, padding, dilation,
-                         transposed, output_padding, groups, output_mask):
+def convolution_backward(
+    grad,
+    x,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+):
     """A convolution's gradient in the form torch-mlir lowers: 2-d, groups=1.
     A 1-d convolution is the 2-d one of a height-1 image (each operand given a height-1
     dim; stride/padding/dilation 1/0/1 in it); a grouped one (depthwise included) is one
@@ -242,23 +263,45 @@ def convolution_backward(grad, x, weight, bias_sizes, stride, padding, dilation,
     if x.dim() == 3:
         g2, x2, w2 = (aten.unsqueeze.default(t, 2) for t in (grad, x, weight))
         dx, dw, db = aten.convolution_backward.default(
-            g2, x2, w2, bias_sizes, [1, stride[0]], [0, padding[0]], [1, dilation[0]],
-            False, [0, output_padding[0]], groups, output_mask)
-        return (None if dx is None else aten.squeeze.dim(dx, 2),
-                None if dw is None else aten.squeeze.dim(dw, 2), db)
+            g2,
+            x2,
+            w2,
+            bias_sizes,
+            [1, stride[0]],
+            [0, padding[0]],
+            [1, dilation[0]],
+            False,
+            [0, output_padding[0]],
+            groups,
+            output_mask,
+        )
+        return (
+            None if dx is None else aten.squeeze.dim(dx, 2),
+            None if dw is None else aten.squeeze.dim(dw, 2),
+            db,
+        )
     # rows/columns past the last window: torch-mlir's input gradient took one dim's
     # count for the other (an 8x7 input, 3x3 kernel, stride 2, padding 1: shape error)
     k, hw = weight.shape[2:], x.shape[2:]
-    rest = [(hw[j] + 2 * padding[j] - dilation[j] * (k[j] - 1) - 1) % stride[j]
-            for j in range(2)]
+    rest = [(hw[j] + 2 * padding[j] - dilation[j] * (k[j] - 1) - 1) % stride[j] for j in range(2)]
     if any(rest):
         # padding made explicit and the unused end cut off: then nothing is left over
         xp = aten.constant_pad_nd.default(x, [padding[1]] * 2 + [padding[0]] * 2, 0.0)
         for j in range(2):
             xp = aten.slice.Tensor(xp, 2 + j, 0, hw[j] + 2 * padding[j] - rest[j])
         dx, dw, db = aten.convolution_backward.default(
-            grad, xp, weight, bias_sizes, stride, [0, 0], dilation, False, [0, 0],
-            groups, output_mask)
+            grad,
+            xp,
+            weight,
+            bias_sizes,
+            stride,
+            [0, 0],
+            dilation,
+            False,
+            [0, 0],
+            groups,
+            output_mask,
+        )
         if dx is not None:
             dx = aten.constant_pad_nd.default(dx, [0, rest[1], 0, rest[0]], 0.0)
             for j in range(2):
@@ -267,20 +310,31 @@ def convolution_backward(grad, x, weight, bias_sizes, stride, padding, dilation,
     if groups == 1:
         return NotImplemented
     o, c = weight.shape[0] // groups, x.shape[1] // groups
-    parts = [aten.convolution_backward.default(
-        aten.slice.Tensor(grad, 1, g * o, (g + 1) * o),
-        aten.slice.Tensor(x, 1, g * c, (g + 1) * c),
-        aten.slice.Tensor(weight, 0, g * o, (g + 1) * o), None, stride, padding,
-        dilation, False, output_padding, 1, [output_mask[0], output_mask[1], False])
-        for g in range(groups)]
+    parts = [
+        aten.convolution_backward.default(
+            aten.slice.Tensor(grad, 1, g * o, (g + 1) * o),
+            aten.slice.Tensor(x, 1, g * c, (g + 1) * c),
+            aten.slice.Tensor(weight, 0, g * o, (g + 1) * o),
+            None,
+            stride,
+            padding,
+            dilation,
+            False,
+            output_padding,
+            1,
+            [output_mask[0], output_mask[1], False],
+        )
+        for g in range(groups)
+    ]
     dx = aten.cat.default([p[0] for p in parts], 1) if output_mask[0] else None
     dw = aten.cat.default([p[1] for p in parts], 0) if output_mask[1] else None
     db = aten.sum.dim_IntList(grad, [0, 2, 3]) if output_mask[2] else None
     return dx, dw, db
 
 
-def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation,
-                                     ceil_mode, indices):
+def max_pool2d_with_indices_backward(
+    grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices
+):
     """The gradient of max_pool2d as a scatter-add of ``grad`` at ``indices`` (flat
     positions in each (N, C) plane of ``x``, as the forward returns them; overlapping
     windows add up, as ATen's kernel does). torch-mlir has no StableHLO lowering for
@@ -288,8 +342,9 @@ def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dila
     planes = x.numel() // max(x.shape[-1] * x.shape[-2], 1)
     g = aten.reshape.default(grad, [planes, -1])
     i = aten.reshape.default(indices, [planes, -1])
-    z = aten.zeros.default([planes, x.shape[-2] * x.shape[-1]], dtype=grad.dtype,
-                           device=grad.device)
+    z = aten.zeros.default(
+        [planes, x.shape[-2] * x.shape[-1]], dtype=grad.dtype, device=grad.device
+    )
     return aten.reshape.default(aten.scatter_add.default(z, 1, i, g), list(x.shape))
 
 
@@ -322,6 +377,7 @@ def _widen_unsigned(op, values_at):
     an init of 128 (int8's minimum bit pattern) and gave 128, ``min()`` of values over
     127 gave 127, ``argmax`` failed XLA's verifier; bool ``max(dim)`` of a False row
     gave True. Other dtypes: NotImplemented (traced unchanged)."""
+
     def decomposition(x, *args, **kwargs):
         if x.dtype not in (torch.uint8, torch.uint16, torch.bool):
             return NotImplemented
@@ -332,6 +388,7 @@ def _widen_unsigned(op, values_at):
         if isinstance(r, torch.Tensor):
             return r
         return tuple(back(v) if i in values_at else v for i, v in enumerate(r))
+
     return decomposition
 
 
@@ -339,17 +396,26 @@ def any_uint8(op):
     """``any`` of uint8 as ``any`` of ``x != 0``, back to uint8 (ATen's result: 0 or 1).
     torch-mlir reduces uint8 with a bitwise OR: ``any([1, 2])`` gave 3, ``any(x, 1)``
     of ``[4, 8, 16]`` 28 (``x.all()`` goes through ``any`` of ``x == 0``: right)."""
+
     def decomposition(x, *args, **kwargs):
         if x.dtype != torch.uint8:
             return NotImplemented
         r = op(aten.ne.Scalar(x, 0), *args, **kwargs)
         return aten._to_copy.default(r, dtype=torch.uint8)
+
     return decomposition
 
 
-_WIDENED = {aten.amax.default: None, aten.amin.default: None, aten.max.default: None,
-            aten.min.default: None, aten.max.dim: (0,), aten.min.dim: (0,),
-            aten.argmax.default: (), aten.argmin.default: ()}
+_WIDENED = {
+    aten.amax.default: None,
+    aten.amin.default: None,
+    aten.max.default: None,
+    aten.min.default: None,
+    aten.max.dim: (0,),
+    aten.min.dim: (0,),
+    aten.argmax.default: (),
+    aten.argmin.default: (),
+}
 
 
 def _shift(tensor_op, itself=False):
@@ -360,6 +426,7 @@ def _shift(tensor_op, itself=False):
     arithmetic, so ``uint8(244) >> 1`` gave 250 (also through ``torch.bitwise_right_shift``
     before it was decomposed here). ``itself``: the decomposition of ``tensor_op``, which
     keeps two signed tensor operands as they are (NotImplemented: traced unchanged)."""
+
     def decomposition(a, b):
         dtype = torch.result_type(a, b)
         device = (a if isinstance(a, torch.Tensor) else b).device
@@ -377,6 +444,7 @@ def _shift(tensor_op, itself=False):
             r = tensor_op(wide, aten._to_copy.default(b, dtype=torch.int32))
             return aten._to_copy.default(r, dtype=dtype)
         return tensor_op(a, b)
+
     return decomposition
 
 
@@ -384,21 +452,31 @@ def _scalar_as_tensor(tensor_op):
     """``op.Scalar(a, b)`` as ``op.Tensor(a, 0-dim tensor b)``: torch-mlir cannot lower
     these ops' scalar operand (``torch.constant.int`` is left over), which made
     ``torch.fmod(x, 2.0)``, ``x & 5`` and ``torch.roll`` (fmod of its index) fail."""
+
     def decomposition(a, b):
         bt = aten.scalar_tensor(b, dtype=torch.result_type(a, b), device=a.device)
         return tensor_op(a, bt)
+
     return decomposition
 
 
-_SCALAR_OPS = {aten.fmod.Scalar: aten.fmod.Tensor,
-               aten.bitwise_and.Scalar: aten.bitwise_and.Tensor,
-               aten.bitwise_or.Scalar: aten.bitwise_or.Tensor,
-               aten.bitwise_xor.Scalar: aten.bitwise_xor.Tensor}
+_SCALAR_OPS = {
+    aten.fmod.Scalar: aten.fmod.Tensor,
+    aten.bitwise_and.Scalar: aten.bitwise_and.Tensor,
+    aten.bitwise_or.Scalar: aten.bitwise_or.Tensor,
+    aten.bitwise_xor.Scalar: aten.bitwise_xor.Tensor,
+}
 _RIGHT, _LEFT = aten.bitwise_right_shift, aten.bitwise_left_shift
-_SHIFT_OPS = {aten.__rshift__.Scalar: _RIGHT.Tensor, aten.__rshift__.Tensor: _RIGHT.Tensor,
-              _RIGHT.Tensor_Scalar: _RIGHT.Tensor, _RIGHT.Scalar_Tensor: _RIGHT.Tensor,
-              aten.__lshift__.Scalar: _LEFT.Tensor, aten.__lshift__.Tensor: _LEFT.Tensor,
-              _LEFT.Tensor_Scalar: _LEFT.Tensor, _LEFT.Scalar_Tensor: _LEFT.Tensor}
+_SHIFT_OPS = {
+    aten.__rshift__.Scalar: _RIGHT.Tensor,
+    aten.__rshift__.Tensor: _RIGHT.Tensor,
+    _RIGHT.Tensor_Scalar: _RIGHT.Tensor,
+    _RIGHT.Scalar_Tensor: _RIGHT.Tensor,
+    aten.__lshift__.Scalar: _LEFT.Tensor,
+    aten.__lshift__.Tensor: _LEFT.Tensor,
+    _LEFT.Tensor_Scalar: _LEFT.Tensor,
+    _LEFT.Scalar_Tensor: _LEFT.Tensor,
+}
 
 # The _foreach_ ops torch.optim's foreach steps (Adam, AdamW, SGD, RMSprop, ...) use.
 _FOREACH = """add sub mul div addcmul addcdiv lerp sqrt rsqrt neg abs exp log reciprocal
@@ -424,8 +502,12 @@ def _foreach(base: str):
 
         def at(v, i):
             return v[i] if isinstance(v, (list, tuple)) else v
-        return [packet(*(at(a, i) for a in args), **{k: at(v, i) for k, v in kwargs.items()})
-                for i in range(n)]
+
+        return [
+            packet(*(at(a, i) for a in args), **{k: at(v, i) for k, v in kwargs.items()})
+            for i in range(n)
+        ]
+
     return decomposition
 
 
@@ -438,30 +520,40 @@ def _foreach_table() -> dict:
     return table
 
 
-_OURS = {**{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
-         **{op: _widen_unsigned(op, at) for op, at in _WIDENED.items()},
-         **{op: _shift(t) for op, t in _SHIFT_OPS.items()},
-         _RIGHT.Tensor: _shift(_RIGHT.Tensor, itself=True),
-         _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),
-         aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
-         aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
-         aten.convolution_backward.default: convolution_backward,
-         aten.index_put.default: index_put_mask, aten.diagonal.default: diagonal,
-         aten.unfold.default: unfold,
-         aten.diagonal_scatter.default: diagonal_scatter,
-         aten.var_mean.correction: var_mean_correction, aten.var.correction: var_correction,
-         aten.empty_permuted.default: empty_permuted, aten.any.dims: any_dims,
-         aten.any.default: any_uint8(aten.any.default), aten.any.dim: any_uint8(aten.any.dim),
-         aten.remainder.Tensor: remainder, aten.remainder.Scalar: remainder,
-         aten.div.Tensor_mode: div_floor, aten.div.Scalar_mode: div_floor}
+_OURS = {
+    **{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
+    **{op: _widen_unsigned(op, at) for op, at in _WIDENED.items()},
+    **{op: _shift(t) for op, t in _SHIFT_OPS.items()},
+    _RIGHT.Tensor: _shift(_RIGHT.Tensor, itself=True),
+    _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),
+    aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
+    aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
+    aten.convolution_backward.default: convolution_backward,
+    aten.index_put.default: index_put_mask,
+    aten.diagonal.default: diagonal,
+    aten.unfold.default: unfold,
+    aten.diagonal_scatter.default: diagonal_scatter,
+    aten.var_mean.correction: var_mean_correction,
+    aten.var.correction: var_correction,
+    aten.empty_permuted.default: empty_permuted,
+    aten.any.dims: any_dims,
+    aten.any.default: any_uint8(aten.any.default),
+    aten.any.dim: any_uint8(aten.any.dim),
+    aten.remainder.Tensor: remainder,
+    aten.remainder.Scalar: remainder,
+    aten.div.Tensor_mode: div_floor,
+    aten.div.Scalar_mode: div_floor,
+}
 
 
 def _before(f, other):
     """``f``, and where it returns NotImplemented, ``other`` (the table's entry it
     takes precedence over: clamp_min of bool is ours, of other dtypes core ATen's)."""
+
     def decomposition(*args, **kwargs):
         r = f(*args, **kwargs)
         return other(*args, **kwargs) if r is NotImplemented else r
+
     return decomposition
 
 
@@ -474,8 +566,11 @@ def decomposition_table() -> dict:
     table.update(tm_table())
     table.update(get_decompositions(_EXTRA))
     table.update(_OURS)
-    for op, f in {**decompositions_scans.TABLE, **decompositions_elementwise.TABLE,
-                  **decompositions_special.TABLE}.items():
+    for op, f in {
+        **decompositions_scans.TABLE,
+        **decompositions_elementwise.TABLE,
+        **decompositions_special.TABLE,
+    }.items():
         table[op] = _before(f, table[op]) if op in table else f
     table.update(_foreach_table())
     return table

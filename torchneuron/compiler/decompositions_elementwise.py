@@ -26,6 +26,7 @@ table (decompositions.py).
   non-contiguous input: ``torch.lerp(x.t(), y, 0.3)`` failed to compile) is a copy:
   StableHLO tensors have no strides.
 """
+
 from __future__ import annotations
 
 import torch
@@ -53,8 +54,11 @@ def hypot(a, b):
 
 def pow_tensor_scalar(x, exponent):
     # float16: ATen's CPU kernel takes its generic pow (-inf ** 0.5 = inf there)
-    if (x.dtype not in (torch.float32, torch.float64, torch.bfloat16)
-            or isinstance(exponent, bool) or exponent not in (0.5, -0.5)):
+    if (
+        x.dtype not in (torch.float32, torch.float64, torch.bfloat16)
+        or isinstance(exponent, bool)
+        or exponent not in (0.5, -0.5)
+    ):
         return NotImplemented
     return aten.sqrt.default(x) if exponent == 0.5 else aten.rsqrt.default(x)
 
@@ -74,10 +78,16 @@ def clamp_bool(x, min=None, max=None):
     dt = torch.result_type(x, min if min is not None else max)
     if max is not None and min is not None:
         dt = torch.promote_types(dt, torch.result_type(x, max))
-    if dt != torch.bool:   # a bound of another dtype (a Python int too) promotes
-        return aten.clamp.Tensor(aten._to_copy.default(x, dtype=dt), *(
-            b if b is None or isinstance(b, torch.Tensor) else
-            aten.scalar_tensor(b, dtype=dt, device=x.device) for b in (min, max)))
+    if dt != torch.bool:  # a bound of another dtype (a Python int too) promotes
+        return aten.clamp.Tensor(
+            aten._to_copy.default(x, dtype=dt),
+            *(
+                b
+                if b is None or isinstance(b, torch.Tensor)
+                else aten.scalar_tensor(b, dtype=dt, device=x.device)
+                for b in (min, max)
+            ),
+        )
     lo, hi = _bool_bound(min, x), _bool_bound(max, x)
     y = aten._to_copy.default(x, dtype=torch.int32)
     if lo is not None:
@@ -102,6 +112,7 @@ def _number_operand(tensor_op, number_first=False):
             return NotImplemented
         nt = aten.scalar_tensor(n, dtype=torch.result_type(t, n), device=t.device)
         return tensor_op(nt, t) if number_first else tensor_op(t, nt)
+
     return decomposition
 
 
@@ -120,6 +131,7 @@ def _through_float(op):
         if x.dtype.is_floating_point or x.dtype.is_complex:
             return NotImplemented
         return op(aten._to_copy.default(x, dtype=torch.get_default_dtype()))
+
     return decomposition
 
 
@@ -139,13 +151,22 @@ def copy_strided(x, stride):
     return aten.clone.default(x)
 
 
-TABLE = {torch.ops.prims.copy_strided.default: copy_strided, aten.trunc.default: trunc,
-         aten.xlogy.Scalar_Other: _number_operand(aten.xlogy.Tensor),
-         aten.xlogy.Scalar_Self: _number_operand(aten.xlogy.Tensor, number_first=True),
-         aten.copysign.Scalar: _number_operand(aten.copysign.Tensor),
-         aten.angle.default: angle, aten.reciprocal.default: _through_float(aten.reciprocal.default),
-         aten.isinf.default: _through_float(aten.isinf.default), aten.abs.default: abs_unsigned,
-aten.hypot.default: hypot, aten.pow.Tensor_Scalar: pow_tensor_scalar,
-         aten.clamp.default: clamp_bool, aten.clamp.Tensor: clamp_bool,
-         aten.clamp_min.default: clamp_min_bool, aten.clamp_min.Tensor: clamp_min_bool,
-         aten.clamp_max.default: clamp_max_bool, aten.clamp_max.Tensor: clamp_max_bool}
+TABLE = {
+    torch.ops.prims.copy_strided.default: copy_strided,
+    aten.trunc.default: trunc,
+    aten.xlogy.Scalar_Other: _number_operand(aten.xlogy.Tensor),
+    aten.xlogy.Scalar_Self: _number_operand(aten.xlogy.Tensor, number_first=True),
+    aten.copysign.Scalar: _number_operand(aten.copysign.Tensor),
+    aten.angle.default: angle,
+    aten.reciprocal.default: _through_float(aten.reciprocal.default),
+    aten.isinf.default: _through_float(aten.isinf.default),
+    aten.abs.default: abs_unsigned,
+    aten.hypot.default: hypot,
+    aten.pow.Tensor_Scalar: pow_tensor_scalar,
+    aten.clamp.default: clamp_bool,
+    aten.clamp.Tensor: clamp_bool,
+    aten.clamp_min.default: clamp_min_bool,
+    aten.clamp_min.Tensor: clamp_min_bool,
+    aten.clamp_max.default: clamp_max_bool,
+    aten.clamp_max.Tensor: clamp_max_bool,
+}

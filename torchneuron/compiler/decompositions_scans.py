@@ -16,6 +16,7 @@ equals ATen's sequential CPU kernel:
   value itself where both are the same infinity; NaN propagates. bfloat16/float16 are
   computed in float32 and rounded once, as ATen's CPU kernel accumulates them.
 """
+
 from __future__ import annotations
 
 import torch
@@ -45,28 +46,37 @@ def _cum_extreme(greater: bool):
         shape = list(x.shape)
         idx = aten.arange.start_step(0, n, 1, dtype=torch.int64, device=x.device)
         idx = aten.expand.default(
-            aten.reshape.default(idx, [n] + [1] * (x.dim() - 1 - d)) if x.dim() else
-            aten.reshape.default(idx, []), shape)
+            aten.reshape.default(idx, [n] + [1] * (x.dim() - 1 - d))
+            if x.dim()
+            else aten.reshape.default(idx, []),
+            shape,
+        )
         idx = aten.clone.default(idx)
         if x.dim() == 0 or n <= 1:
             return aten.clone.default(x), idx
         # the compared values: bool and unsigned widened (compared as signed otherwise)
-        key = (aten._to_copy.default(x, dtype=torch.int32)
-               if x.dtype in (torch.bool, torch.uint8, torch.uint16) else x)
+        key = (
+            aten._to_copy.default(x, dtype=torch.int32)
+            if x.dtype in (torch.bool, torch.uint8, torch.uint16)
+            else x
+        )
         val, s = x, 1
         while s < n:
             pk, pv, pi = _shifted(key, d, s), _shifted(val, d, s), _shifted(idx, d, s)
             # (pk, pi) is earlier: key wins where it is NaN, or >= (<=) a non-NaN pk
             wins = aten.ge.Tensor(key, pk) if greater else aten.le.Tensor(key, pk)
             if x.dtype.is_floating_point:
-                wins = aten.logical_or(aten.isnan.default(key), aten.logical_and(
-                    wins, aten.logical_not(aten.isnan.default(pk))))
+                wins = aten.logical_or(
+                    aten.isnan.default(key),
+                    aten.logical_and(wins, aten.logical_not(aten.isnan.default(pk))),
+                )
             keep = aten.logical_and(_later(x, d, s), aten.logical_not(wins))
             key = aten.where.self(keep, pk, key)
             val = aten.where.self(keep, pv, val)
             idx = aten.where.self(keep, pi, idx)
             s *= 2
         return val, idx
+
     return decomposition
 
 
@@ -84,8 +94,9 @@ def logcumsumexp(x, dim):
         p = _shifted(y, d, s)
         mn, mx = aten.minimum.default(y, p), aten.maximum.default(y, p)
         # both the same infinity: exp(min - max) would be exp(nan)
-        same_inf = aten.logical_and(aten.eq.Tensor(mn, mx),
-                                    aten.eq.Scalar(aten.abs.default(mn), float("inf")))
+        same_inf = aten.logical_and(
+            aten.eq.Tensor(mn, mx), aten.eq.Scalar(aten.abs.default(mn), float("inf"))
+        )
         summed = aten.add.Tensor(mx, aten.log1p.default(aten.exp.default(aten.sub.Tensor(mn, mx))))
         summed = aten.where.self(same_inf, y, summed)
         y = aten.where.self(_later(y, d, s), summed, y)
@@ -93,5 +104,8 @@ def logcumsumexp(x, dim):
     return aten._to_copy.default(y, dtype=x.dtype) if low else y
 
 
-TABLE = {aten.cummax.default: _cum_extreme(True), aten.cummin.default: _cum_extreme(False),
-         aten.logcumsumexp.default: logcumsumexp}
+TABLE = {
+    aten.cummax.default: _cum_extreme(True),
+    aten.cummin.default: _cum_extreme(False),
+    aten.logcumsumexp.default: logcumsumexp,
+}

@@ -53,6 +53,7 @@ Measured precision: docs/compile.md. Textbook formulas, not ATen's tables:
   types ``a / gcd * b`` in int32 as C promotes them in ATen's kernel (``lcm(127, -2)``
   of int8 is -2: ``abs(-254)``).
 """
+
 from __future__ import annotations
 
 import math
@@ -75,12 +76,14 @@ def _float_op(f):
     a graph compiled once cannot follow), so a float64 result would differ from eager's
     silently; the op is left to the lowering, which fails naming it (``fallback_execution``
     runs it eagerly)."""
+
     def decomposition(x):
         if x.dtype == torch.float64:
             return NotImplemented
         out = x.dtype if x.dtype.is_floating_point else torch.get_default_dtype()
         work = torch.float32 if out in _LOW else out
         return _to(f(_to(x, work)), out)
+
     return decomposition
 
 
@@ -101,8 +104,18 @@ def _where(c, a, b):
 
 
 # Numerical Recipes' erfcc: erfc(z) = t exp(-z^2 + sum c_k t^k), t = 1 / (1 + z/2)
-_ERFCC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-          -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+_ERFCC = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
 
 
 def _erfc(x):
@@ -111,8 +124,10 @@ def _erfc(x):
     # z^2 = zh^2 + (z - zh)(z + zh), zh = z rounded to 1/16: zh^2 is exact
     zh = aten.div.Tensor(aten.floor.default(aten.mul.Tensor(z, 16.0)), 16.0)
     lo = aten.mul.Tensor(aten.sub.Tensor(z, zh), aten.add.Tensor(z, zh))
-    e = aten.mul.Tensor(aten.exp.default(aten.neg.default(aten.mul.Tensor(zh, zh))),
-                        aten.exp.default(aten.sub.Tensor(_horner(t, _ERFCC), lo)))
+    e = aten.mul.Tensor(
+        aten.exp.default(aten.neg.default(aten.mul.Tensor(zh, zh))),
+        aten.exp.default(aten.sub.Tensor(_horner(t, _ERFCC), lo)),
+    )
     big = aten.mul.Tensor(t, e)
     big = _where(aten.isinf.default(z), _full(z, 0.0), big)
     big = _where(aten.lt.Scalar(x, 0), aten.rsub.Scalar(big, 2.0), big)
@@ -130,8 +145,9 @@ def _off_integer(x):
 def _stirling(z):
     """lgamma(z) for z >= 8: Stirling's series (error below 1e-13)."""
     r = aten.reciprocal.default(z)
-    series = aten.mul.Tensor(r, _horner(aten.mul.Tensor(r, r),
-                                        (1 / 12, -1 / 360, 1 / 1260, -1 / 1680)))
+    series = aten.mul.Tensor(
+        r, _horner(aten.mul.Tensor(r, r), (1 / 12, -1 / 360, 1 / 1260, -1 / 1680))
+    )
     st = aten.sub.Tensor(aten.mul.Tensor(aten.sub.Tensor(z, 0.5), aten.log.default(z)), z)
     return aten.add.Tensor(aten.add.Tensor(st, series), 0.5 * math.log(2 * math.pi))
 
@@ -139,15 +155,19 @@ def _stirling(z):
 def _zeta(k: int) -> float:
     """Riemann zeta(k), k >= 2: 40 terms and the Euler-Maclaurin tail (error < 1e-16)."""
     n = 40
-    return (sum(j ** -k for j in range(1, n)) + n ** (1 - k) / (k - 1) + n ** -k / 2
-            + k * n ** (-k - 1) / 12 - k * (k + 1) * (k + 2) * n ** (-k - 3) / 720)
+    return (
+        sum(j**-k for j in range(1, n))
+        + n ** (1 - k) / (k - 1)
+        + n**-k / 2
+        + k * n ** (-k - 1) / 12
+        - k * (k + 1) * (k + 2) * n ** (-k - 3) / 720
+    )
 
 
 _EULER_GAMMA = 0.5772156649015329
-_SERIES_TERMS = 28   # |t| <= 0.5: the last term is below 1e-9
+_SERIES_TERMS = 28  # |t| <= 0.5: the last term is below 1e-9
 # lgamma(1 + t) = -gamma t + sum_{k>=2} (-1)^k zeta(k) / k t^k
-_LGAMMA_1 = (0.0, -_EULER_GAMMA) + tuple((-1) ** k * _zeta(k) / k
-                                         for k in range(2, _SERIES_TERMS))
+_LGAMMA_1 = (0.0, -_EULER_GAMMA) + tuple((-1) ** k * _zeta(k) / k for k in range(2, _SERIES_TERMS))
 # digamma(1 + t) = -gamma + sum_{k>=2} (-1)^k zeta(k) t^(k-1)
 _DIGAMMA_1 = (-_EULER_GAMMA,) + tuple((-1) ** k * _zeta(k) for k in range(2, _SERIES_TERMS))
 
@@ -168,12 +188,13 @@ def _lgamma_positive(y):
     prod = y
     for k in range(1, 8):
         prod = aten.mul.Tensor(prod, aten.add.Tensor(y, float(k)))
-    shifted = aten.sub.Tensor(_stirling(aten.add.Tensor(y, 8.0)),
-                              aten.log.default(aten.abs.default(prod)))
+    shifted = aten.sub.Tensor(
+        _stirling(aten.add.Tensor(y, 8.0)), aten.log.default(aten.abs.default(prod))
+    )
     near, t, upper = _near_one_two(y)
     series = _horner(t, _LGAMMA_1)
     series = _where(upper, aten.add.Tensor(series, aten.log1p.default(t)), series)
-    series = _where(aten.eq.Scalar(t, 0), _full(t, 0.0), series)   # +0.0 at 1 and 2
+    series = _where(aten.eq.Scalar(t, 0), _full(t, 0.0), series)  # +0.0 at 1 and 2
     out = _where(aten.lt.Scalar(y, 8.0), shifted, _stirling(y))
     return _where(near, series, out)
 
@@ -186,8 +207,7 @@ def _lgamma(x):
     sin = aten.abs.default(aten.sin.default(aten.mul.Tensor(r, math.pi)))
     refl = aten.sub.Tensor(aten.rsub.Scalar(aten.log.default(sin), math.log(math.pi)), lg)
     out = _where(neg, refl, lg)
-    pole = aten.logical_or(aten.isinf.default(x),
-                           aten.logical_and(neg, aten.eq.Scalar(r, 0)))
+    pole = aten.logical_or(aten.isinf.default(x), aten.logical_and(neg, aten.eq.Scalar(r, 0)))
     return _where(pole, _full(x, _INF), out)
 
 
@@ -199,8 +219,10 @@ def _digamma_asymptotic(z):
     """digamma(z) for z >= 10."""
     r = aten.reciprocal.default(z)
     r2 = aten.mul.Tensor(r, r)
-    return aten.sub.Tensor(aten.sub.Tensor(aten.log.default(z), aten.mul.Tensor(r, 0.5)),
-                           aten.mul.Tensor(r2, _horner(r2, _DIGAMMA_SERIES)))
+    return aten.sub.Tensor(
+        aten.sub.Tensor(aten.log.default(z), aten.mul.Tensor(r, 0.5)),
+        aten.mul.Tensor(r2, _horner(r2, _DIGAMMA_SERIES)),
+    )
 
 
 def _digamma(x):
@@ -212,30 +234,51 @@ def _digamma(x):
         acc = aten.add.Tensor(acc, aten.reciprocal.default(aten.add.Tensor(y, float(k))))
     shifted = aten.sub.Tensor(_digamma_asymptotic(aten.add.Tensor(y, 10.0)), acc)
     pos = _where(aten.lt.Scalar(y, 10.0), shifted, _digamma_asymptotic(y))
-    near, t, upper = _near_one_two(y)   # digamma(2 + t) = digamma(1 + t) + 1 / (1 + t)
+    near, t, upper = _near_one_two(y)  # digamma(2 + t) = digamma(1 + t) + 1 / (1 + t)
     series = _horner(t, _DIGAMMA_1)
-    series = _where(upper, aten.add.Tensor(
-        series, aten.reciprocal.default(aten.add.Tensor(t, 1.0))), series)
+    series = _where(
+        upper, aten.add.Tensor(series, aten.reciprocal.default(aten.add.Tensor(t, 1.0))), series
+    )
     pos = _where(near, series, pos)
-    refl = aten.sub.Tensor(pos, aten.div.Tensor(
-        _full(x, math.pi), aten.tan.default(aten.mul.Tensor(r, math.pi))))
+    refl = aten.sub.Tensor(
+        pos, aten.div.Tensor(_full(x, math.pi), aten.tan.default(aten.mul.Tensor(r, math.pi)))
+    )
     out = _where(neg, refl, pos)
     out = _where(aten.logical_and(neg, aten.eq.Scalar(r, 0)), _full(x, float("nan")), out)
-    zero = aten.eq.Scalar(x, 0)   # -inf at 0.0, inf at -0.0 (ATen: copysign(inf, -x))
+    zero = aten.eq.Scalar(x, 0)  # -inf at 0.0, inf at -0.0 (ATen: copysign(inf, -x))
     return _where(zero, aten.copysign.Tensor(_full(x, _INF), aten.neg.default(x)), out)
 
 
 # Giles (2010), single precision: erfinv(x) = x p(w), w = -log((1 - x)(1 + x))
-_GILES_CENTRAL = (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087,
-                  -4.39150654e-06, -3.5233877e-06, 3.43273939e-07, 2.81022636e-08)
-_GILES_TAIL = (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773,
-               -0.00367342844, 0.00134934322, 0.000100950558, -0.000200214257)
+_GILES_CENTRAL = (
+    1.50140941,
+    0.246640727,
+    -0.00417768164,
+    -0.00125372503,
+    0.00021858087,
+    -4.39150654e-06,
+    -3.5233877e-06,
+    3.43273939e-07,
+    2.81022636e-08,
+)
+_GILES_TAIL = (
+    2.83297682,
+    1.00167406,
+    0.00943887047,
+    -0.0076224613,
+    0.00573950773,
+    -0.00367342844,
+    0.00134934322,
+    0.000100950558,
+    -0.000200214257,
+)
 
 
 def _erfinv(x):
     ax = aten.abs.default(x)
-    w = aten.neg.default(aten.log.default(aten.mul.Tensor(
-        aten.rsub.Scalar(ax, 1.0), aten.add.Tensor(ax, 1.0))))
+    w = aten.neg.default(
+        aten.log.default(aten.mul.Tensor(aten.rsub.Scalar(ax, 1.0), aten.add.Tensor(ax, 1.0)))
+    )
     central = _horner(aten.sub.Tensor(w, 2.5), _GILES_CENTRAL)
     tail = _horner(aten.sub.Tensor(aten.sqrt.default(w), 3.0), _GILES_TAIL)
     r = aten.mul.Tensor(_where(aten.lt.Scalar(w, 5.0), central, tail), x)
@@ -246,18 +289,29 @@ def _erfinv(x):
 
 
 _I0_SMALL = (1.0, 3.5156229, 3.0899424, 1.2067492, 0.2659732, 0.0360768, 0.0045813)
-_I0_LARGE = (0.39894228, 0.01328592, 0.00225319, -0.00157565, 0.00916281, -0.02057706,
-             0.02635537, -0.01647633, 0.00392377)
+_I0_LARGE = (
+    0.39894228,
+    0.01328592,
+    0.00225319,
+    -0.00157565,
+    0.00916281,
+    -0.02057706,
+    0.02635537,
+    -0.01647633,
+    0.00392377,
+)
 
 
 def _i0(x):
     ax = aten.abs.default(x)
-    small = _horner(aten.mul.Tensor(aten.mul.Tensor(x, 1 / 3.75), aten.mul.Tensor(x, 1 / 3.75)),
-                    _I0_SMALL)
-    safe = aten.maximum.default(ax, _full(ax, 3.75))   # no 1/0 in the branch not taken
-    large = aten.mul.Tensor(aten.mul.Tensor(aten.exp.default(safe), aten.rsqrt.default(safe)),
-                            _horner(aten.reciprocal.default(aten.mul.Tensor(safe, 1 / 3.75)),
-                                    _I0_LARGE))
+    small = _horner(
+        aten.mul.Tensor(aten.mul.Tensor(x, 1 / 3.75), aten.mul.Tensor(x, 1 / 3.75)), _I0_SMALL
+    )
+    safe = aten.maximum.default(ax, _full(ax, 3.75))  # no 1/0 in the branch not taken
+    large = aten.mul.Tensor(
+        aten.mul.Tensor(aten.exp.default(safe), aten.rsqrt.default(safe)),
+        _horner(aten.reciprocal.default(aten.mul.Tensor(safe, 1 / 3.75)), _I0_LARGE),
+    )
     return _where(aten.lt.Scalar(ax, 3.75), small, large)
 
 
@@ -280,12 +334,11 @@ def _trigamma(x):
     shifted = aten.add.Tensor(_trigamma_asymptotic(aten.add.Tensor(y, 10.0)), acc)
     pos = _where(aten.lt.Scalar(y, 10.0), shifted, _trigamma_asymptotic(y))
     s = aten.sin.default(aten.mul.Tensor(r, math.pi))
-    refl = aten.sub.Tensor(aten.div.Tensor(_full(x, math.pi ** 2), aten.mul.Tensor(s, s)), pos)
+    refl = aten.sub.Tensor(aten.div.Tensor(_full(x, math.pi**2), aten.mul.Tensor(s, s)), pos)
     out = _where(neg, refl, pos)
-    pole = aten.logical_and(aten.le.Scalar(x, 0), aten.eq.Scalar(r, 0))   # 0, -0.0, -k
+    pole = aten.logical_and(aten.le.Scalar(x, 0), aten.eq.Scalar(r, 0))  # 0, -0.0, -k
     out = _where(pole, _full(x, _INF), out)
-    return _where(aten.isinf.default(x), _where(neg, _full(x, float("nan")), _full(x, 0.0)),
-                  out)
+    return _where(aten.isinf.default(x), _where(neg, _full(x, float("nan")), _full(x, 0.0)), out)
 
 
 def _bernoulli_2k(count: int) -> list:
@@ -302,8 +355,8 @@ def _bernoulli_2k(count: int) -> list:
     return out
 
 
-_HURWITZ_SHIFT = 12   # direct terms before the Euler-Maclaurin tail at y + 12
-_HURWITZ_TERMS = 8    # tail terms: below 2e-8 relative for s <= 13 at a >= 12
+_HURWITZ_SHIFT = 12  # direct terms before the Euler-Maclaurin tail at y + 12
+_HURWITZ_TERMS = 8  # tail terms: below 2e-8 relative for s <= 13 at a >= 12
 
 
 def _int_power(r, s: int):
@@ -338,8 +391,9 @@ def _hurwitz_zeta_positive(y, s: int):
     terms plus the tail at y + 12 (the terms of a larger y would underflow first)."""
     acc = aten.zeros_like.default(y)
     for k in range(_HURWITZ_SHIFT):
-        acc = aten.add.Tensor(acc, _int_power(
-            aten.reciprocal.default(aten.add.Tensor(y, float(k))), s))
+        acc = aten.add.Tensor(
+            acc, _int_power(aten.reciprocal.default(aten.add.Tensor(y, float(k))), s)
+        )
     shifted = aten.add.Tensor(acc, _hurwitz_tail(aten.add.Tensor(y, float(_HURWITZ_SHIFT)), s))
     return _where(aten.lt.Scalar(y, float(_HURWITZ_SHIFT)), shifted, _hurwitz_tail(y, s))
 
@@ -370,7 +424,7 @@ def _cot_pi(r):
     return _where(aten.lt.Scalar(ar, 0.25), small, big)
 
 
-_POLYGAMMA_MAX_N = 12   # the orders tested against mpmath; from 15 the tail's a^(1-s) flushes to 0
+_POLYGAMMA_MAX_N = 12  # the orders tested against mpmath; from 15 the tail's a^(1-s) flushes to 0
 # (no subnormals in compiled graphs) where the value, (n-1)! times it, is still ~1e-30
 
 
@@ -390,10 +444,12 @@ def _polygamma_high(n: int):
         cot = aten.mul.Tensor(_horner(u, _cot_derivative_poly(n)), math.pi ** (n + 1))
         refl = aten.sub.Tensor(aten.mul.Tensor(pos, (-1.0) ** n), cot)
         out = _where(neg, refl, pos)
-        pole = aten.logical_or(aten.logical_and(aten.le.Scalar(x, 0), aten.eq.Scalar(r, 0)),
-                               aten.eq.Scalar(x, -_INF))   # r is NaN there
+        pole = aten.logical_or(
+            aten.logical_and(aten.le.Scalar(x, 0), aten.eq.Scalar(r, 0)), aten.eq.Scalar(x, -_INF)
+        )  # r is NaN there
         out = _where(pole, _full(x, sign * _INF), out)
         return _where(aten.eq.Scalar(x, _INF), _full(x, float("nan")), out)
+
     return f
 
 
@@ -415,7 +471,7 @@ def _i1_series_coeffs(terms: int) -> tuple:
     return tuple(1.0 / (math.factorial(k) * math.factorial(k + 1)) for k in range(terms))
 
 
-_I1_SMALL = _i1_series_coeffs(20)   # x < 10: the last term is below 1e-10 relative
+_I1_SMALL = _i1_series_coeffs(20)  # x < 10: the last term is below 1e-10 relative
 
 
 def _i1_asymptotic_coeffs(terms: int) -> tuple:
@@ -428,23 +484,29 @@ def _i1_asymptotic_coeffs(terms: int) -> tuple:
     return tuple(out)
 
 
-_I1_LARGE = _i1_asymptotic_coeffs(13)   # x >= 10: the last term is below 1e-8 relative
+_I1_LARGE = _i1_asymptotic_coeffs(13)  # x >= 10: the last term is below 1e-8 relative
 
 
 def _i1(x):
     z = aten.abs.default(x)
     q = aten.mul.Tensor(aten.mul.Tensor(z, 0.5), aten.mul.Tensor(z, 0.5))
     small = aten.mul.Tensor(aten.mul.Tensor(z, 0.5), _horner(q, _I1_SMALL))
-    safe = aten.maximum.default(z, _full(z, 10.0))   # no 1/0 in the branch not taken
+    safe = aten.maximum.default(z, _full(z, 10.0))  # no 1/0 in the branch not taken
     # exp(z) * rsqrt(z) first: inf at z = inf gives NaN, as ATen's
-    large = aten.mul.Tensor(aten.mul.Tensor(aten.exp.default(safe), aten.rsqrt.default(safe)),
-                            _horner(aten.reciprocal.default(safe), _I1_LARGE))
+    large = aten.mul.Tensor(
+        aten.mul.Tensor(aten.exp.default(safe), aten.rsqrt.default(safe)),
+        _horner(aten.reciprocal.default(safe), _I1_LARGE),
+    )
     out = _where(aten.lt.Scalar(z, 10.0), small, large)
     return _where(aten.lt.Scalar(x, 0), aten.neg.default(out), out)
 
 
-_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16,
-         torch.float32: torch.int32, torch.float64: torch.int64}
+_BITS = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+}
 
 
 def nextafter(x, y):
@@ -452,14 +514,16 @@ def nextafter(x, y):
     width = torch.iinfo(it).bits
     mag = 2 ** (width - 1) - 1
 
-    def key(v):   # ordered: a negative float's key is minus its magnitude bits
+    def key(v):  # ordered: a negative float's key is minus its magnitude bits
         b = aten.view.dtype(v, it)
         m = aten.bitwise_and.Scalar(b, mag)
         return _where(aten.lt.Scalar(b, 0), aten.neg.default(m), m)
+
     kx, ky = key(x), key(y)
     k = _where(aten.lt.Tensor(kx, ky), aten.add.Tensor(kx, 1), aten.sub.Tensor(kx, 1))
-    bits = _where(aten.lt.Scalar(k, 0),
-                  aten.bitwise_or.Scalar(aten.neg.default(k), -2 ** (width - 1)), k)
+    bits = _where(
+        aten.lt.Scalar(k, 0), aten.bitwise_or.Scalar(aten.neg.default(k), -(2 ** (width - 1))), k
+    )
     out = aten.view.dtype(bits, x.dtype)
     out = _where(aten.eq.Tensor(kx, ky), y, out)
     nan = aten.logical_or(aten.isnan.default(x), aten.isnan.default(y))
@@ -487,7 +551,7 @@ def lcm(a, b):
     dt = torch.result_type(a, b)
     a, b = _to(a, dt), _to(b, dt)
     g = gcd(a, b)
-    if torch.iinfo(dt).bits < 32:   # a / g * b and abs in int, as C promotes in ATen's
+    if torch.iinfo(dt).bits < 32:  # a / g * b and abs in int, as C promotes in ATen's
         a, b, g = _to(a, torch.int32), _to(b, torch.int32), _to(g, torch.int32)
     gz = aten.eq.Scalar(g, 0)
     q = aten.div.Tensor_mode(a, _where(gz, aten.ones_like.default(g), g), rounding_mode="trunc")
@@ -497,8 +561,15 @@ def lcm(a, b):
     return _to(_where(gz, aten.zeros_like.default(m), m), dt)
 
 
-TABLE = {aten.erfc.default: _float_op(_erfc), aten.lgamma.default: _float_op(_lgamma),
-         aten.digamma.default: _float_op(_digamma), aten.erfinv.default: _float_op(_erfinv),
-         aten.i0.default: _float_op(_i0), aten.polygamma.default: polygamma,
-         aten.special_i1.default: _float_op(_i1),
-         aten.nextafter.default: nextafter, aten.gcd.default: gcd, aten.lcm.default: lcm}
+TABLE = {
+    aten.erfc.default: _float_op(_erfc),
+    aten.lgamma.default: _float_op(_lgamma),
+    aten.digamma.default: _float_op(_digamma),
+    aten.erfinv.default: _float_op(_erfinv),
+    aten.i0.default: _float_op(_i0),
+    aten.polygamma.default: polygamma,
+    aten.special_i1.default: _float_op(_i1),
+    aten.nextafter.default: nextafter,
+    aten.gcd.default: gcd,
+    aten.lcm.default: lcm,
+}

@@ -1,4 +1,5 @@
 """The compile path's error: which stage failed, on which ATen op, from which source line."""
+
 from __future__ import annotations
 
 
@@ -10,8 +11,14 @@ class NeuronCompileError(RuntimeError):
     the op, "file:line in function", or None), ``graph_name``.
     """
 
-    def __init__(self, stage: str, graph_name: str, detail: str, op: str | None = None,
-                 source: str | None = None):
+    def __init__(
+        self,
+        stage: str,
+        graph_name: str,
+        detail: str,
+        op: str | None = None,
+        source: str | None = None,
+    ):
         self.stage, self.graph_name, self.op, self.source = stage, graph_name, op, source
         parts = [f"neuron backend: {stage} failed for graph {graph_name}"]
         if op:
@@ -19,7 +26,9 @@ class NeuronCompileError(RuntimeError):
         if source:
             parts.append(f"from {source}")
         msg = ", ".join(parts) + f": {detail}"
-        msg += ("\nSet TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 or "
-                "torch.compile(..., options={'fallback_execution': True}) to run this graph "
-                "eagerly on neuron instead.")
+        msg += (
+            "\nSet TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 or "
+            "torch.compile(..., options={'fallback_execution': True}) to run this graph "
+            "eagerly on neuron instead."
+        )
         super().__init__(msg)

@@ -11,6 +11,7 @@ allocates its own result buffers). Outputs that alias each other in eager (y and
 y[0] of an intermediate y) are views of one buffer, as eager's. Mutated inputs are
 written back in place.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,7 +38,7 @@ class _DeviceBytes:
         return _C._cpu_alias_dlpack(self.t)
 
     def __dlpack_device__(self):
-        return (1, 0)   # kDLCPU, device 0
+        return (1, 0)  # kDLCPU, device 0
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,8 +60,9 @@ def _importer():
 
         cpu = neuron_cc.client().local_devices()[0]
         probe = torch.zeros(16, dtype=torch.float32)
-        arr = _jax.dlpack_managed_tensor_to_buffer(torch.utils.dlpack.to_dlpack(probe), cpu,
-                                                   None, None, _KDLCPU)
+        arr = _jax.dlpack_managed_tensor_to_buffer(
+            torch.utils.dlpack.to_dlpack(probe), cpu, None, None, _KDLCPU
+        )
         if arr.unsafe_buffer_pointer() != probe.data_ptr():
             raise TypeError("not zero-copy")
     except Exception:
@@ -70,7 +72,7 @@ def _importer():
     return lambda t: to_buffer(capsule(t), cpu, None, None, _KDLCPU)
 
 
-_KDLCPU = 1   # DLPack's kDLCPU
+_KDLCPU = 1  # DLPack's kDLCPU
 
 
 def _jax_view(t: torch.Tensor):
@@ -104,7 +106,8 @@ class _ViewCache:
             v = make(t)
             if v.unsafe_buffer_pointer() == ptr:
                 d = self._d
-                def gone(r, k=k, d=d):   # only this tensor's entry, not a newer one
+
+                def gone(r, k=k, d=d):  # only this tensor's entry, not a newer one
                     if d.get(k, (None,))[0] is r:
                         d.pop(k, None)
 
@@ -127,7 +130,7 @@ def _overlaps_itself(shape, stride) -> bool:
     """Whether a view's elements share memory (an expand's stride 0, an unfold):
     dims of size > 1 by stride, each stride must pass the extent of the smaller ones."""
     dims = sorted((abs(int(st)), int(n)) for n, st in zip(shape, stride) if int(n) > 1)
-    extent = 0   # elements spanned by the dims so far, minus one
+    extent = 0  # elements spanned by the dims so far, minus one
     for st, n in dims:
         if st <= extent:
             return True
@@ -149,7 +152,10 @@ def _warn_cpu_graph(name: str, device) -> None:
         f"neuron backend: compiled graph {name} got its tensors on the CPU: it runs on "
         f"{device}, with its inputs copied there and its outputs copied back to the CPU at "
         "every call. Move the model and its inputs to the device (model.to('neuron'), "
-        "x.to('neuron')) to keep them there. Warned once.", UserWarning, stacklevel=3)
+        "x.to('neuron')) to keep them there. Warned once.",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 class CompiledGraph:
@@ -159,7 +165,9 @@ class CompiledGraph:
     kernel's name in errors and traces.
     """
 
-    def __init__(self, name: str, exe, plan: GraphPlan, out_specs: list, alias_outputs: bool = True):
+    def __init__(
+        self, name: str, exe, plan: GraphPlan, out_specs: list, alias_outputs: bool = True
+    ):
         self.name, self.exe, self.plan, self.out_specs = name, exe, plan, out_specs
         self._views = _ViewCache()
         # outputs that alias each other (plan.out_aliases), kept for inference graphs
@@ -171,13 +179,17 @@ class CompiledGraph:
         # storage (y itself) is the group's buffer, not a view of it, as in eager.
         self._groups = list(getattr(plan, "out_aliases", ())) if alias_outputs else []
         self._aliased: dict[int, tuple] = {}
-        self._roots: dict[int, int] = {}   # group -> j of its whole-storage member
+        self._roots: dict[int, int] = {}  # group -> j of its whole-storage member
         for g, (nbytes, members) in enumerate(self._groups):
             for j, stride, off in members:
                 shape, dtype = out_specs[j]
                 n = math.prod(shape)
-                if g not in self._roots and off == 0 and n * dtype.itemsize == nbytes and \
-                        tuple(stride) == _contiguous_strides(shape):
+                if (
+                    g not in self._roots
+                    and off == 0
+                    and n * dtype.itemsize == nbytes
+                    and tuple(stride) == _contiguous_strides(shape)
+                ):
                     self._roots[g] = j
                 pos = None
                 if _overlaps_itself(shape, stride):
@@ -194,8 +206,11 @@ class CompiledGraph:
             if root is None:
                 bufs.append(torch.empty(nbytes, dtype=torch.uint8, device=device))
             else:
-                bufs.append(torch.empty(self.out_specs[root][0], dtype=self.out_specs[root][1],
-                                        device=device))
+                bufs.append(
+                    torch.empty(
+                        self.out_specs[root][0], dtype=self.out_specs[root][1], device=device
+                    )
+                )
         outs, scatter = [], {}
         for j, (shape, dtype) in enumerate(self.out_specs):
             a = self._aliased.get(j)
@@ -240,13 +255,13 @@ class CompiledGraph:
     def __call__(self, args):
         args = list(args)
         device = self._device(args)
-        staged: dict[int, torch.Tensor] = {}   # arg index -> device tensor used
+        staged: dict[int, torch.Tensor] = {}  # arg index -> device tensor used
         ins = []
         for src in self.plan.inputs:
             if src[0] == "rng_key":
                 # two 32-bit words from the device's generator, drawn on the current
                 # stream: in order with eager draws, and it advances the generator
-                ins.append(torch.randint(0, 2 ** 32, (2,), dtype=torch.int64, device=device))
+                ins.append(torch.randint(0, 2**32, (2,), dtype=torch.int64, device=device))
                 continue
             i = src[1]
             t = args[i]
@@ -256,8 +271,14 @@ class CompiledGraph:
                 else:
                     raise RuntimeError(
                         f"compiled graph {self.name}: input {i} is on {t.device}, expected "
-                        f"{device}" + (" (TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1 turns off "
-                                       "copying CPU inputs)" if t.device.type == "cpu" else ""))
+                        f"{device}"
+                        + (
+                            " (TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1 turns off "
+                            "copying CPU inputs)"
+                            if t.device.type == "cpu"
+                            else ""
+                        )
+                    )
             if not t.is_contiguous():
                 t = t.contiguous()
             staged[i] = t
@@ -271,7 +292,7 @@ class CompiledGraph:
             res = exe.execute(cache.views(ins))
             for j, (r, dst) in enumerate(zip(res, outs)):
                 r.block_until_ready()
-                if j in scatter:   # aliased positions get the same value from each
+                if j in scatter:  # aliased positions get the same value from each
                     flat, pos = scatter[j]
                     _C._cpu_alias(flat)[pos] = torch.from_dlpack(r).reshape(-1)
                 elif dst.numel():
@@ -280,7 +301,7 @@ class CompiledGraph:
                 _C._cpu_alias(dst).copy_(_C._cpu_alias(src))
 
         _C._launch_compiled(device.index, self.name, run)
-        metrics.count("graph_runs")   # callers can tell a compiled run from an eager one
+        metrics.count("graph_runs")  # callers can tell a compiled run from an eager one
         # counted per launch, as eager counts its calls (passes/narrow_64bit.py)
         if self.plan.narrowed:
             _C._note_compiled_narrowing(self.plan.narrowed, False)
@@ -291,7 +312,7 @@ class CompiledGraph:
             if staged[i] is not args[i]:
                 args[i].copy_(staged[i])
         cpu = getattr(self.plan, "cpu_outputs", ())
-        if cpu:   # all inputs on the CPU: the outputs go back there, as eager's
+        if cpu:  # all inputs on the CPU: the outputs go back there, as eager's
             _warn_cpu_graph(self.name, device)
             outs = self._to_cpu(outs, bufs, cpu)
         result = []

@@ -3,6 +3,7 @@
 Every compiled graph is recorded in metrics.py; with TORCH_NEURONX_DEBUG_DIR and
 TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1 its artifacts are kept (artifacts.py).
 """
+
 from __future__ import annotations
 
 import time
@@ -32,6 +33,7 @@ def _lnc() -> int:
 def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> int:
     """Static device memory of the graph vs the core's HBM (neuronx-cc fails at compile time).
     Returns the executable's temporaries in bytes (0 when XLA does not say)."""
+
     def nbytes(shape, dtype):
         n = 1
         for s in shape:
@@ -49,15 +51,17 @@ def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> int:
         raise torch.OutOfMemoryError(
             f"neuron compiler: graph {name} needs {io + temp} bytes of device memory "
             f"(inputs and outputs {io}, temporaries {temp}), more than the NeuronCore's "
-            f"HBM capacity of {cap} bytes")
+            f"HBM capacity of {cap} bytes"
+        )
     return temp
 
 
 def compiler_options(graph_name: str) -> "neuron_cc.CompilerOptions":
     """The compiler settings now (NEURON_CC_FLAGS over the defaults); NeuronCompileError
     for bad flags."""
-    return neuron_cc.parse_flags(config.cc_flags(), DEFAULT_TARGET, _lnc(), config.opt_level(),
-                                 graph_name)
+    return neuron_cc.parse_flags(
+        config.cc_flags(), DEFAULT_TARGET, _lnc(), config.opt_level(), graph_name
+    )
 
 
 def copy_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -68,8 +72,14 @@ def copy_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, g)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, model_name: str,
-                  recompile_reason: str | None, hint=None) -> "CompiledGraph":
+def compile_graph(
+    gm: torch.fx.GraphModule,
+    example_inputs,
+    graph_name: str,
+    model_name: str,
+    recompile_reason: str | None,
+    hint=None,
+) -> "CompiledGraph":
     """Compiles AOTAutograd's graph ``gm`` (left unchanged) into a CompiledGraph.
 
     A warm start (the graph's key in the cache index, graph_key.py) takes the run plan
@@ -91,19 +101,24 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, graph_name: str, mod
 def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason, hint):
     from .executable import CompiledGraph
 
-    neuron_cc.start()   # the XLA client starts once per process; not part of compile_us
+    neuron_cc.start()  # the XLA client starts once per process; not part of compile_us
     # the hint's setup (before AOTAutograd) is backend time the user waited for
     t0 = time.perf_counter() - (hint.take_setup_us() * 1e-6 if hint is not None else 0.0)
     n_nodes = len(gm.graph.nodes)
     opts = compiler_options(graph_name)
     version = neuron_cc.compiler_version()
     key_text = graph_key.graph_key_text(gm, example_inputs)
-    fx_key = None if key_text is None else cache.cache_key(
-        key_text, [], opts.target, opts.lnc, opts.opt_level, opts.flags, version + "/graph")
+    fx_key = (
+        None
+        if key_text is None
+        else cache.cache_key(
+            key_text, [], opts.target, opts.lnc, opts.opt_level, opts.flags, version + "/graph"
+        )
+    )
     rec = cache.index_lookup(fx_key) if fx_key is not None else None
     st = {"gm": None, "raw": None, "shlo": None}
 
-    def prepare():    # the passes: the plan and the graph to lower
+    def prepare():  # the passes: the plan and the graph to lower
         if st["gm"] is None:
             plan = GraphPlan.identity(gm)
             g = run_passes(copy_graph(gm), plan, list(example_inputs))
@@ -112,10 +127,13 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
             phs = [n for n in g.graph.nodes if n.op == "placeholder"]
             out = next(n for n in g.graph.nodes if n.op == "output")
             out_vals = [o.meta["val"] for o in out.args[0]]
-            st.update(gm=g, plan=plan,
-                      in_specs=[(tuple(p.meta["val"].shape), p.meta["val"].dtype) for p in phs],
-                      out_specs=[(tuple(v.shape), v.dtype) for v in out_vals],
-                      io_spec=[[_spec(p.meta["val"]) for p in phs], [_spec(v) for v in out_vals]])
+            st.update(
+                gm=g,
+                plan=plan,
+                in_specs=[(tuple(p.meta["val"].shape), p.meta["val"].dtype) for p in phs],
+                out_specs=[(tuple(v.shape), v.dtype) for v in out_vals],
+                io_spec=[[_spec(p.meta["val"]) for p in phs], [_spec(v) for v in out_vals]],
+            )
         return st["gm"]
 
     def lower():
@@ -126,10 +144,15 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
     if rec is None:
         prepare()
         t1 = time.perf_counter()
-        key = cache.cache_key(lower(), st["io_spec"], opts.target, opts.lnc, opts.opt_level,
-                              opts.flags, version)
-        rec = {"key": key, "plan": st["plan"], "in_specs": st["in_specs"],
-               "out_specs": st["out_specs"]}
+        key = cache.cache_key(
+            lower(), st["io_spec"], opts.target, opts.lnc, opts.opt_level, opts.flags, version
+        )
+        rec = {
+            "key": key,
+            "plan": st["plan"],
+            "in_specs": st["in_specs"],
+            "out_specs": st["out_specs"],
+        }
         indexed = False
     else:
         t1 = time.perf_counter()
@@ -137,15 +160,17 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
     t2 = time.perf_counter()
     exe, source, payload, background_s = cache.get_or_compile_timed(
         key,
-        lambda: neuron_cc.compile(lower(), opts.target, opts.lnc, opts.opt_level, opts.flags,
-                                  graph_name),
+        lambda: neuron_cc.compile(
+            lower(), opts.target, opts.lnc, opts.opt_level, opts.flags, graph_name
+        ),
         lambda e: e.serialize(),
-        lambda b: neuron_cc.NeuronExecutable.deserialize(b, opts))
+        lambda b: neuron_cc.NeuronExecutable.deserialize(b, opts),
+    )
     if fx_key is not None and not indexed:
         cache.index_store(fx_key, rec)
     if hint is not None:
         hint.note(key)
-    if source != "memory":   # for torch.compiler.save_cache_artifacts()
+    if source != "memory":  # for torch.compiler.save_cache_artifacts()
         from . import cache_artifacts
 
         cache_artifacts.record(key, payload, fx_key, rec)
@@ -154,21 +179,43 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
     temp_bytes = _check_hbm(graph_name, exe, in_specs, out_specs)
     if artifacts.enabled():
         lower()
-        artifacts.save(graph_name, {
-            "fx_graph.txt": st["gm"].print_readable(print_output=False),
-            "torch_mlir_raw.mlir": st["raw"],
-            "stablehlo.mlir": st["shlo"],
-            "graph.neff": exe.serialize(),
-            "compiler.txt": artifacts.compiler_txt({
-                "engine": version, "target": opts.target, "lnc": opts.lnc,
-                "opt_level": opts.opt_level, "flags": opts.flags,
-                "NEURON_CC_FLAGS": config.cc_flags(), "cache_key": key, "cache": source}),
-        })
-    metrics.record(metrics.GraphMetrics(
-        graph_id=key, graph_name=graph_name, model_name=model_name, graph_node_count=n_nodes,
-        timestamp=time.time(), fx_passes_us=(t1 - t0) * 1e6, lower_us=(t2 - t1) * 1e6,
-        compile_us=(t3 - t2) * 1e6, cache=source, recompile_reason=recompile_reason,
-        background_load_us=background_s * 1e6, temp_bytes=temp_bytes))
+        artifacts.save(
+            graph_name,
+            {
+                "fx_graph.txt": st["gm"].print_readable(print_output=False),
+                "torch_mlir_raw.mlir": st["raw"],
+                "stablehlo.mlir": st["shlo"],
+                "graph.neff": exe.serialize(),
+                "compiler.txt": artifacts.compiler_txt(
+                    {
+                        "engine": version,
+                        "target": opts.target,
+                        "lnc": opts.lnc,
+                        "opt_level": opts.opt_level,
+                        "flags": opts.flags,
+                        "NEURON_CC_FLAGS": config.cc_flags(),
+                        "cache_key": key,
+                        "cache": source,
+                    }
+                ),
+            },
+        )
+    metrics.record(
+        metrics.GraphMetrics(
+            graph_id=key,
+            graph_name=graph_name,
+            model_name=model_name,
+            graph_node_count=n_nodes,
+            timestamp=time.time(),
+            fx_passes_us=(t1 - t0) * 1e6,
+            lower_us=(t2 - t1) * 1e6,
+            compile_us=(t3 - t2) * 1e6,
+            cache=source,
+            recompile_reason=recompile_reason,
+            background_load_us=background_s * 1e6,
+            temp_bytes=temp_bytes,
+        )
+    )
     # AOTAutograd's graph names end in {forward|backward|inference}_{n}
     inference = graph_name.rsplit("_", 2)[-2:-1] == ["inference"]
     return CompiledGraph(graph_name, exe, plan, out_specs, alias_outputs=inference)

@@ -9,6 +9,7 @@ source of the FX passes (a changed pass changes every key) and the environment t
 passes read (TORCHNEURON_NARROW_64BIT). Hashing this is ~10x cheaper than printing
 the graph's Python code. ``None`` when a constant cannot be read: then no index.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,12 +43,25 @@ def _target(t) -> str:
     if isinstance(t, str):
         return t
     mod = getattr(t, "__module__", None) or ""
-    return f"{mod}.{getattr(t, '__qualname__', None) or getattr(t, '__name__', None) or t}" \
-        if not isinstance(t, torch._ops.OpOverload) else str(t)
+    return (
+        f"{mod}.{getattr(t, '__qualname__', None) or getattr(t, '__name__', None) or t}"
+        if not isinstance(t, torch._ops.OpOverload)
+        else str(t)
+    )
 
 
-_PLAIN = (bool, int, complex, str, slice, type(Ellipsis), torch.dtype, torch.device,
-          torch.layout, torch.memory_format)
+_PLAIN = (
+    bool,
+    int,
+    complex,
+    str,
+    slice,
+    type(Ellipsis),
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+)
 
 
 def _tensor_spec(v) -> str:
@@ -62,21 +76,26 @@ def _arg(a) -> str:
         return f"[{inner}]" if isinstance(a, list) else f"({inner})"
     if isinstance(a, dict):
         return "{" + ",".join(f"{k!r}:{_arg(v)}" for k, v in a.items()) + "}"
-    if isinstance(a, torch.Tensor):   # an inline tensor argument: by value
-        return "tensor" + _tensor_spec(a) + hashlib.sha256(
-            a.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+    if isinstance(a, torch.Tensor):  # an inline tensor argument: by value
+        return (
+            "tensor"
+            + _tensor_spec(a)
+            + hashlib.sha256(
+                a.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            ).hexdigest()
+        )
     if isinstance(a, float):
-        return repr(a) + "f"          # 1.0 and 1 lower differently
+        return repr(a) + "f"  # 1.0 and 1 lower differently
     if a is None or isinstance(a, _PLAIN):
         return f"{type(a).__name__}:{a!r}"
-    raise TypeError(f"no key for {type(a).__name__}")   # e.g. a subgraph module
+    raise TypeError(f"no key for {type(a).__name__}")  # e.g. a subgraph module
 
 
 def graph_key_text(gm: torch.fx.GraphModule, example_inputs) -> str | None:
     """A text that identifies ``gm`` + scalar inputs + pass pipeline (None: not keyable)."""
     try:
         return _key_text(gm, example_inputs)
-    except Exception:   # an argument we cannot read by value: no index for this graph
+    except Exception:  # an argument we cannot read by value: no index for this graph
         return None
 
 
@@ -90,7 +109,7 @@ def _key_text(gm, example_inputs):
         if isinstance(x, torch.Tensor):
             parts.append("in:" + _tensor_spec(x))
         elif isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            return None       # symbolic: the specializer gives concrete inputs
+            return None  # symbolic: the specializer gives concrete inputs
         else:
             parts.append("in:" + _arg(x))
     # the eager call each node was traced from: narrow_64bit decides by it (x // y and
@@ -106,6 +125,6 @@ def _key_text(gm, example_inputs):
         elif n.op == "get_attr":
             line += " " + _arg(getattr(gm, n.target))
         elif n.op in ("call_module", "call_method"):
-            return None       # AOT graphs hold neither; refuse rather than guess
+            return None  # AOT graphs hold neither; refuse rather than guess
         parts.append(line)
     return "\n".join(parts)

@@ -8,6 +8,7 @@ constants of the graph (``x[torch.tensor([-1, 0])]``, HF Swin's relative-positio
 come out as ``dense_resource`` blobs, which XLA rejects ("Only dense elements attr are
 supported"); they are inlined as hex ``dense`` literals holding the same bytes.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,8 @@ _BLOB = re.compile(r'([A-Za-z0-9_.$-]+):\s*"0x([0-9A-Fa-f]*)"')
 _DENSE_RESOURCE = re.compile(r"dense_resource<([^>]+)>")
 # a compare of unsigned or bool operands that torch-mlir marked SIGNED (types follow)
 _UNSIGNED_COMPARE = re.compile(
-    r"(stablehlo\.compare\s+[A-Z]+,\s*[^,]+,\s*[^,]+,\s*)SIGNED(\s*:\s*\(tensor<(?:[0-9?]+x)*(?:ui\d+|i1)>)")
+    r"(stablehlo\.compare\s+[A-Z]+,\s*[^,]+,\s*[^,]+,\s*)SIGNED(\s*:\s*\(tensor<(?:[0-9?]+x)*(?:ui\d+|i1)>)"
+)
 
 
 def inline_dense_resources(text: str) -> str:
@@ -36,8 +38,9 @@ def inline_dense_resources(text: str) -> str:
     blobs = {name: hexdata[8:] for name, hexdata in _BLOB.findall(section.group(0))}
     if any(name not in blobs for name in _DENSE_RESOURCE.findall(text)):
         return text  # not a form we read: XLA's own error names it
-    return _DENSE_RESOURCE.sub(lambda m: f'dense<"0x{blobs[m.group(1)]}">',
-                               _RESOURCES.sub("", text))
+    return _DENSE_RESOURCE.sub(
+        lambda m: f'dense<"0x{blobs[m.group(1)]}">', _RESOURCES.sub("", text)
+    )
 
 
 def unsigned_compares(text: str) -> str:
@@ -53,7 +56,8 @@ def legalize_constants(text: str) -> str:
     constants to inline ``dense`` ones (XLA reads only those), and unsigned compares
     as :func:`unsigned_compares`."""
     return unsigned_compares(
-        inline_dense_resources(_ARITH_CONSTANT.sub("stablehlo.constant", text)))
+        inline_dense_resources(_ARITH_CONSTANT.sub("stablehlo.constant", text))
+    )
 
 
 def node_source(node: torch.fx.Node) -> str | None:
@@ -93,14 +97,17 @@ def unlowered_ops(gm: torch.fx.GraphModule) -> list[str]:
     ctx.attach_diagnostic_handler(lambda d: True)
     try:
         with unset_fake_temporarily():
-            module = tm_fx.stateless_fx_import(gm, output_type="torch", model_name="main",
-                                               fx_importer=FxImporter(context=ctx))
+            module = tm_fx.stateless_fx_import(
+                gm, output_type="torch", model_name="main", fx_importer=FxImporter(context=ctx)
+            )
         run_pipeline_with_repro_report(
-            module, "builtin.module(func.func(convert-torch-to-stablehlo))", "leftover ops")
+            module, "builtin.module(func.func(convert-torch-to-stablehlo))", "leftover ops"
+        )
     except Exception:
         return []
-    names = re.findall(r'torch\.(?:aten\.|operator"\(.*?name = "torch\.aten\.)([\w.]+)',
-                       str(module))
+    names = re.findall(
+        r'torch\.(?:aten\.|operator"\(.*?name = "torch\.aten\.)([\w.]+)', str(module)
+    )
     return list(dict.fromkeys(names))
 
 
@@ -134,9 +141,9 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
         # value, and in fake mode that failed for any not on the CPU or needing a cast
         # (``torch.tensor([...], device=x.device)``, bool constants).
         with unset_fake_temporarily():
-            module = tm_fx.stateless_fx_import(gm, output_type="stablehlo",
-                                               model_name="main",
-                                               fx_importer=FxImporter(context=ctx))
+            module = tm_fx.stateless_fx_import(
+                gm, output_type="stablehlo", model_name="main", fx_importer=FxImporter(context=ctx)
+            )
     except Exception as e:  # torch-mlir raises plain Exceptions; details are diagnostics
         detail = "\n".join(diagnostics + [str(e).strip()])
         m = _FAILED_OP.search(detail)
@@ -154,10 +161,11 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
         short = next((l for l in lines if "error:" in l), lines[0] if lines else "")
         if source is None:  # torch-mlir locations: innermost call site first
             loc = re.search(r'loc\(callsite\("([^"]+)":(\d+)', short) or re.search(
-                r'loc\("([^"]+)":(\d+)', short)
+                r'loc\("([^"]+)":(\d+)', short
+            )
             if loc:
                 source = f"{loc.group(1)}:{loc.group(2)}"
-        short = short[short.index("error:"):] if "error:" in short else short
+        short = short[short.index("error:") :] if "error:" in short else short
         raise NeuronCompileError("lowering", graph_name, short.strip()[:500], op, source) from e
     raw = str(module)
     return raw, legalize_constants(raw)

@@ -11,6 +11,7 @@ only the wait for it; temp_bytes: the executable's temporaries, XLA's buffer ass
 which the emulator holds in host memory outside the device allocator). Dynamo's ``torch._dynamo.utils.counters["neuron"]`` counts
 graphs, cache hits, recompiles, fallbacks and ``graph_runs`` (compiled-graph launches).
 """
+
 from __future__ import annotations
 
 import copy
@@ -56,7 +57,7 @@ def record(m: GraphMetrics) -> None:
     if m.cache in ("disk", "memory"):
         c[f"cache_hit_{m.cache}"] += 1
     if m.recompile_reason and "_backward_" not in m.graph_name:
-        c["recompiles"] += 1   # one per recompiled forward/inference graph, not its backward
+        c["recompiles"] += 1  # one per recompiled forward/inference graph, not its backward
     if m.fallback:
         c["fallback_graphs"] += 1
 

@@ -9,6 +9,7 @@ the executable built for the current value, compiling the other one on first use
 graph index is keyed on the switch, so a warm start finds both). A graph with no
 float64/int64 value is the same either way and is built once.
 """
+
 from __future__ import annotations
 
 import threading
@@ -50,7 +51,10 @@ class NarrowingVariants:
                 run = self._runs.get(key)
                 if run is None:
                     with compiling_with(key):
-                        run = self._build("64-bit narrowing switched "
-                                          + ("on" if key else "off") + " since the last compile")
+                        run = self._build(
+                            "64-bit narrowing switched "
+                            + ("on" if key else "off")
+                            + " since the last compile"
+                        )
                     self._runs[key] = run
         return run(args)

@@ -16,6 +16,7 @@ Flags (NEURON_CC_FLAGS, neuronx-cc's spelling; anything else is a compiler error
   change numerics on Trainium and are not emulated: a compiler error says so.
 - ``--verbose[=LEVEL]``: accepted, no effect.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -83,6 +84,7 @@ def compiler_version() -> str:
 @dataclass
 class CompilerOptions:
     """Parsed compiler settings; ``flags`` is the normalized flag list (cache key)."""
+
     target: str
     lnc: int
     opt_level: int
@@ -90,8 +92,9 @@ class CompilerOptions:
     flags: list[str] = field(default_factory=list)
 
 
-def parse_flags(flags: str | list[str], target: str, lnc: int, opt_level: int,
-                graph_name: str = "") -> CompilerOptions:
+def parse_flags(
+    flags: str | list[str], target: str, lnc: int, opt_level: int, graph_name: str = ""
+) -> CompilerOptions:
     """Parses NEURON_CC_FLAGS-style flags over the given defaults.
 
     Raises NeuronCompileError(stage="compiler") for an unknown flag or a bad value.
@@ -106,8 +109,14 @@ def parse_flags(flags: str | list[str], target: str, lnc: int, opt_level: int,
     while i < len(toks):
         t = toks[i]
         name, eq, val = t.partition("=")
-        needs_value = name in ("--target", "--lnc", "--logical-nc-config", "--optlevel",
-                               "--model-type", "--auto-cast")
+        needs_value = name in (
+            "--target",
+            "--lnc",
+            "--logical-nc-config",
+            "--optlevel",
+            "--model-type",
+            "--auto-cast",
+        )
         if needs_value and not eq:
             if i + 1 >= len(toks):
                 bad(f"flag {name} needs a value")
@@ -133,16 +142,24 @@ def parse_flags(flags: str | list[str], target: str, lnc: int, opt_level: int,
             o.model_type = val
         elif name == "--auto-cast":
             if val != "none":
-                bad(f"--auto-cast={val} is not emulated (only --auto-cast=none); use "
-                    "torch.autocast('neuron') for reduced precision")
+                bad(
+                    f"--auto-cast={val} is not emulated (only --auto-cast=none); use "
+                    "torch.autocast('neuron') for reduced precision"
+                )
         elif name == "--verbose":
             pass
         else:
-            bad(f"unknown compiler flag {t!r} in NEURON_CC_FLAGS (known: --target, --lnc, "
-                "-O1/-O2/-O3, --optlevel, --model-type, --auto-cast=none, --verbose)")
+            bad(
+                f"unknown compiler flag {t!r} in NEURON_CC_FLAGS (known: --target, --lnc, "
+                "-O1/-O2/-O3, --optlevel, --model-type, --auto-cast=none, --verbose)"
+            )
         i += 1
-    o.flags = [f"--target={o.target}", f"--lnc={o.lnc}", f"-O{o.opt_level}",
-               f"--model-type={o.model_type}"]
+    o.flags = [
+        f"--target={o.target}",
+        f"--lnc={o.lnc}",
+        f"-O{o.opt_level}",
+        f"--model-type={o.model_type}",
+    ]
     return o
 
 
@@ -167,8 +184,7 @@ class NeuronExecutable:
     @classmethod
     def deserialize(cls, data: bytes, options: CompilerOptions) -> "NeuronExecutable":
         b = _backend()
-        return cls(b.deserialize_executable(data, _devices(b), _compile_options(options)),
-                   options)
+        return cls(b.deserialize_executable(data, _devices(b), _compile_options(options)), options)
 
 
 def _devices(b):
@@ -182,8 +198,12 @@ def _devices(b):
 # 0.10.2's default also gives YNN reductions, reduce-windows and the elementwise ops
 # fused around dots/convolutions, whose max/min skip NaN (amax, max_pool2d, a relu
 # fused before a mean gave numbers where ATen gives NaN; tests/compile/test_nan.py).
-_XLA_OPTIONS = (("xla_cpu_experimental_ynn_fusion_type",
-                 "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION"),)
+_XLA_OPTIONS = (
+    (
+        "xla_cpu_experimental_ynn_fusion_type",
+        "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION",
+    ),
+)
 
 
 def _compile_options(o: CompilerOptions):
@@ -194,13 +214,20 @@ def _compile_options(o: CompilerOptions):
     # options jaxlib 0.10.2 accepts (oneDNN, fast math, XNN fusion, opt presets, vector
     # width, ...) were measured on the benchmark models and none was faster beyond the
     # noise (docs/compile.md).
-    opts.env_option_overrides = ([("xla_backend_optimization_level", str(o.opt_level))]
-                                 + list(_XLA_OPTIONS))
+    opts.env_option_overrides = [("xla_backend_optimization_level", str(o.opt_level))] + list(
+        _XLA_OPTIONS
+    )
     return opts
 
 
-def compile(stablehlo: str, target: str, lnc: int, opt_level: int, flags: str | list[str],
-            graph_name: str = "") -> NeuronExecutable:
+def compile(
+    stablehlo: str,
+    target: str,
+    lnc: int,
+    opt_level: int,
+    flags: str | list[str],
+    graph_name: str = "",
+) -> NeuronExecutable:
     """Compiles StableHLO text into an executable.
 
     Args: stablehlo: a module with one public ``func.func @main`` (static shapes).
@@ -213,5 +240,7 @@ def compile(stablehlo: str, target: str, lnc: int, opt_level: int, flags: str | 
     try:
         loaded = b.compile_and_load(stablehlo, _devices(b), _compile_options(options))
     except Exception as e:
-        raise NeuronCompileError("compiler", graph_name, str(e).strip().splitlines()[0][:500]) from e
+        raise NeuronCompileError(
+            "compiler", graph_name, str(e).strip().splitlines()[0][:500]
+        ) from e
     return NeuronExecutable(loaded, options)

@@ -4,6 +4,7 @@ The FX passes change a graph's signature (random ops take a key input, scalar in
 become constants, in-place updates of inputs become outputs, None outputs go);
 each records here what it changed, and executable.py follows the record at run time.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ class GraphPlan:
     executable's j-th output, or ("const", v) (None outputs). ``mutations``: (i, j):
     after the run, the call's argument i takes the executable's output j (in place,
     as the eager program mutated it)."""
+
     n_args: int
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
@@ -41,8 +43,9 @@ class GraphPlan:
         phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
         out = next(n for n in gm.graph.nodes if n.op == "output")
         n_out = len(out.args[0]) if isinstance(out.args[0], (tuple, list)) else 1
-        return cls(len(phs), [("arg", i) for i in range(len(phs))],
-                   [("out", j) for j in range(n_out)])
+        return cls(
+            len(phs), [("arg", i) for i in range(len(phs))], [("out", j) for j in range(n_out)]
+        )
 
 
 def output_alias_groups(gm: torch.fx.GraphModule, plan: GraphPlan) -> list:
@@ -57,22 +60,28 @@ def output_alias_groups(gm: torch.fx.GraphModule, plan: GraphPlan) -> list:
         v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
         return v if isinstance(v, torch.Tensor) else None
 
-    inputs = {StorageWeakRef(v.untyped_storage()) for n in gm.graph.nodes
-              if n.op == "placeholder" and (v := val(n)) is not None}
+    inputs = {
+        StorageWeakRef(v.untyped_storage())
+        for n in gm.graph.nodes
+        if n.op == "placeholder" and (v := val(n)) is not None
+    }
     out = next(n for n in gm.graph.nodes if n.op == "output")
     outs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
     groups: dict = {}
-    for k, o in enumerate(outs[:len(plan.outputs)]):
+    for k, o in enumerate(outs[: len(plan.outputs)]):
         v = val(o)
         if v is None or plan.outputs[k][0] != "out":
             continue
         ref = StorageWeakRef(v.untyped_storage())
         if ref in inputs:
-            continue   # AOTAutograd regenerates aliases of inputs from the input
+            continue  # AOTAutograd regenerates aliases of inputs from the input
         g = groups.setdefault(ref, (v.untyped_storage().nbytes(), {}))
         g[1][plan.outputs[k][1]] = (tuple(v.stride()), v.storage_offset())
-    return [(nbytes, tuple((j, st, off) for j, (st, off) in m.items()))
-            for nbytes, m in groups.values() if len(m) > 1]
+    return [
+        (nbytes, tuple((j, st, off) for j, (st, off) in m.items()))
+        for nbytes, m in groups.values()
+        if len(m) > 1
+    ]
 
 
 def cpu_outputs(gm: torch.fx.GraphModule, plan: GraphPlan) -> tuple:
@@ -83,7 +92,7 @@ def cpu_outputs(gm: torch.fx.GraphModule, plan: GraphPlan) -> tuple:
     out = next(n for n in gm.graph.nodes if n.op == "output")
     outs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
     js = []
-    for k, o in enumerate(outs[:len(plan.outputs)]):
+    for k, o in enumerate(outs[: len(plan.outputs)]):
         v = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
         if isinstance(v, torch.Tensor) and v.device.type == "cpu" and plan.outputs[k][0] == "out":
             js.append(plan.outputs[k][1])

@@ -11,6 +11,7 @@ meanwhile, as XLA releases the GIL. The hint decides nothing: compile_graph look
 executable up by its own key and takes a loaded one only under that key, so a stale or
 colliding hint costs a wasted load, never a wrong executable.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,7 +28,7 @@ _lock = threading.Lock()
 
 
 def _path(hint: str) -> str:
-    return cache.entry_path(hint)[:-len(".neff")] + ".prefetch"
+    return cache.entry_path(hint)[: -len(".neff")] + ".prefetch"
 
 
 def hint_key(gm: torch.fx.GraphModule, example_inputs, model_name: str) -> str:
@@ -41,7 +42,7 @@ def hint_key(gm: torch.fx.GraphModule, example_inputs, model_name: str) -> str:
         else:
             h.update(f"{type(x).__name__};".encode())
     for n in gm.graph.nodes:
-        h.update(f"{n.op} {n.name} {_target(n.target)}\n".encode())   # no addresses
+        h.update(f"{n.op} {n.name} {_target(n.target)}\n".encode())  # no addresses
     h.update(str(torch.is_grad_enabled()).encode())
     return h.hexdigest()
 
@@ -51,9 +52,11 @@ def _read(hint: str) -> list[str]:
         with open(_path(hint), "rb") as f:
             payload = cache.decode(f.read())
         keys = pickle.loads(payload) if payload is not None else []
-    except Exception:     # missing or unreadable: no hint, nothing prefetched
+    except Exception:  # missing or unreadable: no hint, nothing prefetched
         return []
-    return [k for k in keys if isinstance(k, str) and len(k) == 64] if isinstance(keys, list) else []
+    return (
+        [k for k in keys if isinstance(k, str) and len(k) == 64] if isinstance(keys, list) else []
+    )
 
 
 class Hint:
@@ -68,16 +71,18 @@ class Hint:
         neuron_cc.start()
         t0 = time.perf_counter()
         self.key = hint_key(gm, example_inputs, model_name)
-        self.keys: list[str] = []     # what this process's compiles used (stored)
+        self.keys: list[str] = []  # what this process's compiles used (stored)
         stored = self._stored = _read(self.key)
         if stored:
             try:
                 opts = graph_compiler.compiler_options("prefetch")
-            except Exception:     # bad flags: compile_graph reports them
+            except Exception:  # bad flags: compile_graph reports them
                 opts = None
             if opts is not None:
                 for k in stored:
-                    cache.prefetch(k, lambda b, o=opts: neuron_cc.NeuronExecutable.deserialize(b, o))
+                    cache.prefetch(
+                        k, lambda b, o=opts: neuron_cc.NeuronExecutable.deserialize(b, o)
+                    )
         self.setup_us = (time.perf_counter() - t0) * 1e6
 
     def take_setup_us(self) -> float:
@@ -87,20 +92,20 @@ class Hint:
     def note(self, exe_key: str) -> None:
         """Records that this graph uses ``exe_key``. The stored list becomes what this
         process used, so keys of an older version of the graph drop out."""
-        if exe_key not in self._stored:   # the stored keys are of another graph version
+        if exe_key not in self._stored:  # the stored keys are of another graph version
             cache.discard_prefetch(self._stored)
         with _lock:
             if exe_key in self.keys or config.neff_cache_disabled():
                 return
             self.keys.append(exe_key)
             keys = list(self.keys)
-            if self._stored[:len(keys)] == keys:
-                return            # a warm start writes nothing
+            if self._stored[: len(keys)] == keys:
+                return  # a warm start writes nothing
         path = _path(self.key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             cache._write_atomic(path, cache.encode(pickle.dumps(keys)))
-        except OSError as e:   # a hint only: the next warm start loads without it
+        except OSError as e:  # a hint only: the next warm start loads without it
             cache.warn_unwritable(path, e)
 
 
@@ -110,5 +115,5 @@ def start(gm, example_inputs, model_name: str) -> Hint | None:
         return None
     try:
         return Hint(gm, example_inputs, model_name)
-    except Exception:     # an optimization only: never a reason for a compile to fail
+    except Exception:  # an optimization only: never a reason for a compile to fail
         return None

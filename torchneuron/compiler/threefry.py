@@ -7,14 +7,15 @@ on CPU tensors (tests): add/xor/shift/or only, in int64 holding 32-bit words
 (values in [0, 2**32), masked after each add and rotation), which every StableHLO
 lowering of torch-mlir handles.
 """
+
 from __future__ import annotations
 
 import torch
 
 aten = torch.ops.aten
 MASK32 = 0xFFFFFFFF
-_PARITY = 0x1BD11BDA          # Threefry's key-schedule constant (Random123)
-_ROT = (13, 15, 26, 6, 17, 29, 16, 24)   # rotation constants of Threefry-2x32
+_PARITY = 0x1BD11BDA  # Threefry's key-schedule constant (Random123)
+_ROT = (13, 15, 26, 6, 17, 29, 16, 24)  # rotation constants of Threefry-2x32
 
 
 def _eager_op(target, *args):
@@ -45,7 +46,7 @@ def threefry2x32(k0, k1, x0, x1, op=_eager_op, const=_eager_const):
 
     def rotl(a, r):
         hi = op(aten.bitwise_and.Tensor, op(aten.mul.Scalar, a, 1 << r), mask)
-        lo = op(aten.floor_divide.Scalar, a, 1 << (32 - r))   # a >= 0: a logical shift
+        lo = op(aten.floor_divide.Scalar, a, 1 << (32 - r))  # a >= 0: a logical shift
         return op(aten.bitwise_or.Tensor, hi, lo)
 
     k2 = op(aten.bitwise_xor.Tensor, op(aten.bitwise_xor.Tensor, k0, k1), const(_PARITY))

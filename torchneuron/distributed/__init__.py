@@ -11,6 +11,7 @@ Under torchrun, the first group of a process makes neuron:LOCAL_RANK (or
 CUDA recipe (``set_device(local_rank)``, ``device_ids=[local_rank]``,
 ``device_id=torch.device("neuron", local_rank)``) names this rank's core.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,7 +58,8 @@ def _bind_local_rank(device_id: torch.device | None = None) -> None:
         raise torch.AcceleratorError(
             f"neuron error: invalid device ordinal (LOCAL_RANK={want}, but {count} NeuronCore(s) are "
             f"visible: run at most {count} processes per host (NEURON_RT_VISIBLE_CORES, "
-            f"NEURON_LOGICAL_NC_CONFIG))")
+            f"NEURON_LOGICAL_NC_CONFIG))"
+        )
     if torch.neuron.memory_allocated(0) > 0:
         import warnings
 
@@ -65,7 +67,9 @@ def _bind_local_rank(device_id: torch.device | None = None) -> None:
             f"torchneuron: this rank created tensors on neuron:0 before the process group, so it stays "
             f"on neuron:0 (local rank 0's core as well) instead of its own, neuron:{want}. Call "
             f"torch.neuron.set_device({want}) before creating tensors, or create the group first.",
-            UserWarning, stacklevel=4)
+            UserWarning,
+            stacklevel=4,
+        )
         return
     torch.neuron.set_device(want)
 

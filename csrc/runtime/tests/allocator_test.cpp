@@ -63,10 +63,11 @@ TEST(Allocator, SmallAllocationStats) {
   expect_stat(s.allocation[kAggregate], 0, 1, 1, 1, "allocation");
   expect_stat(s.allocated_bytes[kAggregate], 0, 1024, 1024, 1024, "allocated_bytes");
   expect_stat(s.requested_bytes[kAggregate], 0, 1000, 1000, 1000, "requested_bytes");
-  expect_stat(s.reserved_bytes[kAggregate], 2 * kMiB, 2 * kMiB, 2 * kMiB, 0, "reserved_bytes (cached)");
+  expect_stat(s.reserved_bytes[kAggregate], 2 * kMiB, 2 * kMiB, 2 * kMiB, 0,
+              "reserved_bytes (cached)");
   expect_stat(s.inactive_split[kAggregate], 0, 1, 1, 1, "inactive_split (merged back)");
-  expect_stat(s.inactive_split_bytes[kAggregate], 0, 2 * kMiB - 1024, 2 * kMiB - 1024, 2 * kMiB - 1024,
-              "inactive_split_bytes");
+  expect_stat(s.inactive_split_bytes[kAggregate], 0, 2 * kMiB - 1024, 2 * kMiB - 1024,
+              2 * kMiB - 1024, "inactive_split_bytes");
 
   // The cached segment serves the next request: same address, no new segment.
   void* q = rt->allocate(0, 600);
@@ -87,7 +88,8 @@ TEST(Allocator, SmallBlocksShareASegmentAndMerge) {
   EXPECT_EQ(bytes(c), bytes(b) + 1024);
   auto split = [&] {
     MemoryStats s = rt->memory_stats(0);
-    return std::make_pair(s.inactive_split[kAggregate].current, s.inactive_split_bytes[kAggregate].current);
+    return std::make_pair(s.inactive_split[kAggregate].current,
+                          s.inactive_split_bytes[kAggregate].current);
   };
   EXPECT_EQ(rt->memory_stats(0).segment[kAggregate].current, 1);
   EXPECT_EQ(split(), std::make_pair(int64_t(1), int64_t(2 * kMiB - 3 * kKiB)));  // the tail
@@ -158,9 +160,10 @@ TEST(Allocator, OutOfMemoryThenContinues) {
     rt->allocate(0, 30 * kMiB);
     FAIL() << "expected OutOfMemoryError";
   } catch (const OutOfMemoryError& e) {
-    EXPECT_STREQ(e.what(),
-                 "NeuronCore 0 out of memory: tried to allocate 30.00 MiB; 40.00 MiB allocated, 40.00 MiB "
-                 "reserved, capacity 64.00 MiB (TORCHNEURON_HBM_GIB / NEURON_LOGICAL_NC_CONFIG)");
+    EXPECT_STREQ(
+        e.what(),
+        "NeuronCore 0 out of memory: tried to allocate 30.00 MiB; 40.00 MiB allocated, 40.00 MiB "
+        "reserved, capacity 64.00 MiB (TORCHNEURON_HBM_GIB / NEURON_LOGICAL_NC_CONFIG)");
     EXPECT_EQ(e.device, 0);
     EXPECT_EQ(e.requested, 30 * kMiB);
     EXPECT_EQ(e.allocated, 40 * kMiB);
@@ -187,8 +190,8 @@ TEST(Allocator, OutOfMemoryThenContinues) {
 
 TEST(Allocator, RetryReleasesTheCache) {
   auto rt = small_emulator(64 * kMiB);
-  rt->free(rt->allocate(0, 40 * kMiB));   // cached: 40 MiB reserved
-  void* b = rt->allocate(0, 50 * kMiB);   // fits only once the cache is released
+  rt->free(rt->allocate(0, 40 * kMiB));  // cached: 40 MiB reserved
+  void* b = rt->allocate(0, 50 * kMiB);  // fits only once the cache is released
   ASSERT_NE(b, nullptr);
   MemoryStats s = rt->memory_stats(0);
   EXPECT_EQ(s.num_alloc_retries, 1);
@@ -235,7 +238,8 @@ TEST(Allocator, PeakAndAccumulatedReset) {
 
   rt->reset_peak_stats(0);
   s = rt->memory_stats(0);
-  expect_stat(s.allocated_bytes[kAggregate], 0, 0, 16 * kMiB, 16 * kMiB, "allocated_bytes after peak reset");
+  expect_stat(s.allocated_bytes[kAggregate], 0, 0, 16 * kMiB, 16 * kMiB,
+              "allocated_bytes after peak reset");
   expect_stat(s.reserved_bytes[kAggregate], 16 * kMiB, 16 * kMiB, 16 * kMiB, 0, "reserved_bytes");
 
   rt->reset_accumulated_stats(0);
@@ -246,8 +250,8 @@ TEST(Allocator, PeakAndAccumulatedReset) {
 
   void* c = rt->allocate(0, 2 * kMiB);
   s = rt->memory_stats(0);
-  expect_stat(s.allocated_bytes[kAggregate], int64_t(2 * kMiB), int64_t(2 * kMiB), int64_t(2 * kMiB), 0,
-              "allocated_bytes");
+  expect_stat(s.allocated_bytes[kAggregate], int64_t(2 * kMiB), int64_t(2 * kMiB),
+              int64_t(2 * kMiB), 0, "allocated_bytes");
   rt->free(c);
 }
 
@@ -273,12 +277,14 @@ TEST(Allocator, DeviceOfAndBadFrees) {
 TEST(Allocator, BlocksDoNotOverlap) {
   auto rt = small_emulator(256 * kMiB);
   std::vector<std::pair<unsigned char*, size_t>> blocks;
-  const size_t sizes[] = {1, 511, 512, 513, 4000, 200 * kKiB, kMiB, kMiB + 1, 3 * kMiB, 7 * kMiB + 5};
+  const size_t sizes[] = {1,          511,  512,      513,      4000,
+                          200 * kKiB, kMiB, kMiB + 1, 3 * kMiB, 7 * kMiB + 5};
   for (int round = 0; round < 3; ++round)
     for (size_t n : sizes) blocks.emplace_back(static_cast<unsigned char*>(rt->allocate(0, n)), n);
   for (size_t i = 0; i < blocks.size(); ++i) std::memset(blocks[i].first, int(i), blocks[i].second);
   for (size_t i = 0; i < blocks.size(); ++i)
-    for (size_t k = 0; k < blocks[i].second; k += 97) ASSERT_EQ(blocks[i].first[k], (unsigned char)i);
+    for (size_t k = 0; k < blocks[i].second; k += 97)
+      ASSERT_EQ(blocks[i].first[k], (unsigned char)i);
   for (auto& b : blocks) rt->free(b.first);
   MemoryStats s = rt->memory_stats(0);
   EXPECT_EQ(s.allocated_bytes[kAggregate].current, 0);

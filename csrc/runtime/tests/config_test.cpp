@@ -12,8 +12,10 @@ using testing::ScopedEnv;
 
 // Every variable unset, then the given ones set.
 struct Env : ScopedEnv {
-  Env(std::optional<std::string> lnc = std::nullopt, std::optional<std::string> visible = std::nullopt,
-      std::optional<std::string> hbm = std::nullopt, std::optional<std::string> blocking = std::nullopt,
+  Env(std::optional<std::string> lnc = std::nullopt,
+      std::optional<std::string> visible = std::nullopt,
+      std::optional<std::string> hbm = std::nullopt,
+      std::optional<std::string> blocking = std::nullopt,
       std::optional<std::string> protect = std::nullopt)
       : ScopedEnv({{"NEURON_LOGICAL_NC_CONFIG", lnc},
                    {"NEURON_RT_VISIBLE_CORES", visible},
@@ -63,7 +65,8 @@ TEST(Config, LogicalNcConfigBad) {
 
 TEST(Config, VisibleCores) {
   const std::vector<std::pair<const char*, std::vector<int>>> cases = {
-      {"0", {0}}, {"0-1", {0, 1}}, {"0,2", {0, 2}}, {"1-2,3", {1, 2, 3}}, {"3,1", {3, 1}}, {" 2 - 3 ", {2, 3}},
+      {"0", {0}},           {"0-1", {0, 1}}, {"0,2", {0, 2}},
+      {"1-2,3", {1, 2, 3}}, {"3,1", {3, 1}}, {" 2 - 3 ", {2, 3}},
   };
   for (auto& [value, ids] : cases) {
     Env env(std::nullopt, value);
@@ -119,11 +122,13 @@ TEST(Config, Flags) {
   }
   {
     Env env(std::nullopt, std::nullopt, std::nullopt, "yes");
-    EXPECT_NE(error_of([] { config_from_env(); }).find("NEURON_LAUNCH_BLOCKING='yes'"), std::string::npos);
+    EXPECT_NE(error_of([] { config_from_env(); }).find("NEURON_LAUNCH_BLOCKING='yes'"),
+              std::string::npos);
   }
   {
     Env env(std::nullopt, std::nullopt, std::nullopt, std::nullopt, "on");
-    EXPECT_NE(error_of([] { config_from_env(); }).find("TORCHNEURON_PROTECT_MEMORY='on'"), std::string::npos);
+    EXPECT_NE(error_of([] { config_from_env(); }).find("TORCHNEURON_PROTECT_MEMORY='on'"),
+              std::string::npos);
   }
 }
 
@@ -142,8 +147,10 @@ TEST(Emulator, CoresFromEnvironment) {
     EXPECT_EQ(core.name, "Trainium2 NeuronCore-v3 (emulated, LNC=2)");
     EXPECT_EQ(rt->mem_get_info(i), std::make_pair(512 * kMiB, 512 * kMiB));
   }
-  EXPECT_EQ(error_of([&] { rt->core(3); }), "invalid neuron device index 3 (3 visible NeuronCores)");
-  EXPECT_EQ(error_of([&] { rt->allocate(-1, 8); }), "invalid neuron device index -1 (3 visible NeuronCores)");
+  EXPECT_EQ(error_of([&] { rt->core(3); }),
+            "invalid neuron device index 3 (3 visible NeuronCores)");
+  EXPECT_EQ(error_of([&] { rt->allocate(-1, 8); }),
+            "invalid neuron device index -1 (3 visible NeuronCores)");
 }
 
 TEST(Emulator, ConfigDefaultsAndChecks) {

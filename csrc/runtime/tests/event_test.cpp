@@ -22,7 +22,9 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(Event, NeverRecordedIsComplete) {
   auto rt = small_emulator();
@@ -74,7 +76,8 @@ TEST(Event, ElapsedTimeOfASleep) {
 
 TEST(Event, ElapsedTimeMisuse) {
   auto rt = small_emulator();
-  EventId plain = rt->create_event(0, false), a = rt->create_event(0, true), b = rt->create_event(0, true);
+  EventId plain = rt->create_event(0, false), a = rt->create_event(0, true),
+          b = rt->create_event(0, true);
   EXPECT_TRUE(contains(error_of([&] { rt->elapsed_time_ms(a, b); }), "has not been recorded"));
   rt->record_event(plain, 0, 0);
   rt->record_event(a, 0, 0);
@@ -147,13 +150,16 @@ TEST(Event, Misuse) {
   auto rt = small_emulator();
   EventId e = rt->create_event(0, false);
   EXPECT_EQ(error_of([&] { rt->record_event(e, 1, 0); }),
-            "neuron event " + std::to_string(e) + " belongs to device 0 and cannot be recorded on a stream of device 1");
-  EXPECT_TRUE(contains(error_of([&] { rt->create_event(5, false); }), "invalid neuron device index 5"));
+            "neuron event " + std::to_string(e) +
+                " belongs to device 0 and cannot be recorded on a stream of device 1");
+  EXPECT_TRUE(
+      contains(error_of([&] { rt->create_event(5, false); }), "invalid neuron device index 5"));
   rt->destroy_event(e);
   EXPECT_EQ(error_of([&] { rt->query_event(e); }),
             "unknown neuron event " + std::to_string(e) + " (destroyed or never created)");
   EXPECT_TRUE(contains(error_of([&] { rt->destroy_event(e); }), "unknown neuron event"));
-  EXPECT_TRUE(contains(error_of([&] { rt->synchronize_event(12345); }), "unknown neuron event 12345"));
+  EXPECT_TRUE(
+      contains(error_of([&] { rt->synchronize_event(12345); }), "unknown neuron event 12345"));
 }
 
 TEST(Event, DestroyWhileRecordingIsPending) {

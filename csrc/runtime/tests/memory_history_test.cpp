@@ -27,9 +27,10 @@ int id_of(const MemoryContext& c) { return c ? *std::static_pointer_cast<int>(c)
 TEST(MemoryHistory, EventsWithContexts) {
   auto rt = small_emulator(64 * kMiB, 1);
   int counter = 0;
-  rt->record_memory_history(recording(100, [&counter] { return std::make_shared<int>(++counter); }));
-  void* a = rt->allocate(0, 1000);         // small pool: new 2 MiB segment
-  void* b = rt->allocate(0, 3 * kMiB);     // large pool: new segment
+  rt->record_memory_history(
+      recording(100, [&counter] { return std::make_shared<int>(++counter); }));
+  void* a = rt->allocate(0, 1000);      // small pool: new 2 MiB segment
+  void* b = rt->allocate(0, 3 * kMiB);  // large pool: new segment
   rt->free(a);
   auto snap = rt->memory_snapshot(0);
   std::vector<std::string> actions;
@@ -116,9 +117,11 @@ TEST(MemoryHistory, SnapshotAgreesWithStats) {
 // free's own. Sizes of alloc/free events are the bytes requested.
 TEST(MemoryHistory, ContextLevels) {
   auto rt = small_emulator(64 * kMiB, 1);
-  for (MemoryContextLevel level : {MemoryContextLevel::kState, MemoryContextLevel::kAlloc, MemoryContextLevel::kAll}) {
+  for (MemoryContextLevel level :
+       {MemoryContextLevel::kState, MemoryContextLevel::kAlloc, MemoryContextLevel::kAll}) {
     int counter = 0;
-    rt->record_memory_history(recording(100, [&counter] { return std::make_shared<int>(++counter); }, level));
+    rt->record_memory_history(
+        recording(100, [&counter] { return std::make_shared<int>(++counter); }, level));
     void* a = rt->allocate(0, 3000);
     auto snap = rt->memory_snapshot(0);
     int block_ctx = 0;
@@ -131,7 +134,8 @@ TEST(MemoryHistory, ContextLevels) {
     std::map<std::string, int> ctx;
     for (auto& e : snap.trace) {
       ctx[memory_action_name(e.action)] = id_of(e.context);
-      if (e.action == MemoryEvent::kAlloc || e.action == MemoryEvent::kFreeRequested) EXPECT_EQ(e.size, 3000u);
+      if (e.action == MemoryEvent::kAlloc || e.action == MemoryEvent::kFreeRequested)
+        EXPECT_EQ(e.size, 3000u);
     }
     if (level == MemoryContextLevel::kState) {
       EXPECT_EQ(ctx["alloc"], 0);

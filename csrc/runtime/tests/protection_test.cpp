@@ -14,7 +14,9 @@ namespace {
 using testing::kMiB;
 using testing::small_emulator;
 
-std::unique_ptr<Runtime> protected_emulator() { return small_emulator(64 * kMiB, 1, false, /*protect=*/true); }
+std::unique_ptr<Runtime> protected_emulator() {
+  return small_emulator(64 * kMiB, 1, false, /*protect=*/true);
+}
 
 int host_read(const void* p) { return *static_cast<const volatile char*>(p); }
 
@@ -49,7 +51,8 @@ TEST_F(ProtectionDeathTest, KernelsHaveAccessAndTheHostLosesItAfterwards) {
 TEST(Protection, SegmentsMadeDuringAccessAreUsableAtOnce) {
   auto rt = protected_emulator();
   rt->with_device_access([&] {
-    char* p = static_cast<char*>(rt->allocate(0, 8 * kMiB));  // a new segment, mapped inside the scope
+    char* p =
+        static_cast<char*>(rt->allocate(0, 8 * kMiB));  // a new segment, mapped inside the scope
     std::memset(p, 1, 8 * kMiB);
     // Nested scopes keep access until the outermost closes.
     rt->with_device_access([&] { p[0] = 2; });

@@ -26,7 +26,9 @@ std::string async_error_of(const std::function<void()>& f) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(Stream, RunsInOrderOnAWorkerThread) {
   auto rt = small_emulator();
@@ -152,7 +154,8 @@ TEST(Stream, LaunchBlocking) {
   EXPECT_TRUE(done);
   EXPECT_TRUE(rt->query_stream(0, 0));
 
-  std::string msg = async_error_of([&] { rt->launch(0, 0, "bad_kernel", [] { throw std::runtime_error("boom"); }); });
+  std::string msg = async_error_of(
+      [&] { rt->launch(0, 0, "bad_kernel", [] { throw std::runtime_error("boom"); }); });
   EXPECT_TRUE(contains(msg, "bad_kernel")) << msg;
   EXPECT_TRUE(contains(msg, "boom")) << msg;
   EXPECT_EQ(async_error_of([&] { rt->synchronize_device(0); }), "");  // already reported
@@ -203,12 +206,15 @@ TEST(Stream, InvalidArguments) {
     }
     return "";
   };
-  EXPECT_EQ(error_of([&] { rt->launch(7, 0, "k", [] {}); }), "invalid neuron device index 7 (2 visible NeuronCores)");
-  EXPECT_EQ(error_of([&] { rt->synchronize_device(2); }), "invalid neuron device index 2 (2 visible NeuronCores)");
+  EXPECT_EQ(error_of([&] { rt->launch(7, 0, "k", [] {}); }),
+            "invalid neuron device index 7 (2 visible NeuronCores)");
+  EXPECT_EQ(error_of([&] { rt->synchronize_device(2); }),
+            "invalid neuron device index 2 (2 visible NeuronCores)");
   EXPECT_EQ(error_of([&] { rt->launch(0, 17, "k", [] {}); }),
             "invalid neuron stream id 17 on device 0 (valid ids are 0-16)");
   EXPECT_TRUE(contains(error_of([&] { rt->query_stream(0, -1); }), "invalid neuron stream id -1"));
-  EXPECT_TRUE(contains(error_of([&] { rt->launch(0, 0, "empty", nullptr); }), "'empty' without a function"));
+  EXPECT_TRUE(contains(error_of([&] { rt->launch(0, 0, "empty", nullptr); }),
+                       "'empty' without a function"));
 }
 
 TEST(Stream, ClosuresAreDestroyedOnTheWorkerBeforeSynchronizeReturns) {
@@ -249,7 +255,8 @@ TEST(Stream, DestructionRunsQueuedWork) {
   std::atomic<int> ran{0};
   {
     auto rt = small_emulator();
-    for (int i = 0; i < 50; ++i) rt->launch(i % 2, 0, "count", [&] {
+    for (int i = 0; i < 50; ++i)
+      rt->launch(i % 2, 0, "count", [&] {
         std::this_thread::sleep_for(100us);
         ++ran;
       });

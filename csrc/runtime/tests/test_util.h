@@ -66,8 +66,8 @@ class Gate {
 };
 
 // An emulator with `cores` visible cores of `hbm` bytes each.
-inline std::unique_ptr<Runtime> small_emulator(size_t hbm = 64 * kMiB, int cores = 2, bool blocking = false,
-                                               bool protect = false) {
+inline std::unique_ptr<Runtime> small_emulator(size_t hbm = 64 * kMiB, int cores = 2,
+                                               bool blocking = false, bool protect = false) {
   Config c;
   for (int i = 0; i < cores; ++i) c.visible.push_back(i);
   c.hbm_bytes_per_core = hbm;

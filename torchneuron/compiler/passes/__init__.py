@@ -2,6 +2,7 @@
 
 Each takes (gm, plan) and edits both in place: see ../plan.py.
 """
+
 from .specialize_scalar_inputs import specialize_scalar_inputs
 from .functionalize_input_mutations import functionalize_input_mutations
 from .random_ops_to_inputs import random_ops_to_inputs
@@ -34,14 +35,29 @@ from .uint8_constants import uint8_constants
 # float_scalar_operands, compare_in_result_type and bitwise_before_truncation last: the
 # passes before them add int operands, compares and truncations (narrow_64bit) too;
 # uint8_constants after all: the passes before it add uint8 constants and conversions.
-PIPELINE = (specialize_scalar_inputs, functionalize_input_mutations, remove_none_outputs,
-            empty_results,
-            narrow_64bit, decompose_cumprod, nan_aware_arg_reductions, nan_aware_sort, random_ops_to_inputs,
-            drop_device_arguments,
-            clamp_slice_bounds, wrap_negative_indices, self_equality,
-            upcast_low_precision_reductions, exact_fmod, pad_small_conv_inputs,
-            channels_last_max_pool, float_scalar_operands, compare_in_result_type,
-            bitwise_before_truncation, uint8_constants)
+PIPELINE = (
+    specialize_scalar_inputs,
+    functionalize_input_mutations,
+    remove_none_outputs,
+    empty_results,
+    narrow_64bit,
+    decompose_cumprod,
+    nan_aware_arg_reductions,
+    nan_aware_sort,
+    random_ops_to_inputs,
+    drop_device_arguments,
+    clamp_slice_bounds,
+    wrap_negative_indices,
+    self_equality,
+    upcast_low_precision_reductions,
+    exact_fmod,
+    pad_small_conv_inputs,
+    channels_last_max_pool,
+    float_scalar_operands,
+    compare_in_result_type,
+    bitwise_before_truncation,
+    uint8_constants,
+)
 
 
 def run_passes(gm, plan, example_inputs):

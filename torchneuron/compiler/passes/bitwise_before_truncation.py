@@ -7,6 +7,7 @@ narrow_64bit, and ``x.int() & y.int()``. Truncation commutes with bitwise ops, s
 ``trunc(x) & y`` becomes ``trunc(x & widen(y))`` (the low bits are the same), a form
 XLA compiles.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,12 +30,14 @@ def _truncated_from(a, dtype):
         return None
     src = a.args[0]
     v = _val(src)
-    if (isinstance(v, torch.Tensor) and not v.dtype.is_floating_point and v.dtype != torch.bool
-            and v.dtype.itemsize > dtype.itemsize):
+    if (
+        isinstance(v, torch.Tensor)
+        and not v.dtype.is_floating_point
+        and v.dtype != torch.bool
+        and v.dtype.itemsize > dtype.itemsize
+    ):
         return src
     return None
-
-
 
 
 def bitwise_before_truncation(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
@@ -51,12 +54,21 @@ def _one_round(gm: torch.fx.GraphModule) -> bool:
     todo = []
     for n in g.nodes:
         v = _val(n)
-        if (n.op == "call_function" and n.target in _OPS and isinstance(v, torch.Tensor)
-                and v.dtype != torch.bool and not v.dtype.is_floating_point):
+        if (
+            n.op == "call_function"
+            and n.target in _OPS
+            and isinstance(v, torch.Tensor)
+            and v.dtype != torch.bool
+            and not v.dtype.is_floating_point
+        ):
             # only a truncation to the result's own dtype is undone: one to a narrower
             # type then promoted (int64 -> int8 under an int16 result) is a value
-            srcs = [_truncated_from(a, v.dtype) if isinstance(_val(a), torch.Tensor)
-                    and _val(a).dtype == v.dtype else None for a in n.args[:2]]
+            srcs = [
+                _truncated_from(a, v.dtype)
+                if isinstance(_val(a), torch.Tensor) and _val(a).dtype == v.dtype
+                else None
+                for a in n.args[:2]
+            ]
             if any(s is not None for s in srcs):
                 todo.append((n, srcs))
     if not todo:
@@ -74,7 +86,7 @@ def _one_round(gm: torch.fx.GraphModule) -> bool:
                     if s is not None and _val(s).dtype == wide:
                         args.append(s)
                     elif isinstance(a, torch.fx.Node):
-                        if _val(a).dtype != dt:   # promoted first (bool, uint8, int8 -> dt)
+                        if _val(a).dtype != dt:  # promoted first (bool, uint8, int8 -> dt)
                             a = _node(g, aten._to_copy.default, (a,), {"dtype": dt})
                         args.append(_node(g, aten._to_copy.default, (a,), {"dtype": wide}))
                     else:

@@ -14,6 +14,7 @@ propagated (``maximum`` propagates it, as ATen's pool does).
 Only inference-style pools (the indices feed no node: a backward pass needs them in
 NCHW), dilation 1, no ceil_mode (decompositions.py spells ceil_mode out as padding).
 """
+
 from __future__ import annotations
 
 import operator
@@ -36,12 +37,18 @@ def channels_last_max_pool(gm: torch.fx.GraphModule, plan, example_inputs) -> No
         d = d if d is not None else n.kwargs.get("dilation", [1, 1])
         xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
         users = list(n.users)
-        if (not users or n.kwargs.keys() - {"dilation"} or xv is None or xv.dim() != 4 or ceil
-                or any(v != 1 for v in (d or [1]))
-                or not all(u.target is operator.getitem and u.args[1] == 0 for u in users)):
+        if (
+            not users
+            or n.kwargs.keys() - {"dilation"}
+            or xv is None
+            or xv.dim() != 4
+            or ceil
+            or any(v != 1 for v in (d or [1]))
+            or not all(u.target is operator.getitem and u.args[1] == 0 for u in users)
+        ):
             continue
 
-        def pair(v):   # int[2] arguments may be given as one value
+        def pair(v):  # int[2] arguments may be given as one value
             v = [int(e) for e in v] if isinstance(v, (list, tuple)) else [int(v)]
             return v * 2 if len(v) == 1 else v
 
@@ -62,8 +69,9 @@ def channels_last_max_pool(gm: torch.fx.GraphModule, plan, example_inputs) -> No
         with g.inserting_before(n):
             y = emit(aten.permute.default, x, [0, 2, 3, 1])
             if any(p):
-                y = emit(aten.constant_pad_nd.default, y, [0, 0, p[1], p[1], p[0], p[0]],
-                         float("-inf"))
+                y = emit(
+                    aten.constant_pad_nd.default, y, [0, 0, p[1], p[1], p[0], p[0]], float("-inf")
+                )
             out = None
             for i in range(k[0]):
                 rows = emit(aten.slice.Tensor, y, 1, i, i + s[0] * (ho - 1) + 1, s[0])

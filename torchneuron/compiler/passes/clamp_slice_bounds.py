@@ -7,6 +7,7 @@ rotary-embedding backward) and fails with ``std::bad_alloc``. Shapes are static 
 so the bounds become the exact ones ATen uses (negative bounds wrap once, then clamp to
 ``[0, size]``, and ``end >= start``); values are unchanged.
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,8 +35,10 @@ def clamp_slice_bounds(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
         if val is None:
             continue
         names = ("dim", "start", "end")
-        given = {k: (args[i] if len(args) > i else n.kwargs.get(k))
-                 for k, i in zip(names, (i_dim, i_start, i_end))}
+        given = {
+            k: (args[i] if len(args) > i else n.kwargs.get(k))
+            for k, i in zip(names, (i_dim, i_start, i_end))
+        }
         dim = 0 if given["dim"] is None else given["dim"] % max(val.dim(), 1)
         size = val.shape[dim]
         if not isinstance(size, int):

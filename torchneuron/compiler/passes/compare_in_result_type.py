@@ -11,6 +11,7 @@ A compare of a tensor with a Python scalar (``.Scalar``) whose result type is no
 tensor's converts the tensor: bool ``x < 2`` compares as int64 (all True); lowered, the
 2 was converted to bool and it compared ``x < True``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,16 +20,28 @@ from ._fake_mode import graph_fake_mode
 
 aten = torch.ops.aten
 
-_OPS = (aten.lt.Tensor, aten.le.Tensor, aten.gt.Tensor, aten.ge.Tensor, aten.eq.Tensor,
-        aten.ne.Tensor)
+_OPS = (
+    aten.lt.Tensor,
+    aten.le.Tensor,
+    aten.gt.Tensor,
+    aten.ge.Tensor,
+    aten.eq.Tensor,
+    aten.ne.Tensor,
+)
 
 
 def _val(a):
     return a.meta.get("val") if isinstance(a, torch.fx.Node) else None
 
 
-_SCALAR_OPS = (aten.lt.Scalar, aten.le.Scalar, aten.gt.Scalar, aten.ge.Scalar,
-               aten.eq.Scalar, aten.ne.Scalar)
+_SCALAR_OPS = (
+    aten.lt.Scalar,
+    aten.le.Scalar,
+    aten.gt.Scalar,
+    aten.ge.Scalar,
+    aten.eq.Scalar,
+    aten.ne.Scalar,
+)
 
 
 def _mixed(n) -> bool:
@@ -37,8 +50,11 @@ def _mixed(n) -> bool:
     a, b = _val(n.args[0]), _val(n.args[1])
     if n.target in _OPS:
         return isinstance(b, torch.Tensor) and a.dtype != b.dtype
-    return (n.target in _SCALAR_OPS and isinstance(n.args[1], (bool, int, float))
-            and torch.result_type(a, n.args[1]) != a.dtype)
+    return (
+        n.target in _SCALAR_OPS
+        and isinstance(n.args[1], (bool, int, float))
+        and torch.result_type(a, n.args[1]) != a.dtype
+    )
 
 
 def compare_in_result_type(gm: torch.fx.GraphModule, plan, example_inputs) -> None:

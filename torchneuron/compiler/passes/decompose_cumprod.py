@@ -11,6 +11,7 @@ promotion), so products past 2**31 are exact in eager. Decomposed before narrow_
 the scan's int64 ``mul`` nodes were each narrowed and wrapped ([2**20, 2**20] gave
 [2**20, 0]); narrowed as one ``cumprod`` node, only its input is.
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,12 +21,10 @@ from ._fake_mode import fake_node as _node, graph_fake_mode
 aten = torch.ops.aten
 
 
-
-
 def _scan(g, x, dim, dtype):
     v = x.meta["val"]
     if dtype is None and not v.dtype.is_floating_point and not v.dtype.is_complex:
-        dtype = torch.int64   # ATen's integer promotion
+        dtype = torch.int64  # ATen's integer promotion
     if dtype is not None:
         x = _node(g, aten._to_copy.default, (x,), {"dtype": dtype})
         v = x.meta["val"]
@@ -34,8 +33,12 @@ def _scan(g, x, dim, dtype):
     d = dim % v.dim()
     n, step = v.shape[d], 1
     while step < n:
-        ones = _node(g, aten.ones.default, ([*v.shape[:d], step, *v.shape[d + 1:]],),
-                     {"dtype": v.dtype, "device": v.device})
+        ones = _node(
+            g,
+            aten.ones.default,
+            ([*v.shape[:d], step, *v.shape[d + 1 :]],),
+            {"dtype": v.dtype, "device": v.device},
+        )
         head = _node(g, aten.slice.Tensor, (x, d, 0, n - step))
         x = _node(g, aten.mul.Tensor, (x, _node(g, aten.cat.default, ([ones, head], d))))
         step *= 2

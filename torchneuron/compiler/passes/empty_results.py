@@ -12,6 +12,7 @@ so is everything they are computed from (torch-mlir folds a conversion of a cons
 into a constant of the result's type). Ops with side effects (``copy_`` into an input)
 are kept.
 """
+
 from __future__ import annotations
 
 import operator
@@ -26,14 +27,26 @@ _UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)  # uint8: uint8_constants
 
 def _empty(n) -> bool:
     v = n.meta.get("val")
-    return (n.op == "call_function" and isinstance(v, torch.Tensor) and v.numel() == 0
-            and v.dtype not in _UNSIGNED and not v.dtype.is_complex and not n.is_impure())
+    return (
+        n.op == "call_function"
+        and isinstance(v, torch.Tensor)
+        and v.numel() == 0
+        and v.dtype not in _UNSIGNED
+        and not v.dtype.is_complex
+        and not n.is_impure()
+    )
 
 
 def _feeding_unsigned(g) -> set:
     """The nodes a uint16/32/64 result is computed from (itself included)."""
-    seen, stack = set(), [n for n in g.nodes if isinstance(n.meta.get("val"), torch.Tensor)
-                          and n.meta["val"].dtype in _UNSIGNED]
+    seen, stack = (
+        set(),
+        [
+            n
+            for n in g.nodes
+            if isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype in _UNSIGNED
+        ],
+    )
     while stack:
         n = stack.pop()
         if n not in seen:
@@ -57,8 +70,9 @@ def empty_results(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
         for n in todo:
             v = n.meta["val"]
             with g.inserting_before(n):
-                c = fake_node(g, aten.full.default, (list(v.shape), 0),
-                              {"dtype": v.dtype, "device": v.device})
+                c = fake_node(
+                    g, aten.full.default, (list(v.shape), 0), {"dtype": v.dtype, "device": v.device}
+                )
             n.replace_all_uses_with(c)
             src = n.args[0] if n.target is operator.getitem else None
             g.erase_node(n)

@@ -9,6 +9,7 @@ AOTAutograd (which has already decomposed Python-style remainder into fmod plus 
 sign fix-up, decompositions.py) each fmod node takes that target: in this graph,
 and only here, ``aten.remainder.Tensor`` means StableHLO's truncated remainder.
 """
+
 from __future__ import annotations
 
 import torch

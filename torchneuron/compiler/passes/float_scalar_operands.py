@@ -8,6 +8,7 @@ half the graphs, differing from run to run (``full((), 3.0) + -1``, ``full((), -
 converts the int to the tensor's float dtype either way, so ``x + 2`` and ``x + 2.0``
 are one computation (ints past 2**53, which float() would round, are left).
 """
+
 from __future__ import annotations
 
 import torch
@@ -23,16 +24,19 @@ def _float_tensor(a) -> bool:
 
 
 def _as_float(a):
-    if isinstance(a, int) and not isinstance(a, bool) and abs(a) <= 2 ** 53:
+    if isinstance(a, int) and not isinstance(a, bool) and abs(a) <= 2**53:
         return float(a)
     return a
 
 
 def float_scalar_operands(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     for n in gm.graph.nodes:
-        if (n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload)
-                or n.target._schema.name.split("::")[-1] not in _OPS
-                or not any(_float_tensor(a) for a in n.args)):
+        if (
+            n.op != "call_function"
+            or not isinstance(n.target, torch._ops.OpOverload)
+            or n.target._schema.name.split("::")[-1] not in _OPS
+            or not any(_float_tensor(a) for a in n.args)
+        ):
             continue
         n.args = tuple(_as_float(a) for a in n.args)
         n.kwargs = {k: _as_float(v) for k, v in n.kwargs.items()}

@@ -6,6 +6,7 @@ inference graph, ``copy_(input, new_value)`` for each input the program mutated
 pass returns ``new_value`` as an extra output, and the executable writes it back
 into the caller's tensor after the run (the plan's ``mutations``).
 """
+
 from __future__ import annotations
 
 import torch

@@ -8,6 +8,7 @@ node is followed by: ``nan = isnan(x)`` as int32, ``first = argmax(nan)`` (first
 ``has = amax(nan) > 0``; the index becomes ``where(has, first, index)`` and a value
 ``where(has, NaN, value)``. Rows without NaN are unchanged.
 """
+
 from __future__ import annotations
 
 import operator
@@ -22,11 +23,10 @@ _INDEX_ONLY = {aten.argmax.default, aten.argmin.default}
 _VALUE_INDEX = {aten.max.dim, aten.min.dim}
 
 
-
-
 def _nan_info(g, x, dim, keepdim):
-    nan = _node(g, aten._to_copy.default, (_node(g, aten.isnan.default, (x,)),),
-                {"dtype": torch.int32})
+    nan = _node(
+        g, aten._to_copy.default, (_node(g, aten.isnan.default, (x,)),), {"dtype": torch.int32}
+    )
     first = _node(g, aten.argmax.default, (nan, dim, keepdim))
     dims = [] if dim is None else [dim]
     has = _node(g, aten.gt.Scalar, (_node(g, aten.amax.default, (nan, dims, keepdim)), 0))
@@ -35,8 +35,7 @@ def _nan_info(g, x, dim, keepdim):
 
 def nan_aware_arg_reductions(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     g = gm.graph
-    if not any(n.op == "call_function" and n.target in _INDEX_ONLY | _VALUE_INDEX
-               for n in g.nodes):
+    if not any(n.op == "call_function" and n.target in _INDEX_ONLY | _VALUE_INDEX for n in g.nodes):
         return
     mode = graph_fake_mode(g)
     if mode is None:
@@ -63,8 +62,11 @@ def _rewrite(g: torch.fx.Graph) -> None:
             for u in users:
                 u.replace_input_with(n, fixed)
             continue
-        getters = {u.args[1]: u for u in n.users
-                   if u.op == "call_function" and u.target is operator.getitem}
+        getters = {
+            u.args[1]: u
+            for u in n.users
+            if u.op == "call_function" and u.target is operator.getitem
+        }
         if len(getters) != len(n.users):
             continue  # a use we do not know: leave the node as torch-mlir lowers it
         # the getters moved right after n, so that the fixes come before every use of
@@ -78,8 +80,12 @@ def _rewrite(g: torch.fx.Graph) -> None:
             first, has = _nan_info(g, x, dim, keepdim)
             fixes = {}
             if 0 in getters:
-                nan = _node(g, aten.full.default, ([], float("nan")),
-                            {"dtype": xval.dtype, "device": xval.device})
+                nan = _node(
+                    g,
+                    aten.full.default,
+                    ([], float("nan")),
+                    {"dtype": xval.dtype, "device": xval.device},
+                )
                 fixes[0] = _node(g, aten.where.self, (has, nan, getters[0]))
             if 1 in getters:
                 fixes[1] = _node(g, aten.where.self, (has, first, getters[1]))

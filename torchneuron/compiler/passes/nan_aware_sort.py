@@ -22,6 +22,7 @@ the sorted keys (a cumulative count of key changes) is scattered back to its pos
 and ``rank * n + position`` is sorted again (unique, so the order is ATen's stable one).
 Unrewritten, a float64 sort with NaN came back unsorted.
 """
+
 from __future__ import annotations
 
 import operator
@@ -36,8 +37,6 @@ _SORTS = {aten.sort.default, aten.sort.stable, aten.topk.default}
 _INTS = (torch.int8, torch.int16, torch.int32, torch.uint8, torch.bool)
 
 
-
-
 def _scalar(g, value, dtype, device):
     return _node(g, aten.full.default, ([], value), {"dtype": dtype, "device": device})
 
@@ -47,18 +46,27 @@ def _ordered_int32(g, x, xval):
     dev = xval.device
     if xval.dtype in _INTS:
         return _node(g, aten._to_copy.default, (x,), {"dtype": torch.int32})
-    f = x if xval.dtype == torch.float32 else _node(g, aten._to_copy.default, (x,),
-                                                   {"dtype": torch.float32})
+    f = (
+        x
+        if xval.dtype == torch.float32
+        else _node(g, aten._to_copy.default, (x,), {"dtype": torch.float32})
+    )
     nan = _scalar(g, float("nan"), torch.float32, dev)
     f = _node(g, aten.where.self, (_node(g, aten.ne.Tensor, (f, f)), nan, f))
     bits = _node(g, aten.view.dtype, (f, torch.int32))
     # -0.0 as 0.0 on the bits: a float compare with 0 is true for subnormals too (XLA:CPU
     # flushes them), which made them ties and left them in input order
-    bits = _node(g, aten.where.self, (_node(g, aten.eq.Scalar, (bits, -2 ** 31)),
-                                      _scalar(g, 0, torch.int32, dev), bits))
+    bits = _node(
+        g,
+        aten.where.self,
+        (_node(g, aten.eq.Scalar, (bits, -(2**31))), _scalar(g, 0, torch.int32, dev), bits),
+    )
     neg = _node(g, aten.lt.Scalar, (bits, 0))
-    flip = _node(g, aten.where.self, (neg, _scalar(g, 0x7FFFFFFF, torch.int32, dev),
-                                      _scalar(g, 0, torch.int32, dev)))
+    flip = _node(
+        g,
+        aten.where.self,
+        (neg, _scalar(g, 0x7FFFFFFF, torch.int32, dev), _scalar(g, 0, torch.int32, dev)),
+    )
     return _node(g, aten.bitwise_xor.Tensor, (bits, flip))
 
 
@@ -70,11 +78,17 @@ def _ordered_int64(g, x, xval):
     nan = _scalar(g, float("nan"), torch.float64, dev)
     f = _node(g, aten.where.self, (_node(g, aten.ne.Tensor, (x, x)), nan, x))
     bits = _node(g, aten.view.dtype, (f, torch.int64))
-    bits = _node(g, aten.where.self, (_node(g, aten.eq.Scalar, (bits, -2 ** 63)),
-                                      _scalar(g, 0, torch.int64, dev), bits))   # -0.0
+    bits = _node(
+        g,
+        aten.where.self,
+        (_node(g, aten.eq.Scalar, (bits, -(2**63))), _scalar(g, 0, torch.int64, dev), bits),
+    )  # -0.0
     neg = _node(g, aten.lt.Scalar, (bits, 0))
-    flip = _node(g, aten.where.self, (neg, _scalar(g, 2 ** 63 - 1, torch.int64, dev),
-                                      _scalar(g, 0, torch.int64, dev)))
+    flip = _node(
+        g,
+        aten.where.self,
+        (neg, _scalar(g, 2**63 - 1, torch.int64, dev), _scalar(g, 0, torch.int64, dev)),
+    )
     return _node(g, aten.bitwise_xor.Tensor, (bits, flip))
 
 
@@ -95,12 +109,26 @@ def _unique_key64(g, x, xval, dim, descending):
     s = _node(g, aten.sort.default, (key, dim))
     sk, si = _node(g, operator.getitem, (s, 0)), _node(g, operator.getitem, (s, 1))
     # dense rank of each sorted key: how many key changes precede it
-    changed = _node(g, aten.ne.Tensor, (_node(g, aten.slice.Tensor, (sk, dim, 1, n)),
-                                        _node(g, aten.slice.Tensor, (sk, dim, 0, n - 1))))
-    first = [*xval.shape[:dim], 1, *xval.shape[dim + 1:]]
-    changed = _node(g, aten.cat.default, (
-        [_node(g, aten.zeros.default, (first,), {"dtype": torch.int64, "device": dev}),
-         _node(g, aten._to_copy.default, (changed,), {"dtype": torch.int64})], dim))
+    changed = _node(
+        g,
+        aten.ne.Tensor,
+        (
+            _node(g, aten.slice.Tensor, (sk, dim, 1, n)),
+            _node(g, aten.slice.Tensor, (sk, dim, 0, n - 1)),
+        ),
+    )
+    first = [*xval.shape[:dim], 1, *xval.shape[dim + 1 :]]
+    changed = _node(
+        g,
+        aten.cat.default,
+        (
+            [
+                _node(g, aten.zeros.default, (first,), {"dtype": torch.int64, "device": dev}),
+                _node(g, aten._to_copy.default, (changed,), {"dtype": torch.int64}),
+            ],
+            dim,
+        ),
+    )
     rank = _node(g, aten.cumsum.default, (changed, dim))
     rank = _node(g, aten.scatter.src, (_node(g, aten.zeros_like.default, (rank,)), dim, si, rank))
     key = _node(g, aten.mul.Tensor, (rank, _scalar(g, n, torch.int64, dev)))
@@ -117,7 +145,7 @@ def _stable_sort(g, x, xval, dim, descending):
         if descending:
             key = _node(g, aten.bitwise_not.default, (key,))
         key = _node(g, aten._to_copy.default, (key,), {"dtype": torch.int64})
-        key = _node(g, aten.mul.Tensor, (key, _scalar(g, 2 ** 32, torch.int64, dev)))
+        key = _node(g, aten.mul.Tensor, (key, _scalar(g, 2**32, torch.int64, dev)))
         key = _node(g, aten.add.Tensor, (key, _positions(g, xval, dim)))
     s = _node(g, aten.sort.default, (key, dim))
     idx = _node(g, operator.getitem, (s, 1))
@@ -126,8 +154,7 @@ def _stable_sort(g, x, xval, dim, descending):
 
 def nan_aware_sort(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     g = gm.graph
-    todo = [n for n in g.nodes if n.op == "call_function" and n.target in _SORTS
-            and _eligible(n)]
+    todo = [n for n in g.nodes if n.op == "call_function" and n.target in _SORTS and _eligible(n)]
     if not todo:
         return
     mode = graph_fake_mode(g)
@@ -144,8 +171,10 @@ def _eligible(n) -> bool:
     xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
     if xval is None or xval.dim() == 0:
         return False
-    if not (xval.dtype in _INTS or xval.dtype in (torch.float32, torch.bfloat16,
-                                                   torch.float16, torch.float64, torch.int64)):
+    if not (
+        xval.dtype in _INTS
+        or xval.dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64)
+    ):
         return False
     # only uses we know (the value/index getters): anything else stays as lowered
     return all(u.op == "call_function" and u.target is operator.getitem for u in n.users)

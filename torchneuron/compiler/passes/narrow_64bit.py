@@ -24,6 +24,7 @@ adds them to ``torch.neuron.narrowing_stats()`` / ``full_width_stats()`` as eage
 counts its calls (executable.py). Off with TORCHNEURON_NARROW_64BIT=0 (torch.neuron's
 switch; a compiled callable follows it at each call: ../narrowing_variants.py).
 """
+
 from __future__ import annotations
 
 import collections
@@ -43,7 +44,8 @@ _F32_MAX = float(torch.finfo(torch.float32).max)
 
 # Base names (no overload) never narrowed: eager's kDataMovementOps with their
 # functional forms, plus what eager does not compute through a narrowing kernel.
-_EXEMPT = frozenset("""
+_EXEMPT = frozenset(
+    """
 cat stack index_select gather take flip roll repeat tril triu constant_pad_nd
 reflection_pad1d reflection_pad2d replication_pad1d replication_pad2d where masked_fill
 masked_scatter index index_put _index_put_impl index_fill index_copy scatter
@@ -56,7 +58,8 @@ unfold diagonal narrow contiguous
 arange full full_like zeros zeros_like ones ones_like empty empty_like empty_strided
 scalar_tensor new_zeros new_ones new_full new_empty fill zero
 rand rand_like randn randn_like randint randint_like bernoulli uniform normal random
-""".split())
+""".split()
+)
 _INDEX_ARGS = frozenset(("index", "indices", "offsets", "target"))
 
 
@@ -117,14 +120,14 @@ def _eager_kernel(name):
     # A .Scalar overload without a neuron kernel runs its CompositeExplicitAutograd
     # kernel in eager, which calls the .Tensor overload (or the plain op) with the scalar
     # wrapped: that one decides (x % 3, x | 1, fmod(x, 3) narrow; x // 3 falls back).
-    if name in _COMPOSITE_CALLS:   # a composite that calls another op than its sibling
+    if name in _COMPOSITE_CALLS:  # a composite that calls another op than its sibling
         return _eager_kernel(_COMPOSITE_CALLS[name])
     base, _, overload = name.partition(".")
     if overload == "Scalar" and has(name, "CompositeExplicitAutograd"):
         for sibling in (base + ".Tensor", base):
             try:
                 return has(sibling, "PrivateUse1"), sibling
-            except RuntimeError:   # no such overload
+            except RuntimeError:  # no such overload
                 continue
     return False, name
 
@@ -143,10 +146,17 @@ def _wraps_to_zero(a) -> bool:
     looks at per call and the graph cannot, so the call keeps full width (exact)."""
     if isinstance(a, torch.fx.Node) and a.op == "placeholder":
         v = _val(a)
-        return (isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0
-                and v.dtype == torch.int64)
-    if isinstance(a, torch.fx.Node) and a.op == "call_function" and a.target in (
-            aten.scalar_tensor.default, aten.full.default):
+        return (
+            isinstance(v, torch.Tensor)
+            and v.device.type == "cpu"
+            and v.dim() == 0
+            and v.dtype == torch.int64
+        )
+    if (
+        isinstance(a, torch.fx.Node)
+        and a.op == "call_function"
+        and a.target in (aten.scalar_tensor.default, aten.full.default)
+    ):
         a = a.args[0] if a.target is aten.scalar_tensor.default else a.args[1]
     return isinstance(a, int) and not isinstance(a, bool) and a != 0 and _wrap32(a) == 0
 
@@ -158,10 +168,15 @@ def _zero_divisor_calls(g: torch.fx.Graph, calls: dict) -> set:
     other nodes (remainder's ``r + b``) would wrap the divisor too."""
     out = set()
     for n in g.nodes:
-        if (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
-                and n.target._schema.name.split("::")[-1] in _DIVISIONS and len(n.args) > 1
-                and _is_wide(n.args[0]) and _val(n.args[0]).dtype == torch.int64
-                and _wraps_to_zero(n.args[1])):
+        if (
+            n.op == "call_function"
+            and isinstance(n.target, torch._ops.OpOverload)
+            and n.target._schema.name.split("::")[-1] in _DIVISIONS
+            and len(n.args) > 1
+            and _is_wide(n.args[0])
+            and _val(n.args[0]).dtype == torch.int64
+            and _wraps_to_zero(n.args[1])
+        ):
             out.add(calls[n][0])
     return out
 
@@ -182,13 +197,17 @@ def _eager_calls(g: torch.fx.Graph) -> dict:
         if n.op != "call_function":
             continue
         src = n.meta.get("from_node") or ()
-        op = n.meta.get("original_aten")   # a copy of the op (the graph was copied)
+        op = n.meta.get("original_aten")  # a copy of the op (the graph was copied)
         if not isinstance(op, torch._ops.OpOverload):
             op = n.target if isinstance(n.target, torch._ops.OpOverload) else None
         # backward nodes have no from_node; AOTAutograd's seq_nr ties a decomposed
         # backward op's nodes together (gelu_backward counted 22 times for 2 calls)
         seq = n.meta.get("seq_nr")
-        origin = src[0].name if src else (("seq_nr", seq) if seq is not None and op is not None else n.name)
+        origin = (
+            src[0].name
+            if src
+            else (("seq_nr", seq) if seq is not None and op is not None else n.name)
+        )
         key = (origin, _eager_kernel(eager_op_name(op))[1] if op is not None else None)
         if key != prev:
             k, prev = k + 1, key
@@ -203,9 +222,9 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     if mode is None:
         return
     g = gm.graph
-    narrow_of: dict = {}    # 64-bit node -> its 32-bit form
-    inserted: set = set()   # conversions this pass inserted (either way)
-    narrowed, full_width = [], []   # nodes, counted if they survive dead-code removal
+    narrow_of: dict = {}  # 64-bit node -> its 32-bit form
+    inserted: set = set()  # conversions this pass inserted (either way)
+    narrowed, full_width = [], []  # nodes, counted if they survive dead-code removal
 
     def as_narrow(a):
         if a in narrow_of:
@@ -228,9 +247,12 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
         inserted.add(w)
         narrow_of[w] = n
 
-    def restores(old, new) -> bool:   # a 64-bit result now computed in 32 bits
-        return (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor)
-                and _NARROW.get(old.dtype) == new.dtype)
+    def restores(old, new) -> bool:  # a 64-bit result now computed in 32 bits
+        return (
+            isinstance(old, torch.Tensor)
+            and isinstance(new, torch.Tensor)
+            and _NARROW.get(old.dtype) == new.dtype
+        )
 
     calls = _eager_calls(g)
     zero_divisor = _zero_divisor_calls(g, calls)
@@ -251,7 +273,7 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
         if schema.name.split("::")[-1].rstrip("_") in _EXEMPT:
             continue
         if not _native_in_eager(calls[n][1]):
-            continue   # eager runs that op on the CPU fallback, at full width
+            continue  # eager runs that op on the CPU fallback, at full width
         if calls[n][0] in zero_divisor:
             if any(_is_wide(a) for a in n.args):
                 full_width.append(n)
@@ -270,8 +292,11 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
         if not narrowed_dtypes:
             continue
         wrap_ints = torch.int64 in narrowed_dtypes
-        device = next(_val(a) for a in new_args if isinstance(a, torch.fx.Node)
-                      and isinstance(_val(a), torch.Tensor)).device
+        device = next(
+            _val(a)
+            for a in new_args
+            if isinstance(a, torch.fx.Node) and isinstance(_val(a), torch.Tensor)
+        ).device
         # Python scalars beside narrowed tensors, as eager's narrowed_scalar: ints wrap
         # (with int64 tensors), floats saturate to float32's range. An int in a Tensor
         # argument becomes a 0-dim int32 tensor (torch-mlir computes a Python int
@@ -287,8 +312,11 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
                 new_args[i] = _wrap32(a)
             elif wrap_ints and kind == "TensorType":
                 with g.inserting_before(n):
-                    c = g.call_function(aten.full.default, ([], _wrap32(a)),
-                                        {"dtype": torch.int32, "device": device})
+                    c = g.call_function(
+                        aten.full.default,
+                        ([], _wrap32(a)),
+                        {"dtype": torch.int32, "device": device},
+                    )
                 with mode:
                     c.meta["val"] = torch.full([], _wrap32(a), dtype=torch.int32, device=device)
                 inserted.add(c)
@@ -301,12 +329,12 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
             with mode:
                 val = n.target(*a, **kw)
         except Exception:
-            n.args, n.kwargs = old_args, old_kwargs   # no 32-bit form: full width
+            n.args, n.kwargs = old_args, old_kwargs  # no 32-bit form: full width
             full_width.append(n)
             continue
         narrowed.append(n)
         n.meta["val"] = val
-        n.meta.pop("tensor_meta", None)   # stale: torch-mlir would type the result from it
+        n.meta.pop("tensor_meta", None)  # stale: torch-mlir would type the result from it
         rerun.add(n)
         if restores(old_val, val):
             widen(n, old_val.dtype)

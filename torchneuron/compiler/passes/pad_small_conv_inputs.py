@@ -10,6 +10,7 @@ input, so no swap) it takes ~0.9 ms. Same values: the pad writes the zeros the
 window padding implied. Only where the padding makes the input at least as large as
 the kernel (else XLA would swap anyway).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,12 @@ def pad_small_conv_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> Non
 
     g = gm.graph
     for n in list(g.nodes):
-        if (n.op != "call_function" or n.target is not aten.convolution.default
-                or len(n.args) != 9 or n.kwargs):
+        if (
+            n.op != "call_function"
+            or n.target is not aten.convolution.default
+            or len(n.args) != 9
+            or n.kwargs
+        ):
             continue
         x, w, bias, stride, padding, dilation, transposed, out_pad, groups = n.args
         xv, wv = x.meta.get("val"), w.meta.get("val")
@@ -39,11 +44,10 @@ def pad_small_conv_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> Non
         if mode is None:
             continue
         pad = []
-        for p in reversed(list(padding)):   # constant_pad_nd: last dimension first
+        for p in reversed(list(padding)):  # constant_pad_nd: last dimension first
             pad += [p, p]
         with g.inserting_before(n):
             xp = g.call_function(aten.constant_pad_nd.default, (x, pad, 0.0))
         with mode:
             xp.meta["val"] = aten.constant_pad_nd.default(xv, pad, 0.0)
-        n.args = (xp, w, bias, stride, [0] * len(padding), dilation, transposed, out_pad,
-                  groups)
+        n.args = (xp, w, bias, stride, [0] * len(padding), dilation, transposed, out_pad, groups)

@@ -3,6 +3,7 @@
 Backward graphs return None for inputs that need no gradient; StableHLO functions
 return tensors only.
 """
+
 from __future__ import annotations
 
 import torch
@@ -11,7 +12,7 @@ import torch
 def remove_none_outputs(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     out = next(n for n in gm.graph.nodes if n.op == "output")
     outs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
-    n_user = len(outs) - len(plan.mutations)   # mutation outputs come last
+    n_user = len(outs) - len(plan.mutations)  # mutation outputs come last
     kept, structure, remap = [], [], {}
     for j, o in enumerate(outs):
         if isinstance(o, torch.fx.Node):

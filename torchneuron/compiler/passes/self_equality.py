@@ -6,6 +6,7 @@ for NaN: ``x == x`` (the NaN test idiom), ``isfinite`` (decomposed to
 at NaN in compiled graphs, without an error. ``ne`` is not folded, so the same value is
 computed from it. Integer and bool operands are left alone (equal to themselves).
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,7 @@ def self_equality(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
             continue
         a, b = n.args[0], n.args[1]
         val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
-        if a is not b or val is None or not (val.dtype.is_floating_point
-                                             or val.dtype.is_complex):
+        if a is not b or val is None or not (val.dtype.is_floating_point or val.dtype.is_complex):
             continue
         with g.inserting_before(n):
             ne = g.call_function(aten.ne.Tensor, (a, a))

@@ -4,6 +4,7 @@ Shapes are static: a scalar input (e.g. a size Dynamo passed as an argument) is
 baked into the graph, and the compiled graph is cached per value (the backend
 keys its specializations on them). StableHLO functions take tensors only.
 """
+
 from __future__ import annotations
 
 import torch

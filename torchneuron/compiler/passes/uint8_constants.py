@@ -14,6 +14,7 @@ folded, so the same bits reach XLA:
 Runs last: the passes before it add uint8 constants (``empty_results``) and conversions
 (``compare_in_result_type``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -63,9 +64,14 @@ def _as_int8(v) -> int:
 
 def uint8_constants(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     g = gm.graph
-    todo = [n for n in g.nodes if n.op == "call_function"
-            and isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype == U8
-            and (n.target in _FILLS or n.target in _CONVERSIONS)]
+    todo = [
+        n
+        for n in g.nodes
+        if n.op == "call_function"
+        and isinstance(n.meta.get("val"), torch.Tensor)
+        and n.meta["val"].dtype == U8
+        and (n.target in _FILLS or n.target in _CONVERSIONS)
+    ]
     if not todo:
         return
     mode = graph_fake_mode(g)
@@ -80,16 +86,19 @@ def uint8_constants(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
                     fill = _FILLS[n.target](n.args, n.kwargs)
                     if isinstance(fill, torch.fx.Node):
                         continue  # not a compile-time value
-                    s8 = fake_node(g, aten.full.default, (list(v.shape), _as_int8(fill)),
-                                   {"dtype": torch.int8, "device": v.device})
+                    s8 = fake_node(
+                        g,
+                        aten.full.default,
+                        (list(v.shape), _as_int8(fill)),
+                        {"dtype": torch.int8, "device": v.device},
+                    )
                     s8.kwargs = {"dtype": torch.int8}  # device arguments are dropped before
                 else:
                     src = n.args[0]
                     if not isinstance(src, torch.fx.Node) or not _constant_only(src, memo):
                         continue
                     if src.meta["val"].dtype.is_floating_point:
-                        src = fake_node(g, aten._to_copy.default, (src,),
-                                        {"dtype": torch.int32})
+                        src = fake_node(g, aten._to_copy.default, (src,), {"dtype": torch.int32})
                     s8 = fake_node(g, aten._to_copy.default, (src,), {"dtype": torch.int8})
                 u8 = fake_node(g, aten.view.dtype, (s8, U8))
             n.replace_all_uses_with(u8)

@@ -11,6 +11,7 @@ from the exact result than the CPU (errors grow with the length; no error raised
 such node computes in float32 (its ``dtype=``) and its result is cast back to the input
 dtype.
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,14 @@ from ._fake_mode import graph_fake_mode
 aten = torch.ops.aten
 
 _LOW = (torch.bfloat16, torch.float16)
-_REDUCTIONS = {aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim,
-               aten.cumsum.default, aten.linalg_vector_norm.default}
+_REDUCTIONS = {
+    aten.sum.default,
+    aten.sum.dim_IntList,
+    aten.mean.default,
+    aten.mean.dim,
+    aten.cumsum.default,
+    aten.linalg_vector_norm.default,
+}
 
 
 def upcast_low_precision_reductions(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
@@ -32,8 +39,7 @@ def upcast_low_precision_reductions(gm: torch.fx.GraphModule, plan, example_inpu
             continue
         x, out = n.args[0], n.meta.get("val")
         xval = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-        if (xval is not None and out is not None and xval.dtype in _LOW
-                and out.dtype == xval.dtype):
+        if xval is not None and out is not None and xval.dtype in _LOW and out.dtype == xval.dtype:
             todo.append(n)
     if not todo:
         return
@@ -48,7 +54,7 @@ def upcast_low_precision_reductions(gm: torch.fx.GraphModule, plan, example_inpu
             # folded away by torch-mlir (it reduced in bfloat16 again)
             n.kwargs = {**n.kwargs, "dtype": torch.float32}
             n.meta["val"] = n.meta["val"].to(torch.float32)
-            n.meta.pop("tensor_meta", None)   # stale: torch-mlir would type the result from it
+            n.meta.pop("tensor_meta", None)  # stale: torch-mlir would type the result from it
             with g.inserting_after(n):
                 back = g.call_function(aten._to_copy.default, (n,), {"dtype": low})
                 back.meta["val"] = n.meta["val"].to(low)

@@ -9,6 +9,7 @@ tensor of integer dtype gets ``where(i < 0, i + size, i)`` with the size of the 
 indexes (index k of the list indexes dim k; ``None`` entries keep their dim). Bool masks
 are left alone. Values already in ``[0, size)`` are unchanged.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,8 +17,13 @@ import torch
 aten = torch.ops.aten
 
 # ops whose args are (self, indices, ...): indices[k] indexes self's dim k
-_INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default,
-             aten._unsafe_index.Tensor, aten._unsafe_index_put.default}
+_INDEXING = {
+    aten.index.Tensor,
+    aten.index_put.default,
+    aten.index_put_.default,
+    aten._unsafe_index.Tensor,
+    aten._unsafe_index_put.default,
+}
 
 
 def _wrapped(g: torch.fx.Graph, idx: torch.fx.Node, size: int) -> torch.fx.Node:
@@ -43,8 +49,13 @@ def wrap_negative_indices(gm: torch.fx.GraphModule, plan, example_inputs) -> Non
         new = list(indices)
         for k, idx in enumerate(indices):
             ival = idx.meta.get("val") if isinstance(idx, torch.fx.Node) else None
-            if (ival is None or k >= sval.dim() or ival.dtype == torch.bool
-                    or ival.dtype.is_floating_point or not isinstance(sval.shape[k], int)):
+            if (
+                ival is None
+                or k >= sval.dim()
+                or ival.dtype == torch.bool
+                or ival.dtype.is_floating_point
+                or not isinstance(sval.shape[k], int)
+            ):
                 continue
             with g.inserting_before(n):
                 new[k] = _wrapped(g, idx, sval.shape[k])
