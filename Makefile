@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 
-.PHONY: setup build test test-runtime ensure-gtest test-python test-noisy-host test-compile-sweep test-protected demo bench bench-dist bench-compile clean conformance
+.PHONY: setup build lint format test test-runtime ensure-gtest test-python test-noisy-host test-compile-sweep test-protected demo bench bench-dist bench-compile clean conformance
 
 setup: $(VENV)/.deps-stamp
 
@@ -48,7 +48,19 @@ test-compile-sweep: build
 test-protected: build
 	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q -m "not noisy_host and not compile_sweep"
 
-test: test-runtime test-python test-protected
+# ruff (lint and format) over the Python tree, clang-format over csrc/: check only.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	find csrc -name '*.cpp' -o -name '*.h' | xargs $(VENV)/bin/clang-format --dry-run -Werror
+
+# Apply both formatters (then commit the change on its own).
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+	find csrc -name '*.cpp' -o -name '*.h' | xargs $(VENV)/bin/clang-format -i
+
+test: lint test-runtime test-python test-protected
 
 # The main job: the three-phase check of all-MiniLM-L6-v2 (real weights), report.html.
 # prices.csv has no verified trn2.48xlarge on-demand price. To show the projection's cost line

@@ -48,6 +48,7 @@ def _lowered(name, model, inputs):
     """(StableHLO text, [numpy inputs in the executable's order]) of the model's graph."""
     import numpy as np
     import torch
+
     from torchneuron.compiler import executable
 
     seen = {}
@@ -90,6 +91,7 @@ class _Xla:
 
     def __init__(self, text, ins):
         import jax
+
         from torchneuron.compiler import neuron_cc
 
         t0 = time.perf_counter()

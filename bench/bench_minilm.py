@@ -24,8 +24,8 @@ the target harder, not easier. `--system-malloc` measures without it. Run: `.ven
 from __future__ import annotations
 
 import argparse
-import ctypes
 import copy
+import ctypes
 import os
 import statistics
 import time

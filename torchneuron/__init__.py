@@ -5,8 +5,6 @@ Importing this package (done automatically by ``import torch`` through the
 PrivateUse1 backend to ``neuron`` and registers ``torch.neuron``.
 """
 
-import os as _os
-
 
 def _autoload() -> None:
     """Entry point of the ``torch.backends`` group: importing did the work.

@@ -12,7 +12,8 @@ The scaler's kernels (``_amp_foreach_non_finite_check_and_unscale_``,
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -58,7 +59,7 @@ class GradScaler(torch.amp.GradScaler):
         )
 
 
-def custom_fwd(fwd: Optional[Callable] = None, *, cast_inputs: Optional[torch.dtype] = None) -> Any:
+def custom_fwd(fwd: Callable | None = None, *, cast_inputs: torch.dtype | None = None) -> Any:
     """``torch.amp.custom_fwd(fwd, device_type="neuron", cast_inputs=...)``: a custom
     autograd Function's ``forward`` runs with the caller's autocast state (or, with
     ``cast_inputs``, autocast off and floating inputs cast to that dtype)."""

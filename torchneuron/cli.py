@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional
 
 EPILOG = """\
 MODEL is a built-in name (see --list) or path/to/file.py:factory, where factory()
@@ -303,7 +302,7 @@ def _console(stderr: bool = False):
     return Console(stderr=stderr, width=None if stream.isatty() else 140, highlight=False)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 pass, 1 fail or regression, 2 bad usage)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "run":  # the program's own arguments are not ours to parse
@@ -318,8 +317,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if a.command is None:
         parser.print_help()
         return 2
-    from .check import EXIT_USAGE, CheckUsageError, run, write_outputs
-    from .check import report_terminal
+    from .check import EXIT_USAGE, CheckUsageError, report_terminal, run, write_outputs
 
     if a.list:
         report_terminal.list_models(_console())

@@ -11,24 +11,27 @@ from typing import Any
 
 import torch
 
-from . import _C
-from . import _utils  # noqa: F401  (torch.serialization looks for _utils._get_device_index)
+from . import (
+    _C,
+    _utils,  # noqa: F401  (torch.serialization looks for _utils._get_device_index)
+    amp,  # noqa: F401,E402  (torch.neuron.amp, the torch.cuda.amp shape)
+    memory,  # noqa: F401  (torch.neuron.memory, as torch.cuda.memory)
+)
+from . import random as _random
 from ._utils import _get_device_index
-from . import memory  # noqa: F401  (torch.neuron.memory, as torch.cuda.memory)
 from .memory import (  # noqa: F401
-    memory_snapshot,
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
     memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
-from . import random as _random
 from .random import (  # noqa: F401
     _get_generator,
     get_rng_state,
@@ -42,7 +45,6 @@ from .random import (  # noqa: F401
     set_rng_state_all,
 )
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
-from . import amp  # noqa: F401,E402  (torch.neuron.amp, the torch.cuda.amp shape)
 
 
 def is_available() -> bool:

@@ -22,7 +22,7 @@ def _dev(device: Any) -> int:
     return _get_device_index(device, optional=True)
 
 
-def memory_stats(device: Any = None) -> "OrderedDict[str, Any]":
+def memory_stats(device: Any = None) -> OrderedDict[str, Any]:
     """Flat dict with ``torch.cuda.memory_stats`` keys, e.g.
     ``"allocated_bytes.all.current"``, ``"reserved_bytes.large_pool.peak"``,
     ``"num_ooms"``."""

@@ -10,8 +10,8 @@ loaded offline) and seeded random elsewhere.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from importlib import resources
-from typing import Callable
 
 import torch
 

@@ -30,13 +30,13 @@ class Stream(torch.Stream):
         """0 (normal) or -1 (high), as given at creation."""
         return _C._stream_priority(self.stream_id)
 
-    def wait_event(self, event: "Event") -> None:
+    def wait_event(self, event: Event) -> None:
         event.wait(self)
 
     def wait_stream(self, stream: torch.Stream) -> None:
         self.wait_event(stream.record_event())
 
-    def record_event(self, event: "Event | None" = None) -> "Event":
+    def record_event(self, event: Event | None = None) -> Event:
         event = Event() if event is None else event
         event.record(self)
         return event

@@ -26,7 +26,7 @@ def fixture(name: str) -> str:
     return f"{MODELS}:{name}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fallback_op() -> str | None:
     """The torch function the ``falls_back`` fixture uses (None: every candidate is native now)."""
     import importlib.util
@@ -55,7 +55,7 @@ def cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached(model: str, items: tuple) -> dict:
     return run(CheckConfig(model=model, progress=False, **dict(items)))
 

@@ -8,9 +8,8 @@ import shutil
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
-
 from check_support import FAST, cli, fixture
+from safetensors.torch import load_file, save_file
 
 FILES = {"baseline.json", "thresholds.json", "manifest.json", "outputs.safetensors"}
 # The round trip compares a run with its own baseline on a small shared machine: p50 can

@@ -8,7 +8,6 @@ import os
 import shutil
 
 import pytest
-
 from check_support import FAST, cli, fixture
 
 from torchneuron.check import baseline as baseline_mod

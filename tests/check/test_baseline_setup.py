@@ -7,7 +7,6 @@ import os
 import shutil
 
 import pytest
-
 from check_support import FAST, cli
 
 from torchneuron.check import baseline_setup

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from check_support import FAST, FIXTURES, MODELS, cli, fixture, needs_fallback_op
 
 VENV_BIN = os.path.dirname(sys.executable)

@@ -7,11 +7,11 @@ import os
 
 import pytest
 import torch
-
 from check_support import FAST, cli, fixture
 from compile_support import fresh_compile_state  # noqa: F401  (autouse fixture)
 
-from torchneuron.check import memory, sweep, tensors as T
+from torchneuron.check import memory, sweep
+from torchneuron.check import tensors as T
 from torchneuron.check.phase1 import DeviceSession
 
 pytestmark = pytest.mark.skipif(

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from check_support import FAST, FAST_KW, cli, result
+
 from torchneuron.check import cost
 
 

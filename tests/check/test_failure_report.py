@@ -4,6 +4,7 @@ only in the JSON, no cost table of dashes; warnings gathered in one section."""
 import json
 
 from check_support import cli, fixture
+
 from torchneuron.check import phase1
 
 DISPATCH = (

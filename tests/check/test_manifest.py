@@ -3,9 +3,9 @@
 import platform
 
 import torch
+from check_support import FAST_KW, result
 
 import torchneuron
-from check_support import FAST_KW, result
 from torchneuron.check import manifest
 
 

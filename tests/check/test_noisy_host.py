@@ -12,9 +12,8 @@ import subprocess
 import sys
 
 import pytest
-from safetensors.torch import load_file, save_file
-
 from check_support import cli, fixture
+from safetensors.torch import load_file, save_file
 
 from torchneuron.check import perfstats
 

@@ -6,7 +6,6 @@ compile verdict fails instead, and the reports say how many graphs ran compiled.
 import json
 
 import pytest
-
 from check_support import FAST, FAST_KW, cli, fixture, result
 
 from torchneuron.check import baseline as baseline_mod

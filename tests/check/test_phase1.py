@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from check_support import FAST, FAST_KW, MINILM_KW, cli, fixture, needs_fallback_op, result
 
 

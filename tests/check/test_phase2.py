@@ -4,11 +4,10 @@ import json
 
 import pytest
 import torch
-
 from check_support import FAST, FAST_KW, MINILM_KW, cli, fixture, result
+
 from torchneuron.check import autocast_available
 from torchneuron.check.phase2 import compare, failure_text, multiplier, scaled_atol
-
 
 # ------------------------------------------------------------------ the rule itself
 

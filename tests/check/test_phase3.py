@@ -7,10 +7,9 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from check_support import FAST_KW, MINILM_KW, cli, result
-from torchneuron.check import phase3, stats
 
+from torchneuron.check import phase3, stats
 
 # ------------------------------------------------------------------ statistics
 

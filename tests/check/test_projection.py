@@ -5,8 +5,8 @@ import json
 
 import pytest
 import torch
-
 from check_support import cli
+
 from torchneuron.check import hardware, projection
 
 CONV = (

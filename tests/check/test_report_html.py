@@ -5,7 +5,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from check_support import FAST, MINILM, cli, fixture, needs_fallback_op
 
 

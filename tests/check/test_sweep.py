@@ -4,8 +4,8 @@ points time the compiled model; bad grids are bad usage."""
 import json
 
 import pytest
-
 from check_support import cli
+
 from torchneuron.check import CheckUsageError, sweep
 
 

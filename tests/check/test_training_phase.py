@@ -7,8 +7,8 @@ import re
 
 import pytest
 import torch
-
 from check_support import cli, fixture
+
 from torchneuron.check import autocast_available
 from torchneuron.check.phase2 import compare
 from torchneuron.check.training import compare_update

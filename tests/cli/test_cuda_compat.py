@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import torch
-
 from conftest import run_python
 
 FIXTURE = os.path.join(

@@ -14,7 +14,7 @@ float32's), NaN equal to NaN, and the sign of a zero checked.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

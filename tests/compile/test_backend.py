@@ -6,11 +6,10 @@ import re
 
 import pytest
 import torch
-
-import torchneuron  # noqa: F401
-
 from compile_support import fresh_compile_state  # noqa: F401
 from conftest import run_python
+
+import torchneuron  # noqa: F401
 
 
 def _mlp():

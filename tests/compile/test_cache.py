@@ -9,12 +9,11 @@ import textwrap
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
+from conftest import run_python
 
 import torchneuron  # noqa: F401
 from torchneuron.compiler import cache
-
-from compile_support import fresh_compile_state  # noqa: F401
-from conftest import run_python
 
 _CHILD = """
     import time, torch, torchneuron

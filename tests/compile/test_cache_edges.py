@@ -8,11 +8,10 @@ import warnings
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
 from torchneuron.compiler import cache, config
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 
 def _run(fn, *xs):

@@ -1,8 +1,6 @@
 """torchneuron check in compiled mode (issue 6): --mode eager|compile|both, and a model
 whose graph cannot lower reported with the failing stage and ATen op."""
 
-import torch
-
 from check_support import FAST_KW, fixture, result  # noqa: F401
 
 
@@ -36,8 +34,9 @@ def test_compile_failure_reports_stage_op_and_source():
 
 
 def test_mode_both_reports_compiled_accuracy_beside_eager(tmp_path):
-    from check_support import cli
     import json
+
+    from check_support import cli
 
     j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
     code, out, err = cli(
@@ -88,8 +87,9 @@ def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
 
 
 def test_mode_both_times_and_prices_the_compiled_model(tmp_path):
-    from check_support import cli
     import json
+
+    from check_support import cli
 
     j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
     code, out, err = cli(

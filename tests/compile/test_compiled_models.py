@@ -4,14 +4,12 @@ a transformers ResNet, and a BERT training loop (forward, backward, AdamW) vs ea
 
 import copy
 
-import pytest
 import torch
 import torch.nn.functional as F
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
 from torchneuron import models
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 
 def _dev(inputs):

@@ -4,11 +4,10 @@ width, outputs in their original dtype, so compiled and eager agree;
 TORCHNEURON_NARROW_64BIT=0 keeps full width."""
 
 import torch
-
-import torchneuron  # noqa: F401
-
 from compile_support import fresh_compile_state  # noqa: F401
 from conftest import run_python
+
+import torchneuron  # noqa: F401
 
 
 def _f(x, idx):

@@ -3,14 +3,12 @@ drawn from the neuron generator at each launch (passes/random_ops_to_inputs.py).
 
 import math
 
-import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
+from conftest import run_python
 
 import torchneuron  # noqa: F401
 from torchneuron.compiler.threefry import threefry2x32
-
-from compile_support import fresh_compile_state  # noqa: F401
-from conftest import run_python
 
 T = lambda *v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
 

@@ -9,10 +9,9 @@ Reference: the same function or module on CPU.
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 _X = torch.tensor([[-1.25, 2.5, 3.75], [4.0, -5.5, 0.5]])
 

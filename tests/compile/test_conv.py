@@ -8,10 +8,9 @@ import pathlib
 import pytest
 import torch
 import torch.nn.functional as F
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 CASES = [  # (input shape, weight shape, kwargs, pass applies)
     ((8, 16, 2, 2), (32, 16, 3, 3), {"padding": 1}, True),

@@ -6,10 +6,9 @@ failed ("returned an invalid gradient ... expected device cpu but got neuron:0")
 import warnings
 
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 
 def _model():

@@ -5,11 +5,10 @@ debug dir, "sub/dir" nested folders), and each process writes into its own run f
 
 import pytest
 import torch
-
-import torchneuron  # noqa: F401
-
 from compile_support import fresh_compile_state  # noqa: F401
 from conftest import run_python
+
+import torchneuron  # noqa: F401
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,9 @@ xfail into a failure) when the engine keeps them: then the docs must change.
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 
 def _tiny(x):

@@ -6,10 +6,9 @@ passes/nan_aware_arg_reductions.py (float64 max.dim). One compiled graph per tes
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 _NAN, _INF = float("nan"), float("inf")
 

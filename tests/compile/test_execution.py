@@ -4,11 +4,10 @@ compile-time HBM check, protected device memory."""
 
 import pytest
 import torch
-
-import torchneuron  # noqa: F401
-
 from compile_support import fresh_compile_state  # noqa: F401
 from conftest import run_python
+
+import torchneuron  # noqa: F401
 
 
 def test_in_order_with_eager_kernels_on_current_stream():

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import functools
 
+import compile_sweep as cs
 import pytest
 import torch
-
-import compile_sweep as cs
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -143,7 +142,7 @@ _known(
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _results(kind, dtype, names=None) -> dict:
     return cs.sweep(dtype, kind, None if names is None else set(names))
 

@@ -5,10 +5,9 @@ when they require grad; without grad they were separate copies on neuron."""
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 PATTERNS = {
     "y,y[0]": lambda y: (y, y[0]),

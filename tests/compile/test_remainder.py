@@ -6,10 +6,9 @@ the sign of exact zeros. Reference: the same op on CPU, bit for bit (signed zero
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,9 @@ together."""
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 VALUES = [(2, 1.5), (3, 2.5), (4, 3.5), (2, 1.5), (5, -0.25), (3, 2.5)]
 

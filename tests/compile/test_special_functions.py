@@ -8,10 +8,9 @@ gradients of digamma (trigamma, polygamma(1, x)), trigamma (polygamma(2, x)) and
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 _NAN, _INF = float("nan"), float("inf")
 _SPECIAL = [

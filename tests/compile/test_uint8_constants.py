@@ -3,10 +3,9 @@ against the CPU: torch-mlir's ``ui8`` literal does not legalize, so these failed
 compile, and ``sort``/``gather`` of an empty uint8 tensor aborted the process."""
 
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 _U8 = torch.tensor([[0, 1, 7, 200, 255], [3, 128, 9, 64, 2]], dtype=torch.uint8)
 

@@ -4,10 +4,9 @@ gradient (core ATen's ``unfold_backward``) exactly, overlapping windows included
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 _CASES = {  # shape, dim, size, step
     "step < size": ((4, 9), 1, 3, 2),

@@ -9,11 +9,10 @@ import threading
 
 import pytest
 import torch
+from compile_support import fresh_compile_state  # noqa: F401
 
 import torchneuron  # noqa: F401
 from torchneuron.compiler import cache, graph_compiler, neuron_cc
-
-from compile_support import fresh_compile_state  # noqa: F401
 
 
 def _files(root, ext):

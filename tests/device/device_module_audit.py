@@ -5,7 +5,10 @@ docs/device_module_audit.md. Usage:
     python tests/device/device_module_audit.py .venv/lib/python3.11/site-packages/torch
 Prints ``attribute count first-sites`` and writes /tmp/device_module_audit.json."""
 
-import ast, os, sys, collections
+import ast
+import collections
+import os
+import sys
 
 root = sys.argv[1]
 SUB = [

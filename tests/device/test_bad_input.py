@@ -7,7 +7,6 @@ import gc
 
 import pytest
 import torch
-
 from conftest import assert_device_works
 
 N = torch.neuron

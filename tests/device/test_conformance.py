@@ -5,7 +5,6 @@ int64 with and without narrowing, bool), each check of TestCommon's kind
 (functional, noncontiguous, in-place, out=, gradients), neuron vs the CPU."""
 
 import pytest
-
 from conformance_sweep import CONFIGS, OPS, Outcome, _op_id, check, render, sweep_op
 
 CI_OPS = [

@@ -4,7 +4,6 @@ broadcasting, and the error for a shape that does not fit."""
 
 import pytest
 import torch
-
 from conftest import assert_device_works
 
 DTYPES = [

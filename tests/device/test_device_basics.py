@@ -8,7 +8,6 @@ import threading
 
 import pytest
 import torch
-
 from conftest import assert_device_works, run_python_many
 
 GiB = 2**30

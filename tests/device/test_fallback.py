@@ -13,7 +13,6 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import assert_device_works, run_python_many
 
 N = torch.neuron

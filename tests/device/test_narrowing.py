@@ -11,7 +11,6 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import run_python_many
 
 N = torch.neuron

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 from torch.utils._pytree import tree_flatten, tree_map
 
 import torchneuron  # noqa: F401
-
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
 MAX_SAMPLES = 5
 RTOL, ATOL = 1.3e-6, 1e-5  # assert_close's float32 defaults, also used for narrowed float64

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import os
 import sys
-import tempfile
 import time
 import warnings
 from datetime import timedelta
@@ -1126,8 +1125,9 @@ def job_cuda_compat() -> None:
     """A CUDA script's recipe through torchneuron.cuda_compat: "nccl", then
     torch.cuda.set_device(local_rank), DDP(device_ids=[local_rank]); gradients equal
     the mean of every rank's, computed on the CPU."""
-    import torchneuron.cuda_compat  # noqa: F401
     from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import torchneuron.cuda_compat  # noqa: F401
 
     dist.init_process_group("nccl")
     torch.cuda.set_device(LOCAL_RANK)

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import _DEVICE_ENV
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,6 @@ import signal
 
 import pytest
 import torch
-
 from conftest import assert_device_works
 
 N = torch.neuron

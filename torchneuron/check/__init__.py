@@ -25,7 +25,7 @@ from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_USAGE, CheckUs
 from .runner import run, write_outputs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def autocast_available(dtype: torch.dtype = torch.bfloat16) -> bool:
     """Whether ``torch.autocast("neuron", dtype)`` actually changes a matmul's result
     dtype to ``dtype`` (False while autocast is not wired for the device)."""

@@ -22,7 +22,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -243,7 +243,7 @@ def load(folder: str) -> Baseline:
     )
 
 
-def thresholds(cfg, base: Optional[Baseline]) -> dict:
+def thresholds(cfg, base: Baseline | None) -> dict:
     """Regression thresholds: the command line's, else the baseline's, else the defaults."""
     res = dict(DEFAULT_THRESHOLDS)
     src = {k: "default" for k in res}
@@ -329,7 +329,7 @@ def compare(
     result: dict,
     device_outputs: dict[str, torch.Tensor],
     dtype: torch.dtype,
-    confirm: Optional[dict] = None,
+    confirm: dict | None = None,
 ) -> dict:
     """Compare a run with its baseline. Regressions (each one fails the check):
 
@@ -347,7 +347,8 @@ def compare(
     Also listed, without failing: new or vanished fallback ops, changed narrowing, and the
     manifest entries that changed.
     """
-    from .phase2 import compare as compare_tensors, failure_text
+    from .phase2 import compare as compare_tensors
+    from .phase2 import failure_text
 
     th = result["thresholds"]
     bmx = base.meta["metrics"]
@@ -451,7 +452,7 @@ def compare(
     return res
 
 
-def _training_figures(t: dict) -> Optional[dict]:
+def _training_figures(t: dict) -> dict | None:
     """What a baseline keeps of the training check (a passing one): the device's peak memory
     with the optimizer's state and the step times (shown on re-check, not decided)."""
     if t.get("status") != "pass":
@@ -644,7 +645,7 @@ def compiled(
     return res
 
 
-def _compiled_view(src: dict, fig: Optional[dict], key: str) -> Optional[dict]:
+def _compiled_view(src: dict, fig: dict | None, key: str) -> dict | None:
     """A baseline's metrics (``key`` "p50_s") or a run's phase 3 (``key`` "device") with the
     compiled model's figures and samples in the device's place, as ``latency`` reads them."""
     smp = src.get("samples") or {}
@@ -682,8 +683,8 @@ def latency(
     seed: int = 0,
     side: str = "device",
     skip: tuple = (),
-    wall_reason: Optional[str] = None,
-    confirm: Optional[dict] = None,
+    wall_reason: str | None = None,
+    confirm: dict | None = None,
 ) -> dict:
     """The latency comparison of a run's phase 3 with a baseline's metrics (``perfstats``).
 

@@ -33,7 +33,6 @@ import math
 import os
 import subprocess
 import sys
-from typing import Optional
 
 import numpy as np
 
@@ -79,7 +78,7 @@ def summary(per_process: list[dict[str, float]]) -> dict:
     }
 
 
-def adjust(c: dict, name: str, processes: Optional[dict], threshold: float) -> dict:
+def adjust(c: dict, name: str, processes: dict | None, threshold: float) -> dict:
     """A statistic's comparison (``perfstats.compare_work``'s dict) read against the median of
     the baseline's processes and decided with their spread (module docstring). Unchanged when
     the baseline has fewer than two processes' figures of ``name``."""
@@ -116,7 +115,7 @@ def measure(
     ui=None,
     label: str = "Baseline: phase 3 in a fresh process",
     first: int = 2,
-    of: Optional[str] = None,
+    of: str | None = None,
 ) -> list[dict]:
     """Phase 3 of this check in ``runs`` fresh processes, one after another; each one's
     ``estimates`` (``{"error": why}`` for a process that failed). Progress lines read
@@ -172,7 +171,7 @@ def _scaled(c: dict, figure: float, threshold: float) -> tuple[dict, str]:
     return ci, perfstats.decide(ci, threshold, c["regression_above"] / (1 + threshold))
 
 
-def confirm(lat: dict, cfg, ui=None) -> Optional[dict]:
+def confirm(lat: dict, cfg, ui=None) -> dict | None:
     """Re-measure, in fresh processes, the statistics a re-check's own process read as a
     latency regression (``lat``: ``baseline.latency``), as a baseline's extra processes are
     measured (``measure``). At most ``cfg.baseline_runs - 1`` processes, one at a time,
@@ -220,7 +219,7 @@ def confirm(lat: dict, cfg, ui=None) -> Optional[dict]:
     return {"statistics": sorted(stats), "processes": runs, "failed": failed}
 
 
-def confirmed(c: dict, name: str, conf: Optional[dict], threshold: float) -> dict:
+def confirmed(c: dict, name: str, conf: dict | None, threshold: float) -> dict:
     """Statistic ``c`` of a re-check decided on the **median** of its processes' figures (this
     process's and ``conf``'s fresh ones, ``confirm``), the first process's interval moved to
     it: a regression of one process is not a verdict, one that persists still is. Unchanged

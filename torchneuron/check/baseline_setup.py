@@ -12,15 +12,13 @@ other sides.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from .errors import CheckUsageError
 
 #: Sides whose presence in the interleaved iterations changes the other sides' figures.
 OPTIONAL_SIDES = ("reference", "compiled")
 
 
-def timed_sides(metrics: dict) -> Optional[list[str]]:
+def timed_sides(metrics: dict) -> list[str] | None:
     """The sides a baseline's phase 3 interleaved (its ``interleaved`` record, else the keys of
     its per-iteration samples: baselines saved before it was recorded); None without samples."""
     if metrics.get("interleaved"):
@@ -82,11 +80,11 @@ def check(path: str, meta: dict, measured: str, cfg) -> None:
         )
 
 
-def differs(metrics: dict, p3: dict) -> Optional[str]:
+def differs(metrics: dict, p3: dict) -> str | None:
     """Why the eager statistics of a run's phase 3 (``p3``) and a baseline's (``metrics``) do not
     compare, when their interleaved optional sides differ although the options matched (the
     compiled model failed to compile or to run in one of them); else None."""
-    sides, now = timed_sides(metrics), list((p3.get("samples") or {}))
+    sides, now = timed_sides(metrics), list(p3.get("samples") or {})
     if sides is None or not now:
         return None
     a, b = set(sides) & set(OPTIONAL_SIDES), set(now) & set(OPTIONAL_SIDES)

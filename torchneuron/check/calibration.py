@@ -21,7 +21,7 @@ gives the measured figures).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 
@@ -40,47 +39,47 @@ class CheckConfig:
     """Everything that decides what a check measures. Times are in seconds."""
 
     model: str
-    batch_size: Optional[int] = None  # None: the factory's default
+    batch_size: int | None = None  # None: the factory's default
     dtype: str = "float32"  # float32 | bfloat16 | float16 (autocast)
     seed: int = 0
     device: str = "neuron"
     reference: str = "cpu"  # cpu | cuda
-    tol: Optional[float] = None  # None: DEFAULT_TOL[dtype]
-    fallback: Optional[str] = None  # None: keep the process setting; warn | error
+    tol: float | None = None  # None: DEFAULT_TOL[dtype]
+    fallback: str | None = None  # None: keep the process setting; warn | error
     mode: str = "both"  # eager | compile | both (torch.compile backend neuron)
     # phase 3
-    iterations: Optional[int] = 100  # measured iterations (when seconds is None)
-    seconds: Optional[float] = None  # measure for this long instead
+    iterations: int | None = 100  # measured iterations (when seconds is None)
+    seconds: float | None = None  # measure for this long instead
     max_warmup: int = 100  # bound on warm-up iterations
-    cv_window: Optional[int] = None  # iterations in the rolling window; None: DEFAULT_CV_WINDOW,
+    cv_window: int | None = None  # iterations in the rolling window; None: DEFAULT_CV_WINDOW,
     # at most max_warmup (a given one may not exceed it)
     cv_threshold: float = 0.05  # stable when rolling CV <= this
     skip_reference_perf: bool = False
-    timing_threads: Optional[int] = (
+    timing_threads: int | None = (
         1  # PyTorch intra-op threads while timing; None/0: PyTorch's default
     )
     # baseline
-    baseline: Optional[str] = None
-    save_baseline: Optional[str] = None
-    max_latency_regression: Optional[float] = None  # None: baseline's or default
-    max_memory_regression: Optional[float] = None
+    baseline: str | None = None
+    save_baseline: str | None = None
+    max_latency_regression: float | None = None  # None: baseline's or default
+    max_memory_regression: float | None = None
     max_rounds: int = 3  # measurement rounds before "inconclusive"
     baseline_runs: int = 3  # --save-baseline: processes phase 3 is measured in; --baseline:
     # at most, to confirm a latency regression (baseline_runs.py)
     baseline_process: bool = False  # internal: this run is one of a baseline's extra processes
     # cost
-    instance: Optional[str] = None  # None: default for the device
-    price_per_hour: Optional[float] = None
-    reference_instance: Optional[str] = None  # None: default for the reference device
-    reference_price_per_hour: Optional[float] = None
+    instance: str | None = None  # None: default for the device
+    price_per_hour: float | None = None
+    reference_instance: str | None = None  # None: default for the reference device
+    reference_price_per_hour: float | None = None
     amortize_samples: int = 1_000_000
-    max_cost_per_million: Optional[float] = None
+    max_cost_per_million: float | None = None
     train_steps: int = 5  # optimizer steps of the training check (factories with a loss_fn)
     projection: bool = False  # project Trainium2/3 time and cost from the StableHLO graph
     # outputs
-    json_path: Optional[str] = None
-    junit_path: Optional[str] = None
-    html_path: Optional[str] = None
+    json_path: str | None = None
+    junit_path: str | None = None
+    html_path: str | None = None
     progress: bool = True
     profile: bool = False  # --profile: torch.profiler of one steady-state iteration
     argv: list[str] = field(default_factory=list)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import io
 from importlib import resources
-from typing import Optional
 
 from .errors import CheckUsageError
 
@@ -42,8 +41,8 @@ def load_prices() -> dict[str, dict]:
 
 
 def price_for(
-    instance: Optional[str],
-    override: Optional[float],
+    instance: str | None,
+    override: float | None,
     default: str,
     prices: dict[str, dict],
     option: str = "--price-per-hour",
@@ -102,7 +101,7 @@ def compute(
     cfg,
     device_price: dict,
     reference_price: dict,
-    reference_cold_s: Optional[float],
+    reference_cold_s: float | None,
     host_cpu: str,
     emulated: bool,
 ) -> dict:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
 
-
-def ms(seconds: Optional[float], digits: int = 3) -> str:
+def ms(seconds: float | None, digits: int = 3) -> str:
     """Seconds shown as milliseconds."""
     if seconds is None:
         return "–"
     return f"{seconds * 1e3:.{digits}f} ms"
 
 
-def nbytes(n: Optional[float]) -> str:
+def nbytes(n: float | None) -> str:
     """Bytes in binary units (KiB = 1024 B)."""
     if n is None:
         return "–"
@@ -23,7 +21,7 @@ def nbytes(n: Optional[float]) -> str:
     return str(n)
 
 
-def num(x: Optional[float], digits: int = 3) -> str:
+def num(x: float | None, digits: int = 3) -> str:
     """Short general number: '–' for None, 3 significant digits in e-notation when small."""
     if x is None:
         return "–"
@@ -36,17 +34,17 @@ def num(x: Optional[float], digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def pct(x: Optional[float]) -> str:
+def pct(x: float | None) -> str:
     """A fraction as a percentage."""
     return "–" if x is None else f"{x:.1%}"
 
 
-def signed_pct(x: Optional[float]) -> str:
+def signed_pct(x: float | None) -> str:
     """A relative change as a signed percentage."""
     return "–" if x is None else f"{x:+.1%}"
 
 
-def usd(x: Optional[float]) -> str:
+def usd(x: float | None) -> str:
     """US dollars."""
     if x is None:
         return "–"
@@ -57,7 +55,7 @@ def usd(x: Optional[float]) -> str:
     return f"${x:,.4f}" if x < 1 else f"${x:,.2f}"
 
 
-def ratio(x: Optional[float]) -> str:
+def ratio(x: float | None) -> str:
     """A ratio, e.g. 1.25×."""
     if x is None:
         return "–"
@@ -236,7 +234,7 @@ def training_baseline_rows(tr: dict) -> list[tuple[list[str], str]]:
     return rows
 
 
-def confirmation_row(name: str, st: dict) -> Optional[list[str]]:
+def confirmation_row(name: str, st: dict) -> list[str] | None:
     """A latency statistic re-measured in fresh processes (``st["confirmation"]``): the cells
     ``[check, baseline, current, change, threshold]`` of the row under the statistic's, with
     the first process's interval, each fresh process's ratio and their median. None when it

@@ -4,7 +4,6 @@ per phase part, the baseline comparisons and the cost budget; skipped parts as s
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Optional
 
 from .phase2 import failure_text
 
@@ -14,9 +13,9 @@ def _case(
     classname: str,
     name: str,
     time_s: float = 0.0,
-    failure: Optional[str] = None,
+    failure: str | None = None,
     detail: str = "",
-    skipped: Optional[str] = None,
+    skipped: str | None = None,
     out: str = "",
 ) -> None:
     c = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{time_s:.6f}")

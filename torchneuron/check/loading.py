@@ -14,14 +14,15 @@ import inspect
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any
 
 import torch
 
 from .errors import CheckUsageError
 
-Inputs = Union[tuple, dict]
+Inputs = tuple | dict
 
 
 @dataclass
@@ -37,10 +38,8 @@ class LoadedModel:
     inputs: Inputs
     batch_size: int  # samples per iteration
     batch_size_source: str  # "factory parameter" | "first input's first dimension"
-    loss_fn: Optional[Callable] = None  # training factories: loss_fn(output) -> scalar tensor
-    train_step: Optional[Callable] = (
-        None  # or step(model, inputs) -> scalar loss (forward and loss)
-    )
+    loss_fn: Callable | None = None  # training factories: loss_fn(output) -> scalar tensor
+    train_step: Callable | None = None  # or step(model, inputs) -> scalar loss (forward and loss)
 
     @property
     def path(self) -> str | None:

@@ -18,7 +18,7 @@ in the third of three library runs of ``mlp``) do not count.
 from __future__ import annotations
 
 import gc
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -39,7 +39,7 @@ class _SyncEachOp(TorchDispatchMode):
         return out
 
 
-def _peak_rise(session, call, what: str) -> tuple[int, Optional[str]]:
+def _peak_rise(session, call, what: str) -> tuple[int, str | None]:
     """(peak rise of the device allocator during ``call(device)``, in bytes, None) with the
     device's garbage collected and its peak statistics reset first, or (0, why) when the
     call raised (``what`` names it in that message)."""
@@ -48,7 +48,7 @@ def _peak_rise(session, call, what: str) -> tuple[int, Optional[str]]:
     session.sync()
     torch.neuron.reset_peak_memory_stats(dev)
     start = torch.neuron.memory_allocated(dev)
-    out: Optional[Any] = None
+    out: Any | None = None
     try:
         out = call(dev)
         session.sync()
@@ -101,7 +101,7 @@ def compiled_peak(session, compiled, dtype: torch.dtype, resident_bytes: int) ->
     }
 
 
-def measured_peak(phase1: dict) -> tuple[Optional[int], Optional[str]]:
+def measured_peak(phase1: dict) -> tuple[int | None, str | None]:
     """The peak a baseline saves and compares, and its basis: under ``--mode compile`` (phases
     2 and 3 measured the compiled model) the compiled model's own (``compiled``, None when
     not measured), never the eager one's; otherwise the eager peak (``in order`` or ``run

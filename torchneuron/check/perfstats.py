@@ -43,7 +43,7 @@ threshold ``t`` (a fraction, 0.10 = +10 %):
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -88,7 +88,7 @@ def ratio_of_medians_ci(
     confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
-) -> Optional[dict]:
+) -> dict | None:
     """Point estimate and percentile-bootstrap interval of ``median(current) / median(baseline)``.
 
     Returns ``{"ratio", "low", "high", "confidence", "resamples", "n_current", "n_baseline"}``,
@@ -125,7 +125,7 @@ def block_indices(n: int, resamples: int, rng: np.random.Generator) -> np.ndarra
     return (starts[:, :, None] + np.arange(length)).reshape(resamples, -1)[:, :n]
 
 
-def decide(ci: Optional[dict], threshold: float, margin: float = 1.0) -> str:
+def decide(ci: dict | None, threshold: float, margin: float = 1.0) -> str:
     """``regressed`` / ``pass`` / ``undecided`` for an interval against ``1 + threshold``.
     ``margin`` (>= 1): a regression needs the whole interval above ``(1 + threshold) *
     margin`` (a statistic's known between-run offset, ``REGRESSION_MARGIN``); a pass still
@@ -148,7 +148,7 @@ def min_ratio_ci(
     confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
-) -> Optional[dict]:
+) -> dict | None:
     """Point estimate and moving-block bootstrap interval of the change of a normalized
     time: ``(min(cur_num) / min(cur_den)) / (min(base_num) / min(base_den))``. Iterations
     are resampled jointly on both sides of a run (index i is the same iteration). None
@@ -184,7 +184,7 @@ def compare(
     threshold: float,
     seed: int = 0,
     margin: float = 1.0,
-) -> Optional[dict]:
+) -> dict | None:
     """One normalized statistic (a key of ``STATISTICS``) of a run against its baseline.
     ``current``/``baseline`` map ``device``/``reference``/``calibration``/
     ``device_calibration`` to per-iteration seconds (interleaved: index i of each list is
@@ -365,7 +365,7 @@ def work_ratio_ci(
     confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
-) -> Optional[dict]:
+) -> dict | None:
     """Point estimate and moving-block bootstrap interval of the change of a normalized
     work time, ``work_ratio`` of the current run over the baseline's.
     ``current``/``baseline`` are ``{"cpu": {name: [s]}, "wall": {name: [s]}}`` (index i
@@ -404,8 +404,8 @@ def compare_work(
     baseline: dict,
     threshold: float,
     seed: int = 0,
-    margin: Optional[float] = None,
-) -> Optional[dict]:
+    margin: float | None = None,
+) -> dict | None:
     """One statistic of ``WORK_STATISTICS`` of a run against its baseline on the work-time
     basis; ``current``/``baseline`` as ``work_ratio_ci`` takes them; ``margin`` (default:
     the statistic's ``REGRESSION_MARGIN``) as ``decide`` takes it. None when a side lacks

@@ -22,7 +22,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -42,12 +42,10 @@ class DeviceSession:
     """The model and inputs on the device, kept for phases 2 and 3."""
 
     device: str
-    model: Optional[torch.nn.Module] = None
+    model: torch.nn.Module | None = None
     inputs: Any = None
     outputs: dict[str, torch.Tensor] = field(default_factory=dict)  # first run, on the CPU
-    compiled_outputs: Optional[dict] = (
-        None  # torch.compile(backend="neuron")'s first run, on the CPU
-    )
+    compiled_outputs: dict | None = None  # torch.compile(backend="neuron")'s first run, on the CPU
     sync: Any = None
     compiled_model: Any = None  # --mode both: the compiled model phase 3 times beside eager
 
@@ -57,8 +55,8 @@ class _OpRecorder(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
-        self.failed: Optional[str] = None
-        self.last: Optional[str] = None
+        self.failed: str | None = None
+        self.last: str | None = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.last = _op_name(func)
@@ -77,7 +75,7 @@ def _op_name(func) -> str:
     return f"{ns}::{rest}" if rest else s
 
 
-def _fallback_ctx(mode: Optional[str]):
+def _fallback_ctx(mode: str | None):
     return torch.neuron.fallback_mode(mode) if mode else contextlib.nullcontext()
 
 
@@ -85,7 +83,7 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _raised_at(frames: list, user_file: Optional[str]):
+def _raised_at(frames: list, user_file: str | None):
     """The frame to show as where an exception was raised: the innermost in the user's
     factory file, else the innermost outside torch and torchneuron, else the innermost.
     Paths are compared resolved (a venv reached through a symlink names torch's files
@@ -144,13 +142,13 @@ def short_message(msg: str, limit: int = 240) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2 :] else cut) + " ..."  # at a word's end
 
 
-def hint_for(msg: str) -> Optional[str]:
+def hint_for(msg: str) -> str | None:
     """The known way around a failure, from its message (None when none is known)."""
     low = msg.lower()
     return next((h for pat, h in HINTS if pat.lower() in low), None)
 
 
-def _error_info(e: BaseException, stage: str, user_file: Optional[str] = None) -> dict:
+def _error_info(e: BaseException, stage: str, user_file: str | None = None) -> dict:
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     f = _raised_at(traceback.extract_tb(e.__traceback__), user_file)
     where = f"{f.filename}:{f.lineno} in {f.name}" if f else None
@@ -169,7 +167,7 @@ def _error_info(e: BaseException, stage: str, user_file: Optional[str] = None) -
     }
 
 
-def _find_failing_op(session: DeviceSession, cfg: CheckConfig) -> Optional[str]:
+def _find_failing_op(session: DeviceSession, cfg: CheckConfig) -> str | None:
     """Re-run the forward pass under an op recorder to name the operator that raised.
     Returns None when the failure came from Python code outside any operator, or did
     not happen again."""
@@ -208,7 +206,7 @@ def _forward_stage(stage: str) -> bool:
 
 def _check_reference(
     loaded: LoadedModel, cfg: CheckConfig, e: BaseException, err: dict
-) -> Optional[str]:
+) -> str | None:
     """Run the model once on the reference device after it failed on the device. Raises
     CheckUsageError when it fails there the same way (a model or input error, exit 2);
     returns a note for the device failure otherwise."""

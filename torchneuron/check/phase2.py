@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -76,7 +76,7 @@ def mismatch(
     reference: torch.Tensor,
     fp64: torch.Tensor,
     dtype: torch.dtype = torch.float32,
-) -> Optional[dict]:
+) -> dict | None:
     """The failed verdict of a comparison whose tensors do not match in shape (device,
     reference, fp64) or dtype (device, reference), with ``METRICS`` (None except ``max_abs``
     where the shapes agree); None when they match. The device restores each output's dtype
@@ -273,7 +273,7 @@ def run(
     cfg: CheckConfig,
     device_outputs: dict[str, torch.Tensor],
     ui,
-    skip_reason: Optional[str] = None,
+    skip_reason: str | None = None,
 ) -> tuple[dict, dict]:
     """Run phase 2. Returns the JSON-ready phase result and
     ``{"reference": (model, inputs), "outputs": {"reference": ..., "fp64": ...}}`` for

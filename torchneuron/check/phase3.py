@@ -18,7 +18,8 @@ import contextlib
 import gc
 import time
 import warnings
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -35,7 +36,7 @@ def warm_up(
     Returns times, the rolling CVs, whether it stabilized, and at which iteration."""
     window = max(2, min(window, max_iterations))  # a window longer than the bound could never fill
     times: list[float] = []
-    cvs: list[Optional[float]] = []
+    cvs: list[float | None] = []
     stable_at = None
     for i in range(max_iterations):
         times.append(step())
@@ -79,8 +80,8 @@ def no_gc():
 
 def measure(
     step: Callable[[], float],
-    iterations: Optional[int],
-    seconds: Optional[float],
+    iterations: int | None,
+    seconds: float | None,
     progress=None,
     min_iterations: int = 3,
 ) -> list[float]:
@@ -108,7 +109,7 @@ def make_step(
     inputs: Any,
     device: str,
     dtype: torch.dtype,
-    launch: Optional[list] = None,
+    launch: list | None = None,
 ) -> Callable[[], float]:
     """One synchronized, timed forward pass (seconds). With ``launch``, each call also appends
     the seconds the host spent in the forward call itself, before the final synchronize: its
@@ -136,7 +137,7 @@ def benchmark(
     cfg: CheckConfig,
     batch: int,
     ui,
-    cold_s: Optional[float] = None,
+    cold_s: float | None = None,
 ) -> dict:
     """Warm-up and measurement on one device alone (not interleaved; for callers that time
     one side, e.g. another execution mode); JSON-ready statistics (seconds)."""
@@ -158,11 +159,11 @@ def benchmark(
 
 def measure_interleaved(
     steps: dict[str, Callable[[], float]],
-    iterations: Optional[int],
-    seconds: Optional[float],
+    iterations: int | None,
+    seconds: float | None,
     progress=None,
     min_iterations: int = 3,
-    cpu_clock: Optional[Callable[[], float] | dict[str, Callable[[], float]]] = None,
+    cpu_clock: Callable[[], float] | dict[str, Callable[[], float]] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Interleaved measurement: each iteration calls every step once, in an order rotated
     every iteration (no side always runs right after another), so all sides see the same
@@ -205,7 +206,7 @@ COMPILED_WORK_TIME_BASIS = (
 )
 
 
-def work_time_basis(cfg: CheckConfig) -> Optional[str]:
+def work_time_basis(cfg: CheckConfig) -> str | None:
     """Why the latency statistic may use the work-time basis (perfstats.work_times) for
     this run, or None when it may not: only with one intra-op thread (``--timing-threads
     1``, the default; with more, OpenMP's other threads do part of the work and are not
@@ -231,7 +232,7 @@ def _warm(label: str, step, cfg: CheckConfig, ui) -> dict:
 
 
 def _summary(
-    times: list[float], batch: int, device: str, wu: Optional[dict], cold_s: Optional[float]
+    times: list[float], batch: int, device: str, wu: dict | None, cold_s: float | None
 ) -> dict:
     s = stats.summarize(times, batch)
     s["device"] = device
@@ -243,7 +244,7 @@ def _summary(
 
 
 @contextlib.contextmanager
-def timing_threads(n: Optional[int]):
+def timing_threads(n: int | None):
     """PyTorch's intra-op threads set to ``n`` (None: unchanged) for the duration."""
     if not n:
         yield
@@ -346,14 +347,14 @@ def _finish(res: dict, batch: int, cfg: CheckConfig) -> None:
 
 def run(
     session,
-    reference: Optional[tuple],
+    reference: tuple | None,
     cfg: CheckConfig,
     batch: int,
-    cold_s: Optional[float],
+    cold_s: float | None,
     ui,
-    skip_reason: Optional[str] = None,
-    reference_cold_s: Optional[float] = None,
-    compiled_cold_s: Optional[float] = None,
+    skip_reason: str | None = None,
+    reference_cold_s: float | None = None,
+    compiled_cold_s: float | None = None,
 ) -> dict:
     """Run phase 3 on the device session and, unless skipped, the reference model.
     ``cold_s`` and ``reference_cold_s`` are the first iterations' seconds (phases 1, 2),
@@ -487,7 +488,7 @@ def run(
 
 
 def another_round(
-    res: dict, session, reference: Optional[tuple], cfg: CheckConfig, batch: int, ui
+    res: dict, session, reference: tuple | None, cfg: CheckConfig, batch: int, ui
 ) -> None:
     """Measure one more interleaved round (the models are warm) and pool its samples into
     ``res`` (summaries recomputed). Used when a baseline comparison was undecided."""

@@ -16,7 +16,7 @@ Times are microseconds, relative to the iteration's first event.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch.autograd import DeviceType
@@ -179,7 +179,7 @@ def run(session, cfg: CheckConfig, ui=None) -> dict[str, Any]:
 _COLORS = {"cpu_op": "#8da0cb", "kernel": "#66c2a5", "memcpy": "#fc8d62", "cpu_fallback": "#d62728"}
 
 
-def plot_timeline(p: dict, path: Optional[str] = None) -> Optional[str]:
+def plot_timeline(p: dict, path: str | None = None) -> str | None:
     """The timeline as inline SVG (or saved to ``path``: PNG/SVG by suffix, returns None)."""
     if not p.get("timeline"):
         return None
@@ -218,7 +218,7 @@ def plot_timeline(p: dict, path: Optional[str] = None) -> Optional[str]:
     return _svg(fig)
 
 
-def html_section(p: Optional[dict]) -> str:
+def html_section(p: dict | None) -> str:
     """The report's "Profile" section (empty when --profile was not given)."""
     if not p:
         return ""

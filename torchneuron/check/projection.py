@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 from .hardware import ASSUMED_INSTANCES, CORES, INSTANCES, NeuronCore
 
@@ -265,7 +264,7 @@ def parse(module_text: str) -> list[Op]:
     return _fold_erf(ops, splats)
 
 
-def _clamp_bounds(op: Op, splats: dict[str, float]) -> Optional[tuple[float, float]]:
+def _clamp_bounds(op: Op, splats: dict[str, float]) -> tuple[float, float] | None:
     if op.name != "clamp" or len(op.operands) != 3:
         return None
     lo, hi = splats.get(op.operands[0]), splats.get(op.operands[2])
@@ -365,9 +364,9 @@ def project(
     core: NeuronCore,
     batch: int,
     matmul_dtype: str = "bf16",
-    price_per_hour: Optional[float] = None,
+    price_per_hour: float | None = None,
     chips_per_instance: int = 1,
-    instance: Optional[str] = None,
+    instance: str | None = None,
     top: int = 10,
 ) -> dict:
     """Roofline projection of one forward pass of ``module_text`` on one ``core``.
@@ -483,7 +482,7 @@ def project(
 
 
 def project_all(
-    module_text: str, batch: int, prices: Optional[dict] = None, matmul_dtype: str = "bf16"
+    module_text: str, batch: int, prices: dict | None = None, matmul_dtype: str = "bf16"
 ) -> dict:
     """``project`` on NeuronCore-v3 (Trn2) and NeuronCore-v4 (Trn3), priced from ``prices``
     (``{instance: usd_per_hour or None}``)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import io
 import json
-from typing import Optional
 
 from . import formatting as F
 
@@ -36,7 +35,7 @@ def _e(x) -> str:
     return html.escape("" if x is None else str(x))
 
 
-def _status(s: Optional[str]) -> str:
+def _status(s: str | None) -> str:
     s = s or "–"
     return f'<span class="{_e(s)}">{_e(s.upper())}</span>'
 
@@ -93,7 +92,7 @@ def _side_axes(p3: dict):
     return fig, [(ax, label, x) for ax, (label, x) in zip(axes[0], sides)]
 
 
-def plot_warmup(p3: dict) -> Optional[str]:
+def plot_warmup(p3: dict) -> str | None:
     """Iteration time (ms) over iterations: warm-up then measurement, per device."""
     panels = _side_axes(p3)
     if panels is None:
@@ -131,7 +130,7 @@ def plot_warmup(p3: dict) -> Optional[str]:
     return _svg(fig)
 
 
-def plot_histogram(p3: dict) -> Optional[str]:
+def plot_histogram(p3: dict) -> str | None:
     """Histogram of steady-state iteration times (ms), p50/p90/p99 marked."""
     panels = _side_axes(p3)
     if panels is None:
@@ -163,7 +162,7 @@ def _base_op(name: str) -> str:
     return name.split(".")[0]
 
 
-def plot_ops(p1: dict, top: int = 20) -> Optional[str]:
+def plot_ops(p1: dict, top: int = 20) -> str | None:
     """Horizontal bars: host time per ATen op (torch.profiler self time) over one forward
     pass; CPU-fallback ops in red with their fallback seconds from fallback_stats."""
     rows = p1.get("op_profile") or []
@@ -532,7 +531,7 @@ def _cost(c: dict) -> str:
     return out
 
 
-def _baseline(b: Optional[dict]) -> str:
+def _baseline(b: dict | None) -> str:
     if not b:
         return "<p>No baseline given (<code>--baseline DIR</code>).</p>"
     if b.get("status") == "skipped":
@@ -687,7 +686,7 @@ def _latency_rows(lat: dict, label: str) -> list:
     return rows
 
 
-def _training(tr: Optional[dict], label: str = "", anchor: str = "training") -> str:
+def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str:
     """The training check section (empty for an inference model); the compiled mode's
     steps (``tr["compiled"]``) in a section of their own."""
     if not tr or tr.get("status") == "skipped":
@@ -752,7 +751,7 @@ def _training(tr: Optional[dict], label: str = "", anchor: str = "training") -> 
     )
 
 
-def _projection(p: Optional[dict]) -> str:
+def _projection(p: dict | None) -> str:
     """The Trainium projection section (empty unless --projection was given)."""
     if not p or p.get("status") == "skipped":
         return ""
@@ -813,7 +812,7 @@ def _manifest(m: dict) -> str:
     return _kv(rows)
 
 
-def _profile_section(p: Optional[dict]) -> str:
+def _profile_section(p: dict | None) -> str:
     from .profile import html_section  # --profile (check/profile.py)
 
     return html_section(p)

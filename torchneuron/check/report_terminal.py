@@ -3,8 +3,6 @@ the verdict; and the UI shown while a check runs (steps and progress bars)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from rich import box
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -24,7 +22,7 @@ from . import formatting as F
 _STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "skipped": "yellow"}
 
 
-def status_text(status: Optional[str]) -> Text:
+def status_text(status: str | None) -> Text:
     """PASS / FAIL / SKIPPED, coloured."""
     s = status or "–"
     return Text(s.upper(), style=_STATUS_STYLE.get(s, ""))
@@ -33,7 +31,7 @@ def status_text(status: Optional[str]) -> Text:
 class TerminalUI:
     """Steps as dim lines and rich progress bars, on ``console`` (stderr by default)."""
 
-    def __init__(self, console: Optional[Console] = None, progress: bool = True):
+    def __init__(self, console: Console | None = None, progress: bool = True):
         self.console = console or Console(stderr=True)
         self.show_progress = progress and self.console.is_terminal
 
@@ -41,13 +39,13 @@ class TerminalUI:
         """Announce a step of the run."""
         self.console.print(f"[dim]• {msg}[/dim]")
 
-    def progress(self, description: str, total: Optional[int]):
+    def progress(self, description: str, total: int | None):
         """A progress bar (a context manager with ``advance(info)``); total None: unknown."""
         return _Bar(self.console, description, total, enabled=self.show_progress)
 
 
 class _Bar:
-    def __init__(self, console: Console, description: str, total: Optional[int], enabled: bool):
+    def __init__(self, console: Console, description: str, total: int | None, enabled: bool):
         self.description = description
         self.progress = Progress(
             SpinnerColumn(),
@@ -439,7 +437,7 @@ def cost_table(c: dict) -> list:
     return out
 
 
-def baseline_table(b: Optional[dict]) -> list:
+def baseline_table(b: dict | None) -> list:
     """The baseline comparison (nothing without --baseline)."""
     if not b:
         return []
@@ -583,7 +581,7 @@ def _latency_rows(t: Table, lat: dict, label: str) -> None:
             t.add_row(*conf, "")
 
 
-def training_tables(tr: Optional[dict], label: str = "") -> list:
+def training_tables(tr: dict | None, label: str = "") -> list:
     """The training check: loss curve and gradient norms per step, parameter updates; the
     compiled mode's steps (``tr["compiled"]``) in a table of their own."""
     if not tr or tr.get("status") == "skipped":
@@ -643,7 +641,7 @@ def training_tables(tr: Optional[dict], label: str = "") -> list:
     ] + compiled
 
 
-def projection_tables(p: Optional[dict]) -> list:
+def projection_tables(p: dict | None) -> list:
     """The Trainium projection (nothing unless --projection was given)."""
     if not p or p.get("status") == "skipped":
         return []
@@ -698,7 +696,7 @@ def projection_tables(p: Optional[dict]) -> list:
     ]
 
 
-def render(result: dict, console: Optional[Console] = None) -> None:
+def render(result: dict, console: Console | None = None) -> None:
     """Print the whole report."""
     con = console or Console()
     m = result["model"]
@@ -761,7 +759,7 @@ def render(result: dict, console: Optional[Console] = None) -> None:
     )
 
 
-def list_models(console: Optional[Console] = None) -> None:
+def list_models(console: Console | None = None) -> None:
     """Print the built-in models, one line each (``--list``)."""
     from .loading import builtin_models
 

@@ -7,14 +7,13 @@ import math
 import numbers
 import os
 import time
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
 from . import baseline as baseline_mod
-from . import baseline_setup
+from . import baseline_setup, loading, manifest, phase1, phase2, phase3
 from . import cost as cost_mod
-from . import loading, manifest, phase1, phase2, phase3
 from .config import DTYPES, CheckConfig
 from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, CheckUsageError
 
@@ -33,7 +32,7 @@ class NullUI:
     def step(self, msg: str) -> None:
         """Ignore a step."""
 
-    def progress(self, description: str, total: Optional[int]):
+    def progress(self, description: str, total: int | None):
         """A progress bar that shows nothing."""
         return _NullProgress()
 

@@ -7,7 +7,7 @@ All times are in seconds.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,14 +26,14 @@ def cv(times: Sequence[float]) -> float:
     return float(a.std(ddof=1) / a.mean())
 
 
-def rolling_cv(times: Sequence[float], window: int) -> list[Optional[float]]:
+def rolling_cv(times: Sequence[float], window: int) -> list[float | None]:
     """``cv`` of the last ``window`` times at every iteration (None before ``window``)."""
     return [
         cv(times[i + 1 - window : i + 1]) if i + 1 >= window else None for i in range(len(times))
     ]
 
 
-def median_ci_ranks(n: int, confidence: float = 0.95) -> Optional[tuple[int, int]]:
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
     """1-based ranks ``(j, k)`` such that ``[x_(j), x_(k)]`` is a distribution-free
     confidence interval of the median with coverage >= ``confidence``.
 
@@ -75,7 +75,7 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def median_ci(times: Sequence[float], confidence: float = 0.95) -> Optional[tuple[float, float]]:
+def median_ci(times: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
     """Distribution-free confidence interval of the median (see ``median_ci_ranks``)."""
     ranks = median_ci_ranks(len(times), confidence)
     if ranks is None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Optional
 
 from . import cost as cost_mod
 from . import memory
@@ -74,7 +73,7 @@ UNSUPPORTED = (
 )
 
 
-def validate(cfg: CheckConfig, plot_path: Optional[str] = None) -> None:
+def validate(cfg: CheckConfig, plot_path: str | None = None) -> None:
     """Before any point runs: reject options a sweep ignores, bad option values, and output
     paths (``--json``, ``plot_path``) that could not be written. Raises CheckUsageError."""
     import os
@@ -123,7 +122,7 @@ def compile_available() -> bool:
         return False
 
 
-def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: Optional[str] = None) -> dict:
+def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None = None) -> dict:
     """Run the grid; returns ``{"grid", "points": [...], "exit_code"}`` (JSON-ready).
     Each point holds its settings, status and the figures plotted. CheckUsageError (see
     ``validate``) before any point runs."""
@@ -204,7 +203,7 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: Optional[st
     return {"grid": grid, "points": points, "exit_code": 1 if failed else 0}
 
 
-def plot(sweep: dict, path: str) -> Optional[str]:
+def plot(sweep: dict, path: str) -> str | None:
     """Four panels (latency, throughput, memory, cost per 1M samples vs batch size), one
     line per (dtype, mode); written to ``path`` (.svg or .png). None when nothing ran."""
     import matplotlib

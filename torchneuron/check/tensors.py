@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import copy
+import dataclasses
 import functools
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -55,7 +55,7 @@ def call(model: torch.nn.Module, inputs: Inputs, device_type: str, dtype: torch.
         return model(*inputs)
 
 
-def _cache_layers(x: Any) -> Optional[list]:
+def _cache_layers(x: Any) -> list | None:
     """``[(key, value), ...]`` per layer of a transformers ``Cache`` (a KV cache), else None."""
     layers = getattr(x, "layers", None)
     if (
@@ -76,7 +76,7 @@ def _cache_layers(x: Any) -> Optional[list]:
 _SUB_CACHES = ("self_attention_cache", "cross_attention_cache")
 
 
-def _sub_caches(x: Any) -> Optional[list]:
+def _sub_caches(x: Any) -> list | None:
     """``[(name, cache), ...]`` of an encoder-decoder cache, else None."""
     subs = [(a, getattr(x, a, None)) for a in _SUB_CACHES]
     return subs if all(c is not None for _, c in subs) else None
@@ -91,7 +91,7 @@ _NUMBER_DTYPES = (
 
 
 def flatten(
-    out: Any, prefix: str = "", uncomparable: Optional[list] = None, numbers: bool = False
+    out: Any, prefix: str = "", uncomparable: list | None = None, numbers: bool = False
 ) -> dict[str, torch.Tensor]:
     """Named output tensors of a model's output: a tensor (``output``), tuples and lists
     (``output[0]``), dicts, transformers' ModelOutput and dataclasses (their keys or
@@ -146,7 +146,7 @@ def flatten(
     return res
 
 
-def max_abs_diff(a: torch.Tensor, b: torch.Tensor, nan_to_num: bool = False) -> Optional[float]:
+def max_abs_diff(a: torch.Tensor, b: torch.Tensor, nan_to_num: bool = False) -> float | None:
     """max |a - b| in float64 (complex: the modulus of the difference, in complex128);
     0.0 for empty tensors; None when the shapes differ. ``nan_to_num``: NaN differences
     count as 0 and infinities as the largest finite float64."""

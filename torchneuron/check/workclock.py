@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -45,7 +45,7 @@ COMPILED_DESCRIPTION = "the compiled model: the process's CPU time (all threads)
 COMPILED_SIDES = ("compiled",)
 
 
-def device_busy_clock(device: str) -> Optional[Callable[[], float]]:
+def device_busy_clock(device: str) -> Callable[[], float] | None:
     """Seconds of kernel CPU time the core of ``device`` has accumulated (while counted);
     None when this build of the extension has no such counter."""
     import torchneuron
@@ -59,7 +59,7 @@ def device_busy_clock(device: str) -> Optional[Callable[[], float]]:
 
 def clocks(
     device: str, names: Iterable[str], compiled_device: bool = False
-) -> Optional[dict[str, Callable[[], float]]]:
+) -> dict[str, Callable[[], float]] | None:
     """The clock of each side named: busy time for ``perfstats.BUSY_TIME_SIDES``, the process's
     CPU time for ``COMPILED_SIDES`` (and for ``device`` when ``compiled_device``: under
     ``--mode compile`` the device step is the compiled model), the calling thread's CPU time

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 
-
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 

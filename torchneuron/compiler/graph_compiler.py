@@ -7,6 +7,7 @@ TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1 its artifacts are kept (artifacts
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -14,6 +15,9 @@ from . import artifacts, cache, config, graph_key, metrics, neuron_cc
 from .lowering import lower_to_stablehlo
 from .passes import run_passes
 from .plan import GraphPlan, cpu_outputs, output_alias_groups
+
+if TYPE_CHECKING:
+    from .executable import CompiledGraph
 
 # The core's target name as neuronx-cc spells it (the emulated core is a Trn2 one).
 DEFAULT_TARGET = "trn2"
@@ -56,7 +60,7 @@ def _check_hbm(name: str, exe, in_specs: list, out_specs: list) -> int:
     return temp
 
 
-def compiler_options(graph_name: str) -> "neuron_cc.CompilerOptions":
+def compiler_options(graph_name: str) -> neuron_cc.CompilerOptions:
     """The compiler settings now (NEURON_CC_FLAGS over the defaults); NeuronCompileError
     for bad flags."""
     return neuron_cc.parse_flags(
@@ -79,7 +83,7 @@ def compile_graph(
     model_name: str,
     recompile_reason: str | None,
     hint=None,
-) -> "CompiledGraph":
+) -> CompiledGraph:
     """Compiles AOTAutograd's graph ``gm`` (left unchanged) into a CompiledGraph.
 
     A warm start (the graph's key in the cache index, graph_key.py) takes the run plan

@@ -18,7 +18,6 @@ import os
 
 import torch
 
-
 # What turns a graph into StableHLO: the passes and the modules they and the lowering use.
 _PIPELINE_SOURCES = ("threefry.py", "plan.py", "lowering.py", "decompositions.py")
 

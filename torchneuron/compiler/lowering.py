@@ -120,11 +120,10 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
     Raises: NeuronCompileError(stage="lowering") naming the ATen op that failed and
     the user's source line when torch-mlir names the op.
     """
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch_mlir import fx as tm_fx
-
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch_mlir.extras.fx_importer import FxImporter
 
     ctx = ir.Context()
@@ -158,7 +157,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
                 op = str(node.target)
                 source = node_source(node)
         lines = detail.splitlines()
-        short = next((l for l in lines if "error:" in l), lines[0] if lines else "")
+        short = next((ln for ln in lines if "error:" in ln), lines[0] if lines else "")
         if source is None:  # torch-mlir locations: innermost call site first
             loc = re.search(r'loc\(callsite\("([^"]+)":(\d+)', short) or re.search(
                 r'loc\("([^"]+)":(\d+)', short

@@ -182,7 +182,7 @@ class NeuronExecutable:
         return bytes(_backend().serialize_executable(self._loaded))
 
     @classmethod
-    def deserialize(cls, data: bytes, options: CompilerOptions) -> "NeuronExecutable":
+    def deserialize(cls, data: bytes, options: CompilerOptions) -> NeuronExecutable:
         b = _backend()
         return cls(b.deserialize_executable(data, _devices(b), _compile_options(options)), options)
 

@@ -39,7 +39,7 @@ class GraphPlan:
     cpu_outputs: tuple = ()
 
     @classmethod
-    def identity(cls, gm: torch.fx.GraphModule) -> "GraphPlan":
+    def identity(cls, gm: torch.fx.GraphModule) -> GraphPlan:
         phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
         out = next(n for n in gm.graph.nodes if n.op == "output")
         n_out = len(out.args[0]) if isinstance(out.args[0], (tuple, list)) else 1

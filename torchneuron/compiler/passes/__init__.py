@@ -3,27 +3,27 @@
 Each takes (gm, plan) and edits both in place: see ../plan.py.
 """
 
-from .specialize_scalar_inputs import specialize_scalar_inputs
-from .functionalize_input_mutations import functionalize_input_mutations
-from .random_ops_to_inputs import random_ops_to_inputs
-from .remove_none_outputs import remove_none_outputs
-from .drop_device_arguments import drop_device_arguments
-from .narrow_64bit import narrow_64bit
-from .decompose_cumprod import decompose_cumprod
+from .bitwise_before_truncation import bitwise_before_truncation
+from .channels_last_max_pool import channels_last_max_pool
 from .clamp_slice_bounds import clamp_slice_bounds
-from .wrap_negative_indices import wrap_negative_indices
+from .compare_in_result_type import compare_in_result_type
+from .decompose_cumprod import decompose_cumprod
+from .drop_device_arguments import drop_device_arguments
+from .empty_results import empty_results
+from .exact_fmod import exact_fmod
+from .float_scalar_operands import float_scalar_operands
+from .functionalize_input_mutations import functionalize_input_mutations
 from .nan_aware_arg_reductions import nan_aware_arg_reductions
 from .nan_aware_sort import nan_aware_sort
-from .self_equality import self_equality
-from .upcast_low_precision_reductions import upcast_low_precision_reductions
-from .exact_fmod import exact_fmod
+from .narrow_64bit import narrow_64bit
 from .pad_small_conv_inputs import pad_small_conv_inputs
-from .channels_last_max_pool import channels_last_max_pool
-from .float_scalar_operands import float_scalar_operands
-from .bitwise_before_truncation import bitwise_before_truncation
-from .compare_in_result_type import compare_in_result_type
-from .empty_results import empty_results
+from .random_ops_to_inputs import random_ops_to_inputs
+from .remove_none_outputs import remove_none_outputs
+from .self_equality import self_equality
+from .specialize_scalar_inputs import specialize_scalar_inputs
 from .uint8_constants import uint8_constants
+from .upcast_low_precision_reductions import upcast_low_precision_reductions
+from .wrap_negative_indices import wrap_negative_indices
 
 # empty_results after the mutations are outputs and before the passes that add nodes;
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;

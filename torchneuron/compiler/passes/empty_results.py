@@ -57,7 +57,7 @@ def _feeding_unsigned(g) -> set:
 
 def empty_results(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     g = gm.graph
-    todo = [n for n in g.nodes if _empty(n) and not (n.target is aten.full.default)]
+    todo = [n for n in g.nodes if _empty(n) and n.target is not aten.full.default]
     if todo:
         keep = _feeding_unsigned(g)
         todo = [n for n in todo if n not in keep]

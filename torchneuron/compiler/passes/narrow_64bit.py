@@ -107,7 +107,7 @@ def _wrap32(v: int) -> int:
 _COMPOSITE_CALLS = {"aten::rsub.Scalar": "aten::sub.Tensor"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _eager_kernel(name):
     """(whether eager computes ``name`` (``aten::add.Tensor``) with a neuron kernel, which
     narrows, the name eager counts it under). An op without one takes the CPU fallback
