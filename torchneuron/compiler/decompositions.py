@@ -24,6 +24,8 @@ _EXTRA = [
 
 
 def _reduced_numel(x, dim) -> int:
+    if x.dim() == 0:  # dim 0 or -1 of a 0-dim tensor: its one element
+        return 1
     dims = range(x.dim()) if dim is None else [d % max(x.dim(), 1) for d in dim]
     n = 1
     for d in dims:

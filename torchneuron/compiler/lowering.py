@@ -11,6 +11,7 @@ supported"); they are inlined as hex ``dense`` literals holding the same bytes.
 
 from __future__ import annotations
 
+import os
 import re
 
 import torch
@@ -123,8 +124,15 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch_mlir import fx as tm_fx
     from torch_mlir import ir
+    from torch_mlir.compiler_utils import (
+        OutputType,
+        lower_mlir_module,
+        run_pipeline_with_repro_report,
+    )
     from torch_mlir.dialects import torch as torch_d
     from torch_mlir.extras.fx_importer import FxImporter
+
+    from . import config, lowering_isolation
 
     ctx = ir.Context()
     torch_d.register_dialect(ctx)
@@ -135,36 +143,86 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
         return True
 
     ctx.attach_diagnostic_handler(on_diagnostic)
+    pipelines = (
+        lambda m: run_pipeline_with_repro_report(
+            m,
+            "builtin.module(func.func(torch-match-quantized-custom-ops), "
+            "torchdynamo-export-to-torch-backend-pipeline{ extra-library=})",
+            "Lowering TorchFX IR -> Torch Backend IR",
+        ),
+        lambda m: lower_mlir_module(False, OutputType.STABLEHLO, m),
+    )
+    crash = None
     try:
         # Outside Dynamo's fake mode: the importer reads tensor constants (get_attr) by
         # value, and in fake mode that failed for any not on the CPU or needing a cast
         # (``torch.tensor([...], device=x.device)``, bool constants).
         with unset_fake_temporarily():
             module = tm_fx.stateless_fx_import(
-                gm, output_type="stablehlo", model_name="main", fx_importer=FxImporter(context=ctx)
+                gm, output_type="raw", model_name="main", fx_importer=FxImporter(context=ctx)
             )
+        isolated = not config.lower_in_process() and hasattr(os, "fork")
+        if not isolated:
+            for p in pipelines:
+                p(module)
+            raw = str(module)
+        else:
+            raw, failure, crash = lowering_isolation.run_isolated(module, pipelines)
+            if failure is not None:
+                raise RuntimeError(failure)
     except Exception as e:  # torch-mlir raises plain Exceptions; details are diagnostics
-        detail = "\n".join(diagnostics + [str(e).strip()])
-        m = _FAILED_OP.search(detail)
-        op = source = None
-        if m is None:  # e.g. only a leftover torch.constant.bool named: find its user
-            left = [n for n in unlowered_ops(gm) if find_node(gm, n) is not None]
-            m = _FAILED_OP.search(f"torch.aten.{left[0]}") if left else None
-        if m:
-            op = f"aten.{m.group(2)}" if m.group(1) == "aten" else f"{m.group(1)}.{m.group(2)}"
-            node = find_node(gm, m.group(2))
-            if node is not None:
-                op = str(node.target)
-                source = node_source(node)
-        lines = detail.splitlines()
-        short = next((ln for ln in lines if "error:" in ln), lines[0] if lines else "")
-        if source is None:  # torch-mlir locations: innermost call site first
-            loc = re.search(r'loc\(callsite\("([^"]+)":(\d+)', short) or re.search(
-                r'loc\("([^"]+)":(\d+)', short
-            )
-            if loc:
-                source = f"{loc.group(1)}:{loc.group(2)}"
-        short = short[short.index("error:") :] if "error:" in short else short
-        raise NeuronCompileError("lowering", graph_name, short.strip()[:500], op, source) from e
-    raw = str(module)
+        raise _lowering_error(gm, graph_name, "\n".join(diagnostics + [str(e).strip()])) from e
+    if crash is not None:
+        node = lowering_isolation.triage(gm, _lower_alone)
+        op = str(node.target) if node is not None else None
+        source = node_source(node) if node is not None else None
+        what = (
+            ""
+            if node is not None
+            else " (no single op crashes alone: the graph's combination does)"
+        )
+        raise NeuronCompileError("lowering", graph_name, crash + what, op, source)
     return raw, legalize_constants(raw)
+
+
+def _lower_alone(gm: torch.fx.GraphModule) -> None:
+    """Lowers ``gm`` in this process (triage's child): raises on failure."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch_mlir import fx as tm_fx
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    ctx = ir.Context()
+    ctx.enable_multithreading(False)
+    torch_d.register_dialect(ctx)
+    ctx.attach_diagnostic_handler(lambda d: True)
+    with unset_fake_temporarily():
+        tm_fx.stateless_fx_import(
+            gm, output_type="stablehlo", model_name="main", fx_importer=FxImporter(context=ctx)
+        )
+
+
+def _lowering_error(gm, graph_name: str, detail: str) -> NeuronCompileError:
+    """The NeuronCompileError of a failed conversion, naming the op and its source line."""
+    m = _FAILED_OP.search(detail)
+    op = source = None
+    if m is None:  # e.g. only a leftover torch.constant.bool named: find its user
+        left = [n for n in unlowered_ops(gm) if find_node(gm, n) is not None]
+        m = _FAILED_OP.search(f"torch.aten.{left[0]}") if left else None
+    if m:
+        op = f"aten.{m.group(2)}" if m.group(1) == "aten" else f"{m.group(1)}.{m.group(2)}"
+        node = find_node(gm, m.group(2))
+        if node is not None:
+            op = str(node.target)
+            source = node_source(node)
+    lines = detail.splitlines()
+    short = next((ln for ln in lines if "error:" in ln), lines[0] if lines else "")
+    if source is None:  # torch-mlir locations: innermost call site first
+        loc = re.search(r'loc\(callsite\("([^"]+)":(\d+)', short) or re.search(
+            r'loc\("([^"]+)":(\d+)', short
+        )
+        if loc:
+            source = f"{loc.group(1)}:{loc.group(2)}"
+    short = short[short.index("error:") :] if "error:" in short else short
+    return NeuronCompileError("lowering", graph_name, short.strip()[:500], op, source)

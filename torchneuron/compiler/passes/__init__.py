@@ -24,7 +24,9 @@ from .specialize_scalar_inputs import specialize_scalar_inputs
 from .uint8_constants import uint8_constants
 from .upcast_low_precision_reductions import upcast_low_precision_reductions
 from .wrap_negative_indices import wrap_negative_indices
+from .zero_dim_reductions import zero_dim_reductions
 
+# zero_dim_reductions before the passes that look at reductions' shapes;
 # empty_results after the mutations are outputs and before the passes that add nodes;
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
 # cumprod is decomposed after it (narrowed as one op: its int64 accumulation kept);
@@ -40,6 +42,7 @@ PIPELINE = (
     functionalize_input_mutations,
     remove_none_outputs,
     empty_results,
+    zero_dim_reductions,
     narrow_64bit,
     decompose_cumprod,
     nan_aware_arg_reductions,
