@@ -12,7 +12,12 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from . import decompositions_elementwise, decompositions_scans, decompositions_special
+from . import (
+    decompositions_elementwise,
+    decompositions_pooling,
+    decompositions_scans,
+    decompositions_special,
+)
 
 aten = torch.ops.aten
 
@@ -572,6 +577,7 @@ def decomposition_table() -> dict:
         **decompositions_scans.TABLE,
         **decompositions_elementwise.TABLE,
         **decompositions_special.TABLE,
+        **decompositions_pooling.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     table.update(_foreach_table())

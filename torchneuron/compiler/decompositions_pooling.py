@@ -1,0 +1,127 @@
+"""``avg_pool2d``/``avg_pool3d`` (``avg_pool1d`` reaches ATen as ``avg_pool2d``) and
+``max_pool3d`` with ``ceil_mode`` in the form torch-mlir lowers right.
+
+Lowered as they came, ``avg_pool3d`` ignored ``divisor_override`` (silently wrong values),
+``avg_pool2d`` with ``divisor_override`` and every ``ceil_mode`` average pool failed to
+compile, and ``max_pool3d(ceil_mode=True)`` padded both ends (wrong values, as
+``max_pool2d`` did: decompositions.py). Here the input is padded explicitly (zeros for
+an average, the dtype's lowest value for a maximum) up to the last window ATen's output
+size asks for, the pool runs with no padding and no ceil mode, and an average's window
+sums are divided by ATen's divisor: ``divisor_override``, else per output position the
+window's size clipped to the padded input (``count_include_pad=True``) or to the input
+(False), as ATen's CPU kernel (``AvgPoolKernel.cpp``). Averages of bfloat16/float16 are
+computed in float32 and rounded once, as ATen accumulates them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _n(v, n: int) -> list[int]:
+    v = [v] if isinstance(v, int) else list(v)
+    return v * n if len(v) == 1 else v
+
+
+def _out_size(size, k, s, p, d, ceil) -> int:
+    """ATen's pooling_output_shape."""
+    span = size + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= size + p:  # the last window must start inside
+        out -= 1
+    return out
+
+
+def _avg_pool(n: int):
+    base = aten.avg_pool2d.default if n == 2 else aten.avg_pool3d.default
+
+    def avg_pool(
+        x,
+        kernel_size,
+        stride=(),
+        padding=0,
+        ceil_mode=False,
+        count_include_pad=True,
+        divisor_override=None,
+    ):
+        k = _n(kernel_size, n)
+        s = _n(stride, n) if stride else k
+        p = _n(padding, n)
+        if not any(p) and not ceil_mode and divisor_override is None and stride:
+            return NotImplemented  # the plain form, lowered right
+        sizes = list(x.shape[-n:])
+        outs = [_out_size(sz, kk, ss, pp, 1, ceil_mode) for sz, kk, ss, pp in zip(sizes, k, s, p)]
+        right = [(o - 1) * ss + kk - sz - pp for o, ss, kk, sz, pp in zip(outs, s, k, sizes, p)]
+        pads = []
+        for pp, r in zip(reversed(p), reversed(right)):
+            pads += [pp, max(r, 0)]
+        low = x.dtype in (torch.bfloat16, torch.float16)
+        xf = aten._to_copy.default(x, dtype=torch.float32) if low else x
+        xp = aten.constant_pad_nd.default(xf, pads, 0.0)
+        mean = base(xp, k, s, [0] * n, False, True, None)
+        total = aten.mul.Tensor(mean, math.prod(k))
+        if divisor_override is not None:
+            y = aten.div.Tensor(total, divisor_override)
+        else:
+            div = None
+            for j in range(n):
+                o = aten.arange.start_step(0, outs[j], 1, dtype=torch.float32, device=x.device)
+                start = aten.sub.Tensor(aten.mul.Tensor(o, s[j]), p[j])
+                end = aten.clamp_max.default(aten.add.Tensor(start, k[j]), sizes[j] + p[j])
+                if count_include_pad:
+                    size = aten.sub.Tensor(end, start)
+                else:
+                    size = aten.sub.Tensor(
+                        aten.clamp_max.default(end, sizes[j]), aten.clamp_min.default(start, 0)
+                    )
+                shape = [outs[j] if i == j else 1 for i in range(n)]
+                size = aten.view.default(size, shape)
+                div = size if div is None else aten.mul.Tensor(div, size)
+            y = aten.div.Tensor(total, div)
+        return aten._to_copy.default(y, dtype=x.dtype) if low else y
+
+    return avg_pool
+
+
+def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """max_pool3d with ``ceil_mode`` as explicit right padding with the dtype's lowest value
+    (lowered, both ends were padded: wrong values); indices mapped back to the unpadded
+    volume. NotImplemented when no padding is needed."""
+    n = 3
+    k, p, d = _n(kernel_size, n), _n(padding, n), _n(dilation, n)
+    s = _n(stride, n) if stride else k
+    if not ceil_mode and stride:
+        return NotImplemented
+    sizes = list(x.shape[-n:])
+    extra = [0] * n
+    if ceil_mode:
+        for j in range(n):
+            out = _out_size(sizes[j], k[j], s[j], p[j], d[j], True)
+            extra[j] = max(0, (out - 1) * s[j] + d[j] * (k[j] - 1) + 1 - sizes[j] - 2 * p[j])
+    if not any(extra):
+        return aten.max_pool3d_with_indices.default(x, k, s, p, d, False)
+    low = float("-inf") if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
+    pads = []
+    for e in reversed(extra):
+        pads += [0, e]
+    xp = aten.constant_pad_nd.default(x, pads, low)
+    v, i = aten.max_pool3d_with_indices.default(xp, k, s, p, d, False)
+    dp, hp, wp = (sz + e for sz, e in zip(sizes, extra))
+    _, h, w = sizes
+    z = aten.div.Tensor_mode(i, hp * wp, rounding_mode="floor")
+    rem = aten.sub.Tensor(i, aten.mul.Tensor(z, hp * wp))
+    r = aten.div.Tensor_mode(rem, wp, rounding_mode="floor")
+    c = aten.sub.Tensor(rem, aten.mul.Tensor(r, wp))
+    idx = aten.add.Tensor(aten.mul.Tensor(aten.add.Tensor(aten.mul.Tensor(z, h), r), w), c)
+    return v, idx
+
+
+TABLE = {
+    aten.avg_pool2d.default: _avg_pool(2),
+    aten.avg_pool3d.default: _avg_pool(3),
+    aten.max_pool3d_with_indices.default: max_pool3d_with_indices,
+}
