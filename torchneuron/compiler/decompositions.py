@@ -14,6 +14,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
     decompositions_elementwise,
+    decompositions_nn,
     decompositions_pooling,
     decompositions_scans,
     decompositions_special,
@@ -579,6 +580,8 @@ def decomposition_table() -> dict:
         **decompositions_special.TABLE,
         **decompositions_pooling.TABLE,
     }.items():
+        table[op] = _before(f, table[op]) if op in table else f
+    for op, f in decompositions_nn.table(table).items():
         table[op] = _before(f, table[op]) if op in table else f
     table.update(_foreach_table())
     return table
