@@ -6,7 +6,7 @@ the graph gets one extra input, a key of two 32-bit words (an int64 tensor of sh
 stream at each launch (``plan.inputs`` entry ("rng_key", None); one draw per launch,
 so the generator advances and eager draws after a call never repeat it). Each random
 op's element ``i`` is the Threefry-2x32 block of counter (i, op number) under that key
-(../threefry.py); no random tensor is drawn outside the graph.
+(../../threefry.py); no random tensor is drawn outside the graph.
 
 - uniform: the top m bits of the first word times 2**-m, m = the dtype's mantissa
   width plus one (24 for float32, 11 float16, 8 bfloat16, 53 float64 from both words),
@@ -24,7 +24,8 @@ import math
 
 import torch
 
-from ..threefry import threefry2x32
+from ...threefry import threefry2x32
+from .._fake_mode import fake_node, graph_fake_mode
 
 aten = torch.ops.aten
 _UNIFORM = {
@@ -39,10 +40,6 @@ _RANDINT = (aten.randint.low, aten.randint.default)
 _BITS = {torch.float32: 24, torch.float16: 11, torch.bfloat16: 8, torch.float64: 53}
 
 
-def _val(a):
-    return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
-
-
 def random_ops_to_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
     g = gm.graph
     rnd = [
@@ -53,25 +50,23 @@ def random_ops_to_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> None
     ]
     if not rnd:
         return
-    from torch._guards import detect_fake_mode
+    mode = graph_fake_mode(g)
+    if mode is None:
+        return
+    with mode:
+        _generate(g, plan, rnd)
 
-    mode = detect_fake_mode(
-        [n.meta.get("val") for n in g.nodes if isinstance(n.meta.get("val"), torch.Tensor)]
-    )
+
+def _generate(g: torch.fx.Graph, plan, rnd) -> None:
     device = rnd[0].meta["val"].device
     phs = [n for n in g.nodes if n.op == "placeholder"]
     with g.inserting_after(phs[-1]) if phs else g.inserting_before(next(iter(g.nodes))):
         key = g.placeholder("rng_key")
-    with mode:
-        key.meta["val"] = torch.empty(2, dtype=torch.int64, device=device)
+    key.meta["val"] = torch.empty(2, dtype=torch.int64, device=device)
     plan.inputs.append(("rng_key", None))
 
     def emit(target, *args, **kwargs):
-        node = g.call_function(target, args, kwargs)
-        a, kw = torch.fx.node.map_arg((args, kwargs), _val)
-        with mode:
-            node.meta["val"] = target(*a, **kw)
-        return node
+        return fake_node(g, target, args, kwargs)
 
     for number, n in enumerate(rnd):
         val = n.meta["val"]

@@ -17,13 +17,14 @@ import math
 
 import torch
 
+from .._fake_mode import fake_node, graph_fake_mode
+
 aten = torch.ops.aten
 
 
 def pad_small_conv_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
-    from torch._guards import detect_fake_mode
-
     g = gm.graph
+    mode = None
     for n in list(g.nodes):
         if (
             n.op != "call_function"
@@ -40,14 +41,12 @@ def pad_small_conv_inputs(gm: torch.fx.GraphModule, plan, example_inputs) -> Non
         padded = [s + 2 * p for s, p in zip(in_sp, padding)]
         if not (math.prod(k_sp) > math.prod(in_sp) and math.prod(k_sp) <= math.prod(padded)):
             continue
-        mode = detect_fake_mode([xv])
+        mode = mode or graph_fake_mode(g)
         if mode is None:
-            continue
+            return
         pad = []
         for p in reversed(list(padding)):  # constant_pad_nd: last dimension first
             pad += [p, p]
-        with g.inserting_before(n):
-            xp = g.call_function(aten.constant_pad_nd.default, (x, pad, 0.0))
-        with mode:
-            xp.meta["val"] = aten.constant_pad_nd.default(xv, pad, 0.0)
+        with g.inserting_before(n), mode:
+            xp = fake_node(g, aten.constant_pad_nd.default, (x, pad, 0.0))
         n.args = (xp, w, bias, stride, [0] * len(padding), dilation, transposed, out_pad, groups)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ._fake_mode import graph_fake_mode
+from .._fake_mode import graph_fake_mode
 
 aten = torch.ops.aten
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ._fake_mode import fake_node as _node
+from .._fake_mode import fake_node as _node
 
 aten = torch.ops.aten
 
@@ -48,7 +48,7 @@ def bitwise_before_truncation(gm: torch.fx.GraphModule, plan, example_inputs) ->
 
 
 def _one_round(gm: torch.fx.GraphModule) -> bool:
-    from ._fake_mode import graph_fake_mode
+    from .._fake_mode import graph_fake_mode
 
     g = gm.graph
     todo = []

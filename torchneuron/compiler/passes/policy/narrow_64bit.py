@@ -22,7 +22,7 @@ Each narrowed op is recorded in ``plan.narrowed`` (and one at full width in
 ``plan.full_width``) under eager's operator name (``aten::add.Tensor``); every launch
 adds them to ``torch.neuron.narrowing_stats()`` / ``full_width_stats()`` as eager
 counts its calls (executable.py). Off with TORCHNEURON_NARROW_64BIT=0 (torch.neuron's
-switch; a compiled callable follows it at each call: ../narrowing_variants.py).
+switch; a compiled callable follows it at each call: ../../narrowing_variants.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import threading
 
 import torch
 
-from ._fake_mode import graph_fake_mode
+from .._fake_mode import graph_fake_mode
 
 aten = torch.ops.aten
 
@@ -72,7 +72,7 @@ def enabled() -> bool:
     v = getattr(_compiling, "narrow", None)
     if v is not None:
         return v
-    from ... import _C
+    from .... import _C
 
     return bool(_C._narrow_64bit())
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from ._fake_mode import fake_node, graph_fake_mode
+from .._fake_mode import fake_node, graph_fake_mode
 
 aten = torch.ops.aten
 prims = torch.ops.prims

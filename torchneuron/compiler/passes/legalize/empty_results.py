@@ -19,7 +19,7 @@ import operator
 
 import torch
 
-from ._fake_mode import fake_node, graph_fake_mode
+from .._fake_mode import fake_node, graph_fake_mode
 
 aten = torch.ops.aten
 _UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)  # uint8: uint8_constants.py

@@ -21,7 +21,7 @@ import operator
 
 import torch
 
-from ._fake_mode import graph_fake_mode
+from .._fake_mode import fake_node, graph_fake_mode
 
 aten = torch.ops.aten
 
@@ -60,13 +60,10 @@ def channels_last_max_pool(gm: torch.fx.GraphModule, plan, example_inputs) -> No
             return
 
         def emit(target, *a):
-            node = g.call_function(target, a)
-            with mode:
-                node.meta["val"] = target(*torch.fx.node.map_arg(a, lambda m: m.meta["val"]))
-            return node
+            return fake_node(g, target, a)
 
         ho, wo = (int(v) for v in users[0].meta["val"].shape[2:])
-        with g.inserting_before(n):
+        with g.inserting_before(n), mode:
             y = emit(aten.permute.default, x, [0, 2, 3, 1])
             if any(p):
                 y = emit(

@@ -15,8 +15,8 @@ import operator
 
 import torch
 
-from ._fake_mode import fake_node as _node
-from ._fake_mode import graph_fake_mode
+from .._fake_mode import fake_node as _node
+from .._fake_mode import graph_fake_mode
 
 aten = torch.ops.aten
 
