@@ -7,7 +7,8 @@
 namespace torchneuron {
 
 // Computed asynchronously on the current stream by ATen's CPU kernel over
-// device memory, after shape inference on the Meta device.
+// device memory; result shapes come from that CPU kernel, probed once per
+// signature on zero-filled host copies (native_kernel.cpp's probe_geometry).
 inline constexpr const char* kNativeOps[] = {
     // matmul family
     "mm",

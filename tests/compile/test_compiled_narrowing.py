@@ -74,7 +74,7 @@ def test_int64_wraps_as_in_eager():
     for e, c in zip(eager, comp):
         assert c.dtype == e.dtype and torch.equal(c.cpu(), e.cpu())
     wrap = lambda v: (v + 2**31) % 2**32 - 2**31  # noqa: E731
-    assert comp[0].cpu().tolist() == [-(2**31), 6]  # README: 2**31 - 1 + 1
+    assert comp[0].cpu().tolist() == [-(2**31), 6]  # docs/device.md: 2**31 - 1 + 1
     assert comp[1].cpu().tolist() == [-1294967296, 0]  # 3_000_000_000 * 1
     assert comp[2].item() == wrap(-1294967296 * 3)  # the sum's terms wrapped
     assert comp[11].cpu().tolist() == [wrap((2**31 - 1) * 2**20) - 7, -22]

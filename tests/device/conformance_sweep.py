@@ -21,7 +21,7 @@ itself rejects is not counted. Designed differences, by rule, not by hand:
    an op may create 64-bit intermediates), a result that differs from the CPU's
    but equals the CPU's result on the inputs wrapped to int32, or matches at
    float32 tolerances a float64 result computed at 32 bits (the policy's
-   defined behaviour, README "64-bit types").
+   defined behaviour, docs/device.md "64-bit policy").
 2. Random ops (name contains a random word) and ops returning uninitialised
    memory (empty*) are not compared; sparse layouts are not supported.
 3. Results the op leaves unspecified (batch norm's saved statistics in eval

@@ -1,4 +1,4 @@
-"""The 64-bit policy's consequences, as the README states them (issue 7, section 5), and
+"""The 64-bit policy's consequences, as docs/device.md states them (issue 7, section 5), and
 the device-safe way of writing the same code."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ ordering, faults, DDP, FSDP2 (+ DCP), DTensor/TP, with 2 and 4 processes.
 
 Each test starts one process per rank with torchrun's environment and runs a
 job of tests/distributed/dist_jobs.py (many checks per job: a process start costs seconds).
-The README's torchrun example is run by torchrun itself.
+The torchrun example of docs/distributed.md is run by torchrun itself.
 """
 
 from __future__ import annotations
@@ -183,15 +183,15 @@ def test_dead_or_hung_rank_is_an_error_within_timeout(kind):
 
 
 @pytest.mark.parametrize("nprocs", [2, 4])
-def test_readme_torchrun_example(tmp_path, nprocs):
-    """The README's distributed example, run by torchrun as written there (and with 4
+def test_guide_torchrun_example(tmp_path, nprocs):
+    """docs/distributed.md's example, run by torchrun as written there (and with 4
     processes, where its batches wrap around the 1797 digits: the loss stays finite)."""
-    readme = (REPO / "README.md").read_text()
-    m = re.search(r"<!-- distributed-example -->\s*```python\n(.*?)```", readme, re.S)
-    assert m, "README has no distributed example"
+    guide = (REPO / "docs" / "distributed.md").read_text()
+    m = re.search(r"<!-- distributed-example -->\s*```python\n(.*?)```", guide, re.S)
+    assert m, "docs/distributed.md has no distributed example"
     script = tmp_path / "train_ddp.py"
     script.write_text(m.group(1))
-    cmd = re.search(r"<!-- distributed-command -->\s*```sh\n(.*?)\n```", readme, re.S).group(1)
+    cmd = re.search(r"<!-- distributed-command -->\s*```sh\n(.*?)\n```", guide, re.S).group(1)
     argv = cmd.split()
     assert argv[:2] == ["torchrun", "--nproc_per_node=2"], argv
     argv = [

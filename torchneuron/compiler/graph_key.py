@@ -24,11 +24,14 @@ _PIPELINE_SOURCES = ("threefry.py", "plan.py", "lowering.py", "decompositions.py
 
 @functools.lru_cache(maxsize=1)
 def passes_fingerprint() -> str:
-    """SHA-256 of the source files of compiler/passes/ and of the modules the pipeline runs
-    (``_PIPELINE_SOURCES``): a changed pass or lowering changes every key."""
+    """SHA-256 of the source files of compiler/passes/ (its subfolders too) and of the
+    modules the pipeline runs (``_PIPELINE_SOURCES``): a changed pass or lowering changes
+    every key."""
     here = os.path.dirname(__file__)
-    d = os.path.join(here, "passes")
-    files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".py")]
+    files = []
+    for d, dirs, names in os.walk(os.path.join(here, "passes")):
+        dirs.sort()  # one order on every machine
+        files += [os.path.join(d, f) for f in sorted(names) if f.endswith(".py")]
     files += [os.path.join(here, f) for f in _PIPELINE_SOURCES]
     h = hashlib.sha256()
     for path in files:
@@ -99,7 +102,7 @@ def graph_key_text(gm: torch.fx.GraphModule, example_inputs) -> str | None:
 
 
 def _key_text(gm, example_inputs):
-    from .passes.narrow_64bit import _eager_calls, enabled
+    from .passes.policy.narrow_64bit import _eager_calls, enabled
 
     # the switch the passes read (the variable's value at start-up, _set_narrow_64bit,
     # or the variant narrowing_variants.py builds)

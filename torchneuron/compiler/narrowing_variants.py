@@ -17,7 +17,7 @@ import threading
 import torch
 
 from .. import _C
-from .passes.narrow_64bit import compiling_with
+from .passes.policy.narrow_64bit import compiling_with
 
 _WIDE = (torch.float64, torch.int64)
 

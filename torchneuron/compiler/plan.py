@@ -16,7 +16,7 @@ import torch
 class GraphPlan:
     """``inputs``: per executable input, ("arg", i) = the call's i-th argument, or
     ("rng_key", None) = a Threefry key drawn from the device's generator at each launch
-    (passes/random_ops_to_inputs.py). ``outputs``: per value the call returns, ("out", j) = the
+    (passes/policy/random_ops_to_inputs.py). ``outputs``: per value the call returns, ("out", j) = the
     executable's j-th output, or ("const", v) (None outputs). ``mutations``: (i, j):
     after the run, the call's argument i takes the executable's output j (in place,
     as the eager program mutated it)."""
@@ -27,7 +27,7 @@ class GraphPlan:
     mutations: list = field(default_factory=list)
     scalar_args: dict = field(default_factory=dict)  # arg index -> value baked in
     # ((eager op name, ops in the graph), ...): added to torch.neuron.narrowing_stats()
-    # / full_width_stats() at each launch (passes/narrow_64bit.py)
+    # / full_width_stats() at each launch (passes/policy/narrow_64bit.py)
     narrowed: tuple = ()
     full_width: tuple = ()
     # outputs that share memory in eager (y and y[0] of an intermediate y): per group,

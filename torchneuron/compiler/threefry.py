@@ -2,7 +2,7 @@
 
 Salmon et al., "Parallel random numbers: as easy as 1, 2, 3" (SC'11), Random123's
 threefry2x32_20; the generator JAX uses. Written once over an ``op(target, *args)``
-callable so the same code builds FX nodes (passes/random_ops_to_inputs.py) and runs
+callable so the same code builds FX nodes (passes/policy/random_ops_to_inputs.py) and runs
 on CPU tensors (tests): add/xor/shift/or only, in int64 holding 32-bit words
 (values in [0, 2**32), masked after each add and rotation), which every StableHLO
 lowering of torch-mlir handles.

@@ -1,30 +1,33 @@
-"""FX passes run on AOTAutograd's graphs before lowering, in this order (one pass a file).
+"""FX passes run on AOTAutograd's graphs before lowering, in PIPELINE's order (one pass a
+file), grouped by purpose: semantics/ (ATen's values where the lowering computed others),
+policy/ (TorchNeuron's static shapes, 64-bit narrowing, random numbers), legalize/ (forms
+torch-mlir/XLA accept), performance/ (faster forms, same values).
 
-Each takes (gm, plan) and edits both in place: see ../plan.py.
+Each takes (gm, plan, example_inputs) and edits gm and plan in place: see ../plan.py.
 """
 
-from .bitwise_before_truncation import bitwise_before_truncation
-from .channels_last_max_pool import channels_last_max_pool
-from .clamp_slice_bounds import clamp_slice_bounds
-from .compare_in_result_type import compare_in_result_type
-from .decompose_cumprod import decompose_cumprod
-from .drop_device_arguments import drop_device_arguments
-from .empty_results import empty_results
-from .exact_fmod import exact_fmod
-from .float_scalar_operands import float_scalar_operands
-from .functionalize_input_mutations import functionalize_input_mutations
-from .nan_aware_arg_reductions import nan_aware_arg_reductions
-from .nan_aware_sort import nan_aware_sort
-from .narrow_64bit import narrow_64bit
-from .pad_small_conv_inputs import pad_small_conv_inputs
-from .random_ops_to_inputs import random_ops_to_inputs
-from .remove_none_outputs import remove_none_outputs
-from .self_equality import self_equality
-from .specialize_scalar_inputs import specialize_scalar_inputs
-from .uint8_constants import uint8_constants
-from .upcast_low_precision_reductions import upcast_low_precision_reductions
-from .wrap_negative_indices import wrap_negative_indices
-from .zero_dim_reductions import zero_dim_reductions
+from .legalize.bitwise_before_truncation import bitwise_before_truncation
+from .legalize.clamp_slice_bounds import clamp_slice_bounds
+from .legalize.decompose_cumprod import decompose_cumprod
+from .legalize.drop_device_arguments import drop_device_arguments
+from .legalize.empty_results import empty_results
+from .legalize.functionalize_input_mutations import functionalize_input_mutations
+from .legalize.remove_none_outputs import remove_none_outputs
+from .legalize.uint8_constants import uint8_constants
+from .legalize.zero_dim_reductions import zero_dim_reductions
+from .performance.channels_last_max_pool import channels_last_max_pool
+from .performance.pad_small_conv_inputs import pad_small_conv_inputs
+from .policy.narrow_64bit import narrow_64bit
+from .policy.random_ops_to_inputs import random_ops_to_inputs
+from .policy.specialize_scalar_inputs import specialize_scalar_inputs
+from .semantics.compare_in_result_type import compare_in_result_type
+from .semantics.exact_fmod import exact_fmod
+from .semantics.float_scalar_operands import float_scalar_operands
+from .semantics.nan_aware_arg_reductions import nan_aware_arg_reductions
+from .semantics.nan_aware_sort import nan_aware_sort
+from .semantics.self_equality import self_equality
+from .semantics.upcast_low_precision_reductions import upcast_low_precision_reductions
+from .semantics.wrap_negative_indices import wrap_negative_indices
 
 # zero_dim_reductions before the passes that look at reductions' shapes;
 # empty_results after the mutations are outputs and before the passes that add nodes;

@@ -1,0 +1,67 @@
+"""Unit tests of passes/performance/: each pass alone on a small FX graph; the rewrite is
+asserted on the graph, and the rewritten graph's values against the CPU's (these passes
+change only speed, so the values are ATen's own)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from pass_graphs import assert_meta_matches, assert_same, nodes_of, run_pass, targets, trace
+
+from torchneuron.compiler.passes.performance.channels_last_max_pool import channels_last_max_pool
+from torchneuron.compiler.passes.performance.pad_small_conv_inputs import pad_small_conv_inputs
+
+aten = torch.ops.aten
+
+
+def test_pad_small_conv_inputs_pads_explicitly():
+    def f(x, w, w1):
+        # 3x3 kernel over 2x2 maps (padded: explicit); 1x1 kernel (left as it is)
+        return F.conv2d(x, w, padding=1), F.conv2d(x, w1, padding=1)
+
+    torch.manual_seed(0)
+    ins = (torch.randn(2, 4, 2, 2), torch.randn(5, 4, 3, 3), torch.randn(5, 4, 1, 1))
+    gm = trace(f, *ins)
+    run_pass(pad_small_conv_inputs, gm, ins)
+    (pad,) = nodes_of(gm, aten.constant_pad_nd.default)
+    assert pad.args[1:] == ([1, 1, 1, 1], 0.0)
+    c3, c1 = nodes_of(gm, aten.convolution.default)
+    assert c3.args[0] is pad and list(c3.args[4]) == [0, 0]
+    assert list(c1.args[4]) == [1, 1]
+    assert_meta_matches(gm, ins)
+    got, expected = gm(*ins), f(*ins)
+    torch.testing.assert_close(got[0], expected[0], rtol=1e-6, atol=1e-6)
+    assert_same(got[1], expected[1])
+
+
+def test_channels_last_max_pool_as_strided_slices():
+    def f(x):
+        return F.max_pool2d(x, 3, 2, padding=1), F.max_pool2d(x, 2)
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 6)
+    x[0, 1, 2, 3] = math.nan
+    x[1, 2, 0, 0] = -math.inf
+    ins = (x,)
+    gm = trace(f, *ins)
+    run_pass(channels_last_max_pool, gm, ins)
+    assert aten.max_pool2d_with_indices.default not in targets(gm)
+    assert len(nodes_of(gm, aten.maximum.default)) == (9 - 1) + (4 - 1)
+    perms = [n.args[1] for n in nodes_of(gm, aten.permute.default)]
+    assert perms == [[0, 2, 3, 1], [0, 3, 1, 2]] * 2  # NHWC and back, per pool
+    assert aten.constant_pad_nd.default in targets(gm)  # the padded one: -inf padding
+    assert_meta_matches(gm, ins)
+    assert_same(gm(*ins), f(*ins))  # max is exact; NaN propagated as ATen's pool does
+
+
+def test_channels_last_max_pool_leaves_pools_whose_indices_are_used():
+    def f(x):
+        return F.max_pool2d(x, 2, return_indices=True)
+
+    ins = (torch.randn(1, 2, 4, 4),)
+    gm = trace(f, *ins)
+    run_pass(channels_last_max_pool, gm, ins)
+    assert aten.max_pool2d_with_indices.default in targets(gm)
+    assert_same(gm(*ins), f(*ins))
