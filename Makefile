@@ -37,7 +37,7 @@ test-python: build
 
 # The noisy-host verdicts alone (they are in test-python too): for repeated runs.
 test-noisy-host: build
-	$(PY) -m pytest -q -m noisy_host tests/check/test_noisy_host.py
+	$(PY) -m pytest -q -m noisy_host tests/check/phases/test_noisy_host.py
 
 # The whole compile-path op sweep, compiled vs CPU (make test runs its subset): minutes.
 test-compile-sweep: build

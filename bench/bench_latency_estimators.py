@@ -30,7 +30,9 @@ import torch
 import torchneuron
 sys.path.insert(0, sys.argv[1])
 import check_models
-from torchneuron.check import calibration, phase3, workclock
+from torchneuron.check.phases import calibration
+from torchneuron.check.phases import phase3
+from torchneuron.check.phases import workclock
 
 n = int(sys.argv[2])
 model, inputs = check_models.blocks()

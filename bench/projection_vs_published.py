@@ -1,4 +1,4 @@
-"""The Trainium projection (torchneuron/check/projection.py) against figures AWS publishes.
+"""The Trainium projection (torchneuron/check/projection/roofline.py) against figures AWS publishes.
 
 AWS's Trn1 inference benchmarks (Neuron 2.27, "Trn1/Trn1n Inference Performance", last
 update Dec 19th 2025, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/
@@ -16,7 +16,8 @@ import time
 
 import torch
 
-from torchneuron.check import hardware, projection, stablehlo
+from torchneuron.check.projection import hardware, stablehlo
+from torchneuron.check.projection import roofline as projection
 
 #: (name, published throughput inferences/s, published p50 ms, batch) from the page above.
 PUBLISHED = [

@@ -22,7 +22,7 @@ from torch.cuda import _memory_viz  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function, schedule  # noqa: E402
 
 import torchneuron  # noqa: E402,F401
-from torchneuron.check import profile as check_profile  # noqa: E402
+from torchneuron.check.phases import profile as check_profile  # noqa: E402
 from torchneuron.models import minilm  # noqa: E402
 
 out = sys.argv[1] if len(sys.argv) > 1 else "docs"

@@ -317,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.command is None:
         parser.print_help()
         return 2
-    from .check import EXIT_USAGE, CheckUsageError, report_terminal, run, write_outputs
+    from .check import EXIT_USAGE, CheckUsageError, run, write_outputs
+    from .check.report import terminal as report_terminal
 
     if a.list:
         report_terminal.list_models(_console())

@@ -37,7 +37,7 @@ def test_sweep_grid_table_plots_and_json(tmp_path):
     assert all(p["measured"] == "eager" for p in eager)
     # throughput is batch / p50 (a preemption spike moves the mean, not the median), and the
     # cost is the formula at that throughput: trn1.2xlarge's table price, the point's overhead
-    from torchneuron.check import cost
+    from torchneuron.check.projection import cost
 
     price = cost.load_prices()["trn1.2xlarge"]["usd_per_hour"]
     for p in eager:

@@ -68,7 +68,7 @@ def test_mode_both_reports_compiled_accuracy_beside_eager(tmp_path):
 def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
     """A compiled-only error (compiled outputs shifted after the compile check) fails phase 2's
     compiled section while eager still passes."""
-    from torchneuron.check import compiled
+    from torchneuron.check.phases import compiled
 
     real = compiled.check_compile
 

@@ -11,11 +11,15 @@ from typing import Any
 
 import torch
 
-from . import baseline as baseline_mod
-from . import baseline_setup, loading, manifest, phase1, phase2, phase3
-from . import cost as cost_mod
+from . import manifest
+from .baseline import compare as baseline_compare
+from .baseline import setup as baseline_setup
+from .baseline import store as baseline_mod
 from .config import DTYPES, CheckConfig
 from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, CheckUsageError
+from .model import loading
+from .phases import phase1, phase2, phase3
+from .projection import cost as cost_mod
 
 SCHEMA = "torchneuron.check.result/1"
 
@@ -256,8 +260,8 @@ def run(cfg: CheckConfig, ui=None) -> dict:
                 f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)"
             )
             phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
-    if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/profile.py)
-        from . import profile as profile_mod
+    if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/phases/profile.py)
+        from .phases import profile as profile_mod
 
         result["profile"] = (
             profile_mod.run(session, cfg, ui)
@@ -276,7 +280,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         )
 
     # Training (factories returning a loss_fn)
-    from . import training
+    from .phases import training
 
     result["training"] = (
         training.run(loaded, cfg, ui, cfg.train_steps)
@@ -295,7 +299,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     ]
 
     # Trainium projection (an estimate from the graph, never a verdict)
-    from . import project_phase
+    from .phases import projection as project_phase
 
     result["projection"] = (
         project_phase.run(loaded, cfg, ui)
@@ -306,7 +310,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     # Baseline comparison; an undecided latency interval measures another round, up to --max-rounds
     if base is not None:
         if p1["status"] == "pass":
-            result["baseline"] = baseline_mod.compare(
+            result["baseline"] = baseline_compare.compare(
                 base, result, session.outputs, cfg.torch_dtype
             )
             while (
@@ -318,13 +322,13 @@ def run(cfg: CheckConfig, ui=None) -> dict:
                     f"Latency against the baseline undecided after {p3['rounds']} round(s): measuring again"
                 )
                 phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
-                result["baseline"] = baseline_mod.compare(
+                result["baseline"] = baseline_compare.compare(
                     base, result, session.outputs, cfg.torch_dtype
                 )
             _confirm_regressions(result, base, session, cfg, ui)
         else:
             # nothing to compare but whether the model still compiles (a compile failure fails phase 1)
-            comp_cmp = baseline_mod.compile_success(base, p1)
+            comp_cmp = baseline_compare.compile_success(base, p1)
             result["baseline"] = {
                 "path": base.path,
                 "created_utc": base.meta.get("created_utc"),
@@ -429,7 +433,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
 def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:
     """``--baseline-runs N``: phase 3 in N - 1 more fresh processes, their figures beside this
     one's in ``phase3.baseline_processes`` (baseline_runs.py), which the baseline keeps."""
-    from . import baseline_runs
+    from .baseline import runs as baseline_runs
 
     p3 = result["phase3"]
     own = baseline_runs.estimates(p3)
@@ -450,14 +454,16 @@ def _confirm_regressions(result: dict, base, session, cfg: CheckConfig, ui) -> N
     """A latency regression of this process re-measured in up to ``--baseline-runs`` − 1 fresh
     processes and decided on the median over the processes (baseline_runs.confirm): one
     process's offset is not a verdict, as a baseline is not one process's figure."""
-    from . import baseline_runs
+    from .baseline import runs as baseline_runs
 
     if result["phase3"]["status"] != "pass" or cfg.baseline_process:
         return
     conf = baseline_runs.confirm(result["baseline"].get("latency") or {}, cfg, ui)
     if conf is None:
         return
-    result["baseline"] = baseline_mod.compare(base, result, session.outputs, cfg.torch_dtype, conf)
+    result["baseline"] = baseline_compare.compare(
+        base, result, session.outputs, cfg.torch_dtype, conf
+    )
     result["warnings"] += [
         f"baseline: a fresh process confirming a latency regression failed ({why})"
         for why in conf["failed"]
@@ -475,8 +481,9 @@ def _undecided(b: dict) -> list[str]:
 
 def write_outputs(result: dict, cfg: CheckConfig) -> list[str]:
     """Write the --json, --junit and --html files asked for; returns their paths."""
-    from . import junit, report_html
-    from .report_json import write_json
+    from .report import html as report_html
+    from .report import junit
+    from .report.json_report import write_json
 
     written = []
     if cfg.json_path:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from . import cost as cost_mod
-from . import memory
 from .config import DTYPES, CheckConfig
 from .errors import CheckUsageError
+from .phases import memory
+from .projection import cost as cost_mod
 
 AXES = ("batch", "dtype", "mode")
 #: What a point's throughput (and its cost) is computed from.

@@ -1,0 +1,259 @@
+"""The Trainium projection: StableHLO parsing (FLOPs, engines, bytes), the roofline on
+NeuronCore figures, the torch-mlir lowering and `torchneuron check --projection`."""
+
+import json
+
+import pytest
+import torch
+from check_support import FIXTURES, cli
+
+from torchneuron.check.projection import hardware
+from torchneuron.check.projection import roofline as projection
+
+CONV = (
+    "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], "
+    "window = {stride = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : "
+    "(tensor<1x8x8x3xf32>, tensor<3x3x3x16xf32>) -> tensor<1x6x6x16xf32>"
+)
+MODULE = f"""module {{
+  func.func @main(%arg0: tensor<4x64xbf16>, %arg1: tensor<64x32xbf16>) -> tensor<4x32xbf16> {{
+    %cst = stablehlo.constant dense<1.0> : tensor<4x32xbf16>
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<4x64xbf16>, tensor<64x32xbf16>) -> tensor<4x32xbf16>
+    %1 = stablehlo.add %0, %cst : tensor<4x32xbf16>
+    %2 = stablehlo.exponential %1 : tensor<4x32xbf16>
+    %3 = stablehlo.transpose %2, dims = [1, 0] : (tensor<4x32xbf16>) -> tensor<32x4xbf16>
+{CONV}
+    return %2 : tensor<4x32xbf16>
+  }}
+}}"""
+
+
+def test_parse_counts_flops_and_engines():
+    ops = {o.name: o for o in projection.parse(MODULE)}
+    assert ops["dot_general"].flops == 2 * 4 * 32 * 64 and ops["dot_general"].engine == "tensor"
+    assert (
+        ops["convolution"].flops == 2 * (6 * 6 * 16) * (3 * 3 * 3)
+        and ops["convolution"].engine == "tensor"
+    )
+    assert ops["add"].engine == "vector" and ops["add"].flops == 4 * 32
+    assert ops["exponential"].engine == "scalar"
+    assert ops["transpose"].engine == "move" and ops["transpose"].flops == 0
+    assert (
+        ops["add"].out_bytes == 4 * 32 * 2 and ops["dot_general"].in_bytes == (4 * 64 + 64 * 32) * 2
+    )
+    assert "constant" not in ops and "return" not in ops
+
+
+def test_roofline_compute_and_memory_bound():
+    core = hardware.NEURONCORE_V3
+    r = projection.project(MODULE, core, batch=4)
+    dot = next(x for x in r["top_ops"] if x["op"] == "dot_general")
+    assert dot["bound"] == "compute" and dot["time_s"] == pytest.approx(
+        2 * 4 * 32 * 64 / core.tensor_bf16
+    )
+    # a transpose of a tensor bigger than half the SBUF is materialized in HBM: memory-bound;
+    # an elementwise op on it is fused with its producer: no HBM traffic of its own
+    n = core.sbuf_bytes // 4 // 2  # 2 x n f32 elements: the whole SBUF
+    body = (
+        f"    %0 = stablehlo.transpose %arg0, dims = [1, 0] : (tensor<2x{n}xf32>) -> tensor<{n}x2xf32>\n"
+        f"    %1 = stablehlo.add %0, %0 : tensor<{n}x2xf32>"
+    )
+    r2 = projection.project(
+        f"module {{\n  func.func @main(%arg0: tensor<2x{n}xf32>) -> tensor<{n}x2xf32> {{\n"
+        f"{body}\n  }}\n}}",
+        core,
+        batch=1,
+    )
+    ops2 = {x["op"]: x for x in r2["top_ops"]}
+    op = ops2["transpose"]
+    assert op["bound"] == "memory" and op["hbm_bytes"] == 2 * 2 * n * 4
+    assert op["time_s"] == pytest.approx(
+        2 * 2 * n * 4 / (core.hbm_bytes_per_s_chip / core.cores_per_chip)
+    )
+    assert ops2["add"]["hbm_bytes"] == 0 and ops2["add"]["bound"] == "compute"
+    # + the serial row: the argument read once and the result written once
+    serial = ops2[projection.WEIGHTS_ROW]
+    assert serial["hbm_bytes"] == 2 * n * 4 + n * 2 * 4 and serial["engine"] == "dma"
+    assert r2["latency_s_per_core"] == pytest.approx(
+        op["time_s"] + ops2["add"]["time_s"] + (2 * n * 4 + n * 2 * 4) / core.hbm_bytes_per_s_core
+    )
+    assert "not a measurement" in r2["estimate"]
+
+
+def test_every_figure_has_a_source():
+    for core in (hardware.NEURONCORE_V2, hardware.NEURONCORE_V3, hardware.NEURONCORE_V4):
+        assert core.sources and all(
+            u.startswith("https://awsdocs-neuron") for u in core.sources.values()
+        )
+    assert hardware.NEURONCORE_V4.tensor_fp8 > hardware.NEURONCORE_V3.tensor_fp8
+    assert hardware.NEURONCORE_V4.hbm_bytes_per_s_core > hardware.NEURONCORE_V3.hbm_bytes_per_s_core
+
+
+def test_lowering_a_model_counts_its_matmuls():
+    pytest.importorskip("torch_mlir")
+    from torchneuron.check.projection import stablehlo
+
+    m = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
+    text, how = stablehlo.lower(m, (torch.randn(16, 64),))
+    assert "stablehlo.dot_general" in text
+    tensor = sum(o.flops for o in projection.parse(text) if o.engine == "tensor")
+    assert tensor == 2 * 16 * 64 * 32 + 2 * 16 * 32 * 8
+
+
+def test_lowering_a_model_whose_output_holds_a_kv_cache():
+    # a dataclass with a transformers DynamicCache, nested containers and a string:
+    # torch.export refused the Cache output ("register a pytree"); its tensors are lowered
+    pytest.importorskip("torch_mlir")
+    import importlib.util
+    import os
+
+    from torchneuron.check.projection import stablehlo
+
+    spec = importlib.util.spec_from_file_location(
+        "check_models",
+        os.path.join(FIXTURES, "check_models.py"),
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model, inputs = mod.structured()
+    text, how = stablehlo.lower(model.eval(), inputs)
+    assert "stablehlo.dot_general" in text and "export_and_import" in how
+    # the function returns the hidden state, the cache's key and value, and the nested tensors
+    assert text.count("tensor<4x2x16x4xf32>") >= 2
+
+
+def test_check_projection_section(tmp_path):
+    pytest.importorskip("torch_mlir")
+    j = tmp_path / "r.json"
+    code, out, err = cli(
+        "check", "mlp", "--iterations", "5", "--max-warmup", "5", "--projection", "--json", j
+    )
+    assert code == 0, out + err
+    p = json.loads(j.read_text())["projection"]
+    assert p["status"] == "pass" and set(p) >= {"trn2", "trn3"}
+    assert p["trn2"]["core"] == "NeuronCore-v3" and p["trn3"]["core"] == "NeuronCore-v4"
+    assert p["trn3"]["latency_s_per_core"] < p["trn2"]["latency_s_per_core"]
+    assert p["trn2"]["cores_per_instance"] == 128
+    assert "ESTIMATE" in out and "not a measurement" in out
+    # the serial HBM row and the rest of the ops are on the terminal: the table adds up to the pass
+    a = p["trn2"]
+    assert projection.WEIGHTS_ROW in out and "of the pass" in out
+    from torchneuron.check import formatting
+
+    shown = formatting.projected_top(a, 8)
+    label, rest = formatting.projected_rest(a, shown)
+    assert label in out and float(rest.split()[0]) * 1e-6 + sum(
+        r["time_s"] for r in shown
+    ) == pytest.approx(a["latency_s_per_core"], rel=1e-2)
+
+
+def test_projection_prices_with_the_users_price(tmp_path):
+    # no verified on-demand price for trn2.48xlarge in the table: the user's --price-per-hour
+    # for that instance prices the projection; USD per 1M = price / 3600 * 1e6 / throughput
+    pytest.importorskip("torch_mlir")
+    j = tmp_path / "r.json"
+    code, out, err = cli(
+        "check",
+        "mlp",
+        "--mode",
+        "eager",
+        "--iterations",
+        "5",
+        "--max-warmup",
+        "5",
+        "--projection",
+        "--instance",
+        "trn2.48xlarge",
+        "--price-per-hour",
+        "40",
+        "--json",
+        j,
+    )
+    assert code == 0, out + err
+    p = json.loads(j.read_text())["projection"]
+    a, b = p["trn2"], p["trn3"]
+    assert a["price_per_hour"] == 40 and a["price_source"] == "--price-per-hour"
+    assert a["usd_per_million"] == pytest.approx(40 / 3600 * 1e6 / a["throughput_per_instance"])
+    assert b["usd_per_million"] is None and b["instance_assumed"]  # not the instance priced
+    assert (
+        "(your price)" in out and "assumed" in out and "$0.0000" not in out
+    )  # significant figures
+    from torchneuron.check import formatting
+
+    assert formatting.usd(4.58e-06) == "$4.58e-06" and formatting.usd(0.5) == "$0.5000"
+    assert "fixed costs per execution" in p["note"]
+
+
+GATHER = """module {
+  func.func @main(%arg0: tensor<4x8xi64>, %arg1: tensor<4x8x64xf32>) -> tensor<4x8x64xf32> {
+    %cst_0 = stablehlo.constant dense_resource<__elided__> : tensor<1000x64xf32>
+    %cst_1 = stablehlo.constant dense_resource<__elided__> : tensor<64x64xf32>
+    %0 = "stablehlo.gather"(%cst_0, %arg0) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<1000x64xf32>, tensor<4x8xi64>) -> tensor<4x8x64xf32>
+    %1 = "stablehlo.gather"(%cst_1, %arg0) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<64x64xf32>, tensor<4x8xi64>) -> tensor<4x8x64xf32>
+    %2 = stablehlo.dot_general %1, %cst_1, contracting_dims = [2] x [0] : (tensor<4x8x64xf32>, tensor<64x64xf32>) -> tensor<4x8x64xf32>
+    %3 = stablehlo.add %0, %2 : tensor<4x8x64xf32>
+    return %3 : tensor<4x8x64xf32>
+  }
+}"""
+
+
+def test_a_gathered_table_counts_the_rows_read():
+    core = hardware.NEURONCORE_V3
+    r = projection.project(GATHER, core, batch=4, top=100)
+    gathers = [x for x in r["top_ops"] if x["op"] == "gather"]
+    # the 1000 x 64 table is only gathered from: 4 x 8 rows of 64 float32 read, not the table
+    rows_read = 4 * 8 * 64 * 4
+    assert gathers[0]["hbm_bytes"] == rows_read and gathers[0]["bound"] == "memory"
+    assert gathers[0]["time_s"] == pytest.approx(rows_read / core.hbm_bytes_per_s_core)
+    # the 64 x 64 table also feeds a matmul: read whole, in the serial row, its gather adds nothing
+    assert gathers[1]["hbm_bytes"] == 0
+    # serial: the indices (4 x 8 int64), the unused %arg1 not at all, the 64 x 64 weight, the output
+    serial = 4 * 8 * 8 + 64 * 64 * 4 + 4 * 8 * 64 * 4
+    row = next(x for x in r["top_ops"] if x["op"] == projection.WEIGHTS_ROW)
+    assert row["hbm_bytes"] == serial and r["gathered_bytes"] == rows_read
+    assert (
+        r["weights_and_inputs_bytes"] == 4 * 8 * 8 + 64 * 64 * 4
+        and r["outputs_bytes"] == 4 * 8 * 64 * 4
+    )
+    assert r["latency_s_per_core"] == pytest.approx(sum(x["time_s"] for x in r["top_ops"]))
+    assert r["weights_and_inputs_share"] == pytest.approx(row["time_s"] / r["latency_s_per_core"])
+
+
+def test_the_serial_hbm_row_is_always_listed():
+    r = projection.project(GATHER, hardware.NEURONCORE_V3, batch=4, top=1)
+    assert projection.WEIGHTS_ROW in [x["op"] for x in r["top_ops"]]
+
+
+def test_torch_mlirs_erf_polynomial_is_one_scalar_op():
+    # nn.GELU() is 0.5 x (1 + erf(x / sqrt 2)); torch-mlir emits erf as ~25 elementwise ops
+    pytest.importorskip("torch_mlir")
+    from torchneuron.check.projection import stablehlo
+
+    m = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.GELU()).eval()
+    text, _ = stablehlo.lower(m, (torch.randn(16, 64),))
+    assert (
+        "stablehlo.erf" not in text
+        and "chlo.erf" not in text
+        and text.count("stablehlo.clamp") == 2
+    )
+    ops = projection.parse(text)
+    erf = [o for o in ops if o.name == "erf"]
+    assert len(erf) == 1 and erf[0].engine == "scalar" and erf[0].flops == 16 * 32
+    assert not [o for o in ops if o.name == "clamp"]
+    vector = sum(o.flops for o in ops if o.engine == "vector")
+    # left on the VectorE: addmm's scales and bias add, x / sqrt 2, 0.5 x, 1 + erf, x * (..): six
+    # ops of 16 x 32 and one of 32, not the polynomial's ~25 of 16 x 32
+    assert vector == 6 * 16 * 32 + 32
+
+
+def test_ops_on_constants_only_are_folded():
+    text = """module {
+  func.func @main(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
+    %cst = stablehlo.constant dense<2.0> : tensor<8x8xf32>
+    %0 = stablehlo.rsqrt %cst : tensor<8x8xf32>
+    %1 = stablehlo.multiply %arg0, %0 : tensor<8x8xf32>
+    return %1 : tensor<8x8xf32>
+  }
+}"""
+    ops = {o.name: o for o in projection.parse(text)}
+    assert ops["rsqrt"].flops == 0 and ops["multiply"].flops == 64

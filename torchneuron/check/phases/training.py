@@ -1,0 +1,540 @@
+"""Training check: N optimizer steps on the device, on the reference device and in
+float64 on the CPU (the golden run), from the same initial state.
+
+For a factory that returns ``(model, example_inputs, loss_fn)``: each step is
+``loss = loss_fn(model(**inputs)); loss.backward(); optimizer.step()`` with AdamW; a factory
+returning ``(model, example_inputs, step)`` with ``step(model, inputs) -> loss`` (forward and
+loss, two required positional parameters) replaces the first part: the check still calls
+``loss.backward()`` and owns the optimizer, so every form is compared the same way. Under
+``--mode compile|both`` the device's model is also ``torch.compile(backend="neuron")``:
+forward and backward graphs compiled, the optimizer step eager;
+(``lr`` ``TRAIN_LR``) over two parameter groups, as training scripts set them up:
+``decay`` (matrices, weight decay 0.01) and ``no_decay`` (biases and norms). Modules stay
+in eval mode (dropout off) so the device and the reference follow the same path.
+Compared with phase 2's benchmark rule (allclose, else RMSE against float64): the loss
+of every step, the gradient norm of every parameter group at every step, and every
+parameter's update (final - initial, ``compare_update``); the per-step series get an absolute
+tolerance scaled by their float64 size (``scaled_atol``), so tiny losses are judged relative
+to themselves, and the updates one scaled to the update (they are ~steps * lr: final values
+within an absolute tol passed an update of the wrong sign). Compiled steps in which
+no compiled graph ran (the backend's ``graph_runs`` counter) fail: their figures are eager.
+Also: the device's step time (synchronized, seconds) and its peak memory with the optimizer's
+state.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..errors import CheckUsageError
+from ..model import tensors as T
+from ..stats import summary as stats
+from . import phase2
+
+#: AdamW learning rate of the training check (small: a few steps must stay comparable).
+TRAIN_LR = 1e-4
+WEIGHT_DECAY = 0.01
+
+
+def _groups(model: torch.nn.Module) -> list[dict]:
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return [
+        {"params": decay, "weight_decay": WEIGHT_DECAY, "name": "decay"},
+        {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
+    ]
+
+
+def _to(inputs, device, float_dtype=None):
+    return T.to_device(inputs, device, float_dtype)
+
+
+GOLDEN_RUN = "the float64 golden run"
+#: Why a loss_fn/step that ran on the reference raises in the golden run, and the fix.
+GOLDEN_HINT = (
+    "that run casts the model and the inputs to float64 on the CPU; a tensor the loss_fn or step "
+    "closes over keeps its dtype: move or cast closed-over tensors with .to(output) (device and "
+    "dtype; integer labels need only .to(output.device))"
+)
+
+
+def _user_call(what: str, run: str | None, fn: Callable, *args):
+    """Call the factory's loss_fn/step. ``run``: the name of the reference or float64 run (they
+    go first; None on the device). An exception there is the factory's, not the device's:
+    CheckUsageError naming it and the run (exit 2), with a hint for the float64 run."""
+    if run is None:
+        return fn(*args)
+    try:
+        return fn(*args)
+    except CheckUsageError:
+        raise
+    except Exception as e:
+        from .phase1 import _raised_at
+
+        f = _raised_at(traceback.extract_tb(e.__traceback__), None)
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        golden = run == GOLDEN_RUN
+        raise CheckUsageError(
+            f"training: {what} raised {type(e).__name__} in {run}"
+            + (" (it ran on the reference)" if golden else "")
+            + f": {msg}"
+            + (f"\nraised at: {f.filename}:{f.lineno} in {f.name}" if f else "")
+            + (f"\nhint: {GOLDEN_HINT}" if golden else "")
+        ) from e
+
+
+def _loss(
+    model, inputs, loss_fn: Callable | None, step_fn: Callable | None, run: str | None = None
+) -> torch.Tensor:
+    """Forward and loss: ``loss_fn(model(inputs))`` or ``step_fn(model, inputs)``. Raises
+    CheckUsageError when the result is not a scalar floating tensor with a gradient, when the
+    callable ran backward() itself, or (``run``, a reference or float64 run) when the callable raised."""
+    if step_fn is not None:
+        what = "step(model, inputs)"
+        loss = _user_call(what, run, step_fn, model, inputs)
+    else:
+        what = "loss_fn(output)"
+        out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)
+        loss = _user_call(what, run, loss_fn, out)
+    if any(
+        p.grad is not None for p in model.parameters()
+    ):  # zero_grad(set_to_none) ran just before
+        raise CheckUsageError(
+            f"training: {what} called backward() itself (the parameters have gradients "
+            "before the check's backward): return the loss without calling backward(); "
+            "the check calls loss.backward() and steps its optimizer"
+        )
+    if not isinstance(loss, torch.Tensor):
+        raise CheckUsageError(
+            f"training: {what} returned a {type(loss).__name__}; expected a scalar tensor"
+        )
+    if loss.numel() != 1 or not loss.is_floating_point():
+        raise CheckUsageError(
+            f"training: {what} returned a {str(loss.dtype).replace('torch.', '')} tensor of "
+            f"shape {list(loss.shape)}; expected a floating scalar (one element)"
+        )
+    if not loss.requires_grad:
+        raise CheckUsageError(
+            f"training: {what} returned a loss that does not require grad (computed "
+            "under no_grad or detached, e.g. a step that ran its own backward and optimizer "
+            "and returned loss.detach()): nothing to backpropagate; return the loss itself, "
+            "the check calls loss.backward() and steps its optimizer"
+        )
+    return loss.reshape(())
+
+
+def _steps(
+    model: torch.nn.Module,
+    inputs,
+    loss_fn: Callable | None,
+    device: str,
+    steps: int,
+    dtype: torch.dtype,
+    sync: Callable[[], None],
+    step_fn: Callable | None = None,
+    params_of=None,
+    run: str | None = None,
+) -> dict:
+    params_of = params_of or model  # a compiled module's own parameters (no _orig_mod. prefix)
+    opt = torch.optim.AdamW(_groups(params_of), lr=TRAIN_LR)
+    dev_type = torch.device(device).type
+    losses, gnorms, times = [], [], []
+    for _ in range(steps):
+        sync()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with T.autocast_ctx(dev_type, dtype):
+            loss = _loss(model, inputs, loss_fn, step_fn, run)
+        try:
+            loss.backward()
+        except RuntimeError as e:  # a step that ran backward() through autograd.grad, say
+            if run and "backward through the graph a second time" in str(e):
+                raise CheckUsageError(
+                    f"training: {'step(model, inputs)' if step_fn else 'loss_fn(output)'} "
+                    "ran backward through the loss's graph itself (\"Trying to backward through "
+                    'the graph a second time"): return the loss without calling backward(); '
+                    "the check calls loss.backward()"
+                ) from e
+            raise
+        norms = []
+        for g in opt.param_groups:
+            # in float64 on the CPU: the device narrows 64-bit math (TorchNeuron's policy)
+            sq = [
+                p.grad.detach().to("cpu", torch.float64).pow(2).sum()
+                for p in g["params"]
+                if p.grad is not None
+            ]
+            norms.append(
+                torch.stack(sq).sum().sqrt() if sq else torch.zeros((), dtype=torch.float64)
+            )
+        opt.step()
+        sync()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.detach().to("cpu"))
+        gnorms.append(norms)
+    return {
+        "losses": losses,
+        "grad_norms": gnorms,
+        "times_s": times,
+        "params": {k: v.detach().to("cpu") for k, v in params_of.named_parameters()},
+        "groups": [g["name"] for g in opt.param_groups],
+    }
+
+
+def _graph_counts() -> tuple[int, int]:
+    """(compiled-graph launches, fallback graphs) so far: the neuron backend's counters."""
+    from torch._dynamo.utils import counters
+
+    c = counters["neuron"]
+    return c["graph_runs"], c["fallback_graphs"]
+
+
+def _not_compiled_reason(d: dict, step_form: bool) -> str | None:
+    """Why the compiled steps were not a compiled run, or None when a compiled graph ran.
+    Without this, eager figures would be reported (and passed) as compiled."""
+    if d.get("graph_runs", 1):
+        return None
+    why = (
+        f"{d['fallback_graphs']} graph(s) fell back to eager (fallback_execution)"
+        if d.get("fallback_graphs")
+        else "the step function calls a submodule or another object than the model passed to it (e.g. "
+        "model.inner(...) on the compiled wrapper reaches the uncompiled module); call model(...) itself"
+        if step_form
+        else "Dynamo compiled no graph of the model's forward (it ran eagerly)"
+    )
+    return (
+        "no graph compiled by torch.compile(backend='neuron') ran during the compiled steps: "
+        + why
+        + "; the compiled mode was not checked"
+    )
+
+
+def _device_steps(loaded, cfg, steps: int, compiled: bool) -> dict:
+    """N steps on the device, eager or ``torch.compile(backend="neuron")`` (forward and
+    backward graphs compiled by AOTAutograd); peak memory and device warnings recorded."""
+    dev = torch.device(cfg.device)
+    model = copy.deepcopy(loaded.model).to(dev)
+    run_model = torch.compile(model, backend="neuron") if compiled else model
+    if compiled:
+        torch._dynamo.reset()
+    torch.neuron.reset_peak_memory_stats(dev)
+    runs0, fallbacks0 = _graph_counts()
+    with warnings.catch_warnings(
+        record=True
+    ) as caught:  # gathered in the report's warnings section
+        warnings.simplefilter("always")
+        d = _steps(
+            run_model,
+            _to(loaded.inputs, dev),
+            loaded.loss_fn,
+            cfg.device,
+            steps,
+            cfg.torch_dtype,
+            T.synchronizer(dev),
+            loaded.train_step,
+            params_of=model,
+        )
+    if compiled:
+        runs1, fallbacks1 = _graph_counts()
+        d["graph_runs"], d["fallback_graphs"] = runs1 - runs0, fallbacks1 - fallbacks0
+        torch._dynamo.reset()
+    d["warnings"] = sorted({str(w.message).split(" (Triggered")[0] for w in caught})
+    d["peak"] = torch.neuron.max_memory_allocated(dev)
+    return d
+
+
+def _steps_text(at: list[int]) -> str:
+    return (
+        f"{at[0]}-{at[-1]}"
+        if len(at) > 2 and at == list(range(at[0], at[-1] + 1))
+        else ", ".join(map(str, at))
+    )
+
+
+def scaled_atol(fp64_series: list, tol: float) -> float:
+    """The absolute tolerance for a per-step scalar series (losses, one group's gradient
+    norms): ``tol * min(1, max |fp64|)`` over its finite values (``tol`` when all are 0 or
+    non-finite), phase 2's ``scaled_atol`` over the steps. A loss of 1e-12 is then judged
+    against its own size, not passed by an absolute tolerance a hundred million times larger;
+    series of magnitude >= 1 keep ``tol``."""
+    return phase2.scaled_atol(
+        torch.stack([x.detach().to("cpu", torch.float64).reshape(()) for x in fp64_series]), tol
+    )
+
+
+def compare_update(
+    d: torch.Tensor,
+    r: torch.Tensor,
+    g: torch.Tensor,
+    initial: torch.Tensor,
+    tol: float,
+    dtype: torch.dtype,
+) -> dict:
+    """One parameter's final values (device ``d``, reference ``r``, float64 ``g``; same
+    shape, on the CPU) compared as its update from ``initial`` (their common start): phase
+    2's rule on ``final - initial`` in float64 (``dtype``: the run's, for its multiplier),
+    with the absolute tolerance scaled to the update's size, ``tol * min(1, max |update
+    fp64|)``, plus the parameter's own resolution, ``eps * max |fp64|`` (one unit in the last
+    place of its largest value: the parameter holds its update only to its precision). The
+    final values differ from the start by about steps * lr: compared as they are, within an
+    absolute ``tol`` (1e-2 for bfloat16), an update of the wrong sign passed. A shape or
+    dtype of the final values that differs fails (phase 2's ``mismatch``)."""
+    bad = phase2.mismatch(d, r, g)  # autocast never changes a parameter's dtype
+    if bad:
+        return bad
+    wide = (
+        torch.complex128 if d.is_complex() else torch.float64
+    )  # .double() drops an imaginary part
+    p0, g, dw, rw = (x.detach().to("cpu", wide) for x in (initial, g, d, r))
+    top = g.abs()[torch.isfinite(g)]
+    resolution = (
+        torch.finfo(d.dtype).eps * float(top.max())
+        if (d.is_floating_point() or d.is_complex()) and top.numel()
+        else 0.0
+    )
+    atol = phase2.scaled_atol(g - p0, tol) + resolution
+    c = phase2.compare(dw - p0, rw - p0, g - p0, tol, dtype, atol=atol)
+    c |= {"dtype": str(d.dtype).replace("torch.", ""), "compared": "update (final - initial)"}
+    u = torch.view_as_real(g - p0) if d.is_complex() else g - p0  # as compare's RMSE counts it
+    rms = stats.rmse(u, torch.zeros_like(u))
+    if not c["passed"] and c["decided_by"].startswith("RMSE") and rms > 0:
+        # Adam's update is about lr * sign(gradient) per element: a low-precision gradient near 0
+        # flips an element's step, and the count of flips varies between runs, so the RMSE step
+        # fails on a few: the update is then judged as a whole against its own size
+        c["relative_rmse"], bound = c["rmse_device_fp64"] / rms, (2 * tol) ** 0.5
+        if c["relative_rmse"] <= bound:
+            c.update(passed=True, decided_by=f"relative RMSE vs fp64 <= sqrt(2 tol) = {bound:.3g}")
+    return c
+
+
+def _compare(d: dict, r: dict, g: dict, steps: int, cfg, initial: dict) -> dict:
+    tol, dt = cfg.effective_tol, cfg.torch_dtype
+    per_step = []
+    judged: dict[
+        str, list
+    ] = {}  # phase 2's rule: non-finite on both sides passes allclose, with a warning
+    loss_atol = scaled_atol(g["losses"], tol)
+    norm_atol = [scaled_atol([s[j] for s in g["grad_norms"]], tol) for j in range(len(d["groups"]))]
+    for i in range(steps):
+        c = phase2.compare(d["losses"][i], r["losses"][i], g["losses"][i], tol, dt, atol=loss_atol)
+        norms = {
+            name: phase2.compare(
+                d["grad_norms"][i][j],
+                r["grad_norms"][i][j],
+                g["grad_norms"][i][j],
+                tol,
+                dt,
+                atol=norm_atol[j],
+            )
+            for j, name in enumerate(d["groups"])
+        }
+        for what, v in [("loss", c)] + [(f"gradient norm ({k})", n) for k, n in norms.items()]:
+            if v.get("warning"):
+                judged.setdefault(what, []).append(i + 1)
+        per_step.append(
+            {
+                "step": i + 1,
+                "loss_device": float(d["losses"][i]),
+                "loss_reference": float(r["losses"][i]),
+                "loss_fp64": float(g["losses"][i]),
+                "loss_passed": c["passed"],
+                "grad_norm_device": {
+                    k: float(d["grad_norms"][i][j]) for j, k in enumerate(d["groups"])
+                },
+                "grad_norm_reference": {
+                    k: float(r["grad_norms"][i][j]) for j, k in enumerate(d["groups"])
+                },
+                "grad_norm_passed": {k: v["passed"] for k, v in norms.items()},
+                "step_time_device_s": d["times_s"][i],
+                "step_time_reference_s": r["times_s"][i],
+            }
+        )
+    params = {
+        k: compare_update(d["params"][k], r["params"][k], g["params"][k], initial[k], tol, dt)
+        for k in d["params"]
+    }
+    warns = [
+        f"{what} at step(s) {_steps_text(at)} is NaN or infinite on both the device and the reference: "
+        "the accuracy rule cannot judge it"
+        for what, at in judged.items()
+    ]
+    nf = [k for k, v in params.items() if v.get("warning")]
+    if nf:
+        warns.append(
+            f"final parameter(s) {', '.join(nf[:5])}{' ...' if len(nf) > 5 else ''} have NaN or infinite "
+            "elements on both the device and the reference: the accuracy rule cannot judge them"
+        )
+    bad_params = [k for k, v in params.items() if not v["passed"]]
+    bad_steps = [
+        s["step"]
+        for s in per_step
+        if not s["loss_passed"] or not all(s["grad_norm_passed"].values())
+    ]
+    steady = d["times_s"][1:] or d["times_s"]  # the first step compiles/allocates
+    return {
+        "per_step": per_step,
+        "loss_atol": loss_atol,
+        "grad_norm_atol": dict(zip(d["groups"], norm_atol)),
+        "final_params": {
+            "compared": len(params),
+            "compared_as": "update (final - initial)",
+            "failed": bad_params,
+            "atol": {k: v.get("atol") for k, v in params.items()},
+            "worst": max(params.items(), key=lambda kv: kv[1].get("max_abs") or 0)[0]
+            if params
+            else None,
+        },
+        "step_time": {
+            "device_p50_s": stats.percentile(steady, 50),
+            "reference_p50_s": stats.percentile(r["times_s"][1:] or r["times_s"], 50),
+            "first_step_device_s": d["times_s"][0],
+        },
+        "peak_allocated_bytes": d["peak"],
+        "device_warnings": d["warnings"],
+        "warnings": warns,
+        "status": "fail" if bad_params or bad_steps else "pass",
+        "reason": "; ".join(
+            ([f"steps {bad_steps} differ (loss or grad norm)"] if bad_steps else [])
+            + ([f"parameter updates differ: {', '.join(bad_params[:5])}"] if bad_params else [])
+        )
+        or None,
+    }
+
+
+def run(loaded, cfg, ui, steps: int) -> dict:
+    """The training section of the result (JSON-ready). ``status`` pass/fail/skipped.
+
+        Eager steps fill the top-level keys (``--mode eager|both``); compiled steps
+        (``--mode compile|both``) fill ``compiled`` with the same keys, or its ``error`` when
+        compilation failed (stage, op, source as phase 1 reports them). ``status`` is "fail"
+        when either mode failed (compiled: also when no compiled graph ran in its steps, ``graph_runs``
+    0, e.g. a step calling ``model.inner``); ``warnings`` lists what the rule cannot judge (non-finite on both
+        sides). CheckUsageError (exit 2): the model has no trainable parameter, or the factory's
+        loss_fn or step raised on the reference or float64 run, called backward() itself, or
+        returned something that is not a scalar floating loss with a gradient."""
+    if loaded.loss_fn is None and loaded.train_step is None:
+        return {
+            "status": "skipped",
+            "reason": "the factory returned no loss_fn or step (inference model)",
+        }
+    modes = {"eager": ["eager"], "compile": ["compile"], "both": ["eager", "compile"]}[cfg.mode]
+    ui.step(
+        f"Training: {steps} AdamW steps on {cfg.device} ({', '.join(modes)}), {cfg.reference} and float64"
+    )
+    res: dict[str, Any] = {
+        "steps": steps,
+        "optimizer": f"AdamW(lr={TRAIN_LR}, weight_decay {WEIGHT_DECAY} on matrices)",
+        "tol": cfg.effective_tol,
+        "form": "step(model, inputs)" if loaded.train_step else "loss_fn(output)",
+        "modes": modes,
+    }
+    if not any(p.requires_grad for p in loaded.model.parameters()):
+        raise CheckUsageError(
+            "training: the model has no trainable parameter (every parameter has "
+            "requires_grad=False): nothing to train; unfreeze at least one parameter"
+        )
+    initial = {k: v.detach().to("cpu", copy=True) for k, v in loaded.model.named_parameters()}
+    # the reference and the golden run first: a bad loss_fn/step is a usage error (exit 2)
+    r = _steps(
+        copy.deepcopy(loaded.model).to(cfg.reference),
+        _to(loaded.inputs, cfg.reference),
+        loaded.loss_fn,
+        cfg.reference,
+        steps,
+        cfg.torch_dtype,
+        T.synchronizer(cfg.reference),
+        loaded.train_step,
+        run=f"the reference run ({cfg.reference})",
+    )
+    g = _steps(
+        copy.deepcopy(loaded.model).double(),
+        _to(loaded.inputs, "cpu", torch.float64),
+        loaded.loss_fn,
+        "cpu",
+        steps,
+        torch.float32,
+        lambda: None,
+        loaded.train_step,
+        run=GOLDEN_RUN,
+    )
+    if "eager" in modes:
+        try:
+            d = _device_steps(loaded, cfg, steps, compiled=False)
+        except CheckUsageError:
+            raise
+        except Exception as e:
+            return res | {
+                "status": "fail",
+                "reason": f"training on {cfg.device} raised {type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}",
+            }
+        res |= _compare(d, r, g, steps, cfg, initial)
+    else:
+        res |= {
+            "status": "pass",
+            "reason": None,
+            "device_warnings": [],
+            "warnings": [],
+            "note": "--mode compile: eager training steps not run",
+        }
+    # eager's own verdict (the top-level status and reason below also carry compiled's)
+    res["eager_verdict"] = {"status": res["status"], "reason": res["reason"]}
+    if "compile" in modes:
+        from . import phase1
+        from .compiled import _compile_failure
+
+        try:
+            dc = _device_steps(loaded, cfg, steps, compiled=True)
+            why = _not_compiled_reason(dc, loaded.train_step is not None)
+            # no compiled graph ran: the figures are eager ones, not shown under the compiled label
+            c = (
+                {
+                    "status": "fail",
+                    "reason": why,
+                    "graph_runs": 0,
+                    "device_warnings": dc["warnings"],
+                }
+                if why
+                else _compare(dc, r, g, steps, cfg, initial) | {"graph_runs": dc["graph_runs"]}
+            )
+        except CheckUsageError:
+            raise
+        except Exception as e:
+            err = phase1._error_info(e, "torch.compile(backend='neuron'): training step")
+            failure = _compile_failure(e)
+            if failure:
+                err["compile_stage"] = failure["stage"]
+                if failure["op"]:
+                    err["op"] = failure["op"]
+                if failure["source"]:
+                    err["raised_at"] = failure["source"]
+            c = {
+                "status": "fail",
+                "error": err,
+                "reason": f"compiled training raised {type(e).__name__}: {err.get('short_message') or ''}",
+            }
+        res["compiled"] = c
+        res["device_warnings"] = sorted(
+            set(res["device_warnings"]) | set(c.get("device_warnings", []))
+        )
+        res["warnings"] = res.get("warnings", []) + [
+            f"compiled: {w}" for w in c.get("warnings", [])
+        ]
+        if c["status"] == "fail":
+            res["reason"] = "; ".join(
+                x
+                for x in (
+                    res["reason"] if res["status"] == "fail" else None,
+                    f"compiled: {c['reason']}",
+                )
+                if x
+            )
+            res["status"] = "fail"
+    return res

@@ -1,0 +1,194 @@
+"""The result as JUnit XML (``--junit FILE``) for CI systems: one test suite, one test case
+per phase part, the baseline comparisons and the cost budget; skipped parts as skipped."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from ..phases.phase2 import failure_text
+
+
+def _case(
+    suite: ET.Element,
+    classname: str,
+    name: str,
+    time_s: float = 0.0,
+    failure: str | None = None,
+    detail: str = "",
+    skipped: str | None = None,
+    out: str = "",
+) -> None:
+    c = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{time_s:.6f}")
+    if failure is not None:
+        f = ET.SubElement(c, "failure", message=failure[:1000], type="failure")
+        f.text = detail or failure
+    elif skipped is not None:
+        ET.SubElement(c, "skipped", message=skipped[:1000])
+    if out:
+        ET.SubElement(c, "system-out").text = out
+
+
+def build(result: dict) -> ET.Element:
+    """The ``<testsuites>`` element of a result."""
+    model = result["model"]["name"]
+    cls = f"torchneuron.check.{model}"
+    root = ET.Element("testsuites", name="torchneuron check")
+    suite = ET.SubElement(root, "testsuite", name=f"torchneuron check {model}")
+
+    p1 = result["phase1"]
+    e = p1.get("error")
+    _case(
+        suite,
+        cls,
+        "phase1.runs_on_device",
+        p1.get("cold_latency_s") or 0.0,
+        failure=(
+            f"{e['type']}{' in ' + e['op'] if e['op'] else ''} during {e['stage']}: "
+            f"{e['message'].splitlines()[0] if e['message'] else ''}"
+        )
+        if e
+        else None,
+        detail=(e["traceback"] if e else ""),
+        out=f"fallback ops: {', '.join(p1['fallback']['ops']) or 'none'}; narrowing: "
+        f"{p1['narrowing'] or 'none'}; peak allocated bytes: {p1['memory']['peak_allocated_bytes']}",
+    )
+    comp = p1.get("compile", {})
+    if comp.get("checked"):
+        _case(
+            suite,
+            cls,
+            "phase1.torch_compile",
+            comp.get("compile_s") or 0.0,
+            failure=None if comp.get("ok") else "torch.compile(backend='neuron') failed",
+        )
+    else:
+        _case(suite, cls, "phase1.torch_compile", skipped=comp.get("note") or "not checked")
+
+    p2 = result["phase2"]
+    if p2["status"] == "skipped":
+        _case(suite, cls, "phase2.accuracy", skipped=p2.get("reason") or "skipped")
+    else:
+        parts = [("phase2.accuracy", p2["outputs"])] + (
+            [("phase2.compiled.accuracy", p2["compiled"]["outputs"])] if p2.get("compiled") else []
+        )
+        for case, outs in parts:
+            for name, o in outs.items():
+                msg = None if o.get("passed") else f"{name}: {failure_text(o)}"
+                _case(
+                    suite,
+                    cls,
+                    f"{case}[{name}]",
+                    failure=msg,
+                    out=f"decided by {o.get('decided_by')}; cosine {o.get('cosine')}",
+                )
+
+    p3 = result["phase3"]
+    if p3["status"] == "skipped":
+        _case(suite, cls, "phase3.performance", skipped=p3.get("reason") or "skipped")
+    else:
+        d = p3.get("device") or {}
+        _case(
+            suite,
+            cls,
+            "phase3.performance",
+            d.get("total_s") or 0.0,
+            failure=p3.get("reason") if p3["status"] == "fail" else None,
+            out=f"p50 {d.get('p50_s')} s, p90 {d.get('p90_s')} s, p99 {d.get('p99_s')} s, "
+            f"throughput {d.get('throughput_samples_per_s')} samples/s",
+        )
+
+    b = result.get("baseline")
+    if b:
+        if b.get("status") == "skipped":
+            _case(suite, cls, "baseline", skipped=b.get("reason") or "skipped")
+        else:
+            for name, a in b.get("accuracy", {}).items():
+                _case(
+                    suite,
+                    cls,
+                    f"baseline.accuracy[{name}]",
+                    failure=None
+                    if a.get("passed")
+                    else f"{name} does not match the baseline ({failure_text(a)})",
+                )
+            comp = b.get("compiled") or {}
+            parts = (
+                ("latency", b.get("latency"), ("latency:", "latency,")),
+                ("compiled.compile", comp.get("compile"), ("compile:",)),
+                ("compiled.latency", comp.get("latency"), ("latency (compiled)",)),
+                ("memory", b.get("memory"), ("memory",)),
+                ("training", b.get("training"), ("training memory",)),
+            )
+            for key, x, prefixes in parts:
+                x = x or {}
+                msg = next((r for r in b.get("regressions", []) if r.startswith(prefixes)), None)
+                if x.get("regressed") is None or "note" in x:
+                    _case(suite, cls, f"baseline.{key}", skipped=x.get("note", "not compared"))
+                elif x.get("decision") == "undecided":
+                    _case(
+                        suite,
+                        cls,
+                        f"baseline.{key}",
+                        skipped=result.get("inconclusive") or "inconclusive",
+                    )
+                else:
+                    _case(
+                        suite, cls, f"baseline.{key}", failure=msg if x.get("regressed") else None
+                    )
+    pc = (result.get("phase3") or {}).get("compiled")
+    if pc:
+        _case(
+            suite,
+            cls,
+            "phase3.compiled.performance",
+            pc.get("total_s") or 0.0,
+            failure=pc.get("reason") if pc.get("status") == "fail" else None,
+        )
+    tr = result.get("training") or {}
+    if tr.get("status") not in (None, "skipped"):
+        eager = dict(tr, **tr.get("eager_verdict", {}))  # without compiled's failure text
+        parts = [
+            ("training.eager", eager if "eager" in tr.get("modes", ["eager"]) else None),
+            ("training.compiled", tr.get("compiled")),
+        ]
+        for name, part in parts:
+            if part is None:
+                continue
+            t = sum(s["step_time_device_s"] for s in part.get("per_step", []))
+            _case(
+                suite,
+                cls,
+                name,
+                t,
+                failure=(part.get("reason") if part.get("status") == "fail" else None),
+            )
+    c = result.get("cost", {})
+    if c.get("budget_usd_per_million") is not None:
+        _case(
+            suite,
+            cls,
+            "cost.budget",
+            failure=(
+                f"{c['device'].get('usd_per_million')} USD per million > "
+                f"{c['budget_usd_per_million']}"
+            )
+            if c.get("over_budget")
+            else None,
+        )
+
+    cases = suite.findall("testcase")
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(1 for x in cases if x.find("failure") is not None)))
+    suite.set("errors", "0")
+    suite.set("skipped", str(sum(1 for x in cases if x.find("skipped") is not None)))
+    suite.set("time", f"{result.get('elapsed_s', 0.0):.3f}")
+    for k in ("tests", "failures", "errors", "skipped", "time"):
+        root.set(k, suite.get(k))
+    return root
+
+
+def write(result: dict, path: str) -> None:
+    """Write the JUnit XML of ``result`` to ``path`` (UTF-8)."""
+    tree = ET.ElementTree(build(result))
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
