@@ -21,7 +21,7 @@ void record_narrowing(const std::string& op, int64_t calls = 1);
 std::map<std::string, int64_t> narrowing_stats();
 void reset_narrowing_stats();
 
-// A compiled graph's launch (torchneuron/compiler/passes/narrow_64bit.py): `calls`
+// A compiled graph's launch (torchneuron/compiler/passes/policy/narrow_64bit.py): `calls`
 // narrowed (or full-width) uses of `op`, counted and warned once per op as eager's
 // calls are (native_kernel.cpp).
 void note_compiled_narrowing(const std::string& op, int64_t calls, bool full_width);

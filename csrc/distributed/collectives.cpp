@@ -10,6 +10,23 @@
 
 namespace torchneuron::distributed {
 
+namespace {
+
+// The list forms (all_gather and its coalesced form, gather, scatter,
+// reduce_scatter): Gloo's call of the same name on CPU aliases of both
+// lists, posted once the stream allows.
+template <typename Out, typename In, typename Opts>
+CommOp::Post gloo_on_lists(c10::intrusive_ptr<c10d::Backend> g,
+                           c10::intrusive_ptr<c10d::Work> (c10d::Backend::*call)(Out&, In&,
+                                                                                 const Opts&),
+                           const Out& outputs, const In& inputs, const Opts& opts) {
+  return [g, call, ao = aliases(outputs), ai = aliases(inputs), opts]() mutable {
+    return waits_of(((*g).*call)(ao, ai, opts));
+  };
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
   return guarded("broadcast", c10d::OpType::BROADCAST, [&]() -> c10::intrusive_ptr<c10d::Work> {
@@ -19,9 +36,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(std::vector<at::Ten
                 tensors.size());
     auto a = aliases(tensors);
     auto g = gloo_;
-    return issue("broadcast", c10d::OpType::BROADCAST, tensors, tensors, Ordering::kStream,
-                 &tensors, false,
-                 [g, a, opts]() mutable { return waits_of(g->broadcast(a, opts)); });
+    return issue(collective("broadcast", c10d::OpType::BROADCAST, tensors, tensors, tensors,
+                            [g, a, opts]() mutable { return waits_of(g->broadcast(a, opts)); }));
   });
 }
 
@@ -32,26 +48,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(std::vector<at::Ten
     check_reduce_op("allreduce", opts.reduceOp, tensors);
     auto a = aliases(tensors);
     auto g = gloo_;
-    return issue("allreduce", c10d::OpType::ALLREDUCE, tensors, tensors, Ordering::kStream,
-                 &tensors, false,
-                 [g, a, opts]() mutable { return waits_of(g->allreduce(a, opts)); });
+    return issue(collective("allreduce", c10d::OpType::ALLREDUCE, tensors, tensors, tensors,
+                            [g, a, opts]() mutable { return waits_of(g->allreduce(a, opts)); }));
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  return guarded(
-      "allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
-      [&]() -> c10::intrusive_ptr<c10d::Work> {
-        if (on_cpu("allreduce_coalesced", tensors, true, true))
-          return gloo_in_order().allreduce_coalesced(tensors, opts);
-        check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
-        auto a = aliases(tensors);
-        auto g = gloo_;
-        return issue("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors,
-                     Ordering::kStream, &tensors, false,
-                     [g, a, opts]() mutable { return waits_of(g->allreduce_coalesced(a, opts)); });
-      });
+  return guarded("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
+                 [&]() -> c10::intrusive_ptr<c10d::Work> {
+                   if (on_cpu("allreduce_coalesced", tensors, true, true))
+                     return gloo_in_order().allreduce_coalesced(tensors, opts);
+                   check_reduce_op("allreduce_coalesced", opts.reduceOp, tensors);
+                   auto a = aliases(tensors);
+                   auto g = gloo_;
+                   return issue(collective("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
+                                           tensors, tensors, tensors, [g, a, opts]() mutable {
+                                             return waits_of(g->allreduce_coalesced(a, opts));
+                                           }));
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
@@ -64,8 +79,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor
     check_reduce_op("reduce", opts.reduceOp, tensors);
     auto a = aliases(tensors);
     auto g = gloo_;
-    return issue("reduce", c10d::OpType::REDUCE, tensors, tensors, Ordering::kStream, &tensors,
-                 false, [g, a, opts]() mutable { return waits_of(g->reduce(a, opts)); });
+    return issue(collective("reduce", c10d::OpType::REDUCE, tensors, tensors, tensors,
+                            [g, a, opts]() mutable { return waits_of(g->reduce(a, opts)); }));
   });
 }
 
@@ -84,12 +99,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
       for (size_t j = 0; j < outputs[i].size(); ++j)
         check_like("all_gather", "output", j, outputs[i][j], inputs[i]);
     }
-    auto ao = aliases(outputs);
-    auto ai = aliases(inputs);
-    auto g = gloo_;
-    return issue("allgather", c10d::OpType::ALLGATHER, cat(outs, inputs), outs, Ordering::kStream,
-                 &inputs, false,
-                 [g, ao, ai, opts]() mutable { return waits_of(g->allgather(ao, ai, opts)); });
+    return issue(
+        collective("allgather", c10d::OpType::ALLGATHER, cat(outs, inputs), outs, inputs,
+                   gloo_on_lists(gloo_, &c10d::Backend::allgather, outputs, inputs, opts)));
   });
 }
 
@@ -111,11 +123,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
                     output.scalar_type(), " differs from input dtype ", input.scalar_type());
         at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
         auto g = gloo_;
-        std::vector<at::Tensor> in{input};
-        return issue("_allgather_base", c10d::OpType::_ALLGATHER_BASE, ts, {output},
-                     Ordering::kStream, &in, false, [g, ao, ai, opts]() mutable {
-                       return waits_of(g->_allgather_base(ao, ai, opts));
-                     });
+        return issue(collective(
+            "_allgather_base", c10d::OpType::_ALLGATHER_BASE, ts, {output}, {input},
+            [g, ao, ai, opts]() mutable { return waits_of(g->_allgather_base(ao, ai, opts)); }));
       });
 }
 
@@ -135,39 +145,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
                      for (size_t j = 0; j < l.size(); ++j)
                        check_like("all_gather_coalesced", "output", j, l[j], inputs[j]);
                    }
-                   auto ao = aliases(outputs);
-                   auto ai = aliases(inputs);
-                   auto g = gloo_;
-                   return issue("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED,
-                                cat(outs, inputs), outs, Ordering::kStream, &inputs, false,
-                                [g, ao, ai, opts]() mutable {
-                                  return waits_of(g->allgather_coalesced(ao, ai, opts));
-                                });
+                   return issue(collective("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED,
+                                           cat(outs, inputs), outs, inputs,
+                                           gloo_on_lists(gloo_, &c10d::Backend::allgather_coalesced,
+                                                         outputs, inputs, opts)));
                  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  return guarded("allgather_into_tensor_coalesced", c10d::OpType::COALESCED,
-                 [&]() -> c10::intrusive_ptr<c10d::Work> {
-                   if (on_cpu("allgather_into_tensor_coalesced", cat(outputs, inputs)))
-                     return gloo_in_order().allgather_into_tensor_coalesced(outputs, inputs, opts);
-                   TORCH_CHECK(outputs.size() == inputs.size(),
-                               "ProcessGroupNeuron::allgather_into_tensor_coalesced: ",
-                               outputs.size(), " outputs for ", inputs.size(), " inputs");
-                   for (size_t i = 0; i < inputs.size(); ++i)
-                     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
-                                     outputs[i].scalar_type() == inputs[i].scalar_type(),
-                                 "ProcessGroupNeuron::allgather_into_tensor_coalesced: output ", i,
-                                 " (", describe(outputs[i]), ") must hold world size ", size_,
-                                 " x input ", i, " (", describe(inputs[i]), ")");
-                   auto ao = aliases(outputs);
-                   auto ai = aliases(inputs);
-                   auto g = gloo_;
-                   return issue("allgather_into_tensor_coalesced", c10d::OpType::COALESCED,
-                                cat(outputs, inputs), outputs, Ordering::kStream, &inputs, false,
-                                [g, ao, ai, opts]() mutable {
+  return guarded(
+      "allgather_into_tensor_coalesced", c10d::OpType::COALESCED,
+      [&]() -> c10::intrusive_ptr<c10d::Work> {
+        if (on_cpu("allgather_into_tensor_coalesced", cat(outputs, inputs)))
+          return gloo_in_order().allgather_into_tensor_coalesced(outputs, inputs, opts);
+        TORCH_CHECK(outputs.size() == inputs.size(),
+                    "ProcessGroupNeuron::allgather_into_tensor_coalesced: ", outputs.size(),
+                    " outputs for ", inputs.size(), " inputs");
+        for (size_t i = 0; i < inputs.size(); ++i)
+          TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
+                          outputs[i].scalar_type() == inputs[i].scalar_type(),
+                      "ProcessGroupNeuron::allgather_into_tensor_coalesced: output ", i, " (",
+                      describe(outputs[i]), ") must hold world size ", size_, " x input ", i, " (",
+                      describe(inputs[i]), ")");
+        auto ao = aliases(outputs);
+        auto ai = aliases(inputs);
+        auto g = gloo_;
+        return issue(collective("allgather_into_tensor_coalesced", c10d::OpType::COALESCED,
+                                cat(outputs, inputs), outputs, inputs, [g, ao, ai, opts]() mutable {
                                   // One Gloo all_gather per pair (Gloo's own coalesced form wants
                                   // CPU tensors of one dtype; this keeps dtypes free), posted
                                   // together, waited together.
@@ -177,8 +183,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesc
                                     waits.insert(waits.end(), w.begin(), w.end());
                                   }
                                   return waits;
-                                });
-                 });
+                                }));
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
@@ -200,12 +206,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
       TORCH_CHECK(outputs.empty(),
                   "ProcessGroupNeuron::gather: gather_list is for the root rank only");
     }
-    auto ao = aliases(outputs);
-    auto ai = aliases(inputs);
-    auto g = gloo_;
-    return issue("gather", c10d::OpType::GATHER, cat(outs, inputs), outs, Ordering::kStream,
-                 &inputs, false,
-                 [g, ao, ai, opts]() mutable { return waits_of(g->gather(ao, ai, opts)); });
+    return issue(collective("gather", c10d::OpType::GATHER, cat(outs, inputs), outs, inputs,
+                            gloo_on_lists(gloo_, &c10d::Backend::gather, outputs, inputs, opts)));
   });
 }
 
@@ -228,12 +230,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
       TORCH_CHECK(inputs.empty(),
                   "ProcessGroupNeuron::scatter: scatter_list is for the root rank only");
     }
-    auto ao = aliases(outputs);
-    auto ai = aliases(inputs);
-    auto g = gloo_;
-    return issue("scatter", c10d::OpType::SCATTER, cat(outputs, ins), outputs, Ordering::kStream,
-                 &outputs, false,
-                 [g, ao, ai, opts]() mutable { return waits_of(g->scatter(ao, ai, opts)); });
+    return issue(collective("scatter", c10d::OpType::SCATTER, cat(outputs, ins), outputs, outputs,
+                            gloo_on_lists(gloo_, &c10d::Backend::scatter, outputs, inputs, opts)));
   });
 }
 
@@ -254,13 +252,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
           for (size_t j = 0; j < inputs[i].size(); ++j)
             check_like("reduce_scatter", "input", j, inputs[i][j], outputs[i]);
         }
-        auto ao = aliases(outputs);
-        auto ai = aliases(inputs);
-        auto g = gloo_;
-        return issue("reduce_scatter", c10d::OpType::REDUCE_SCATTER, cat(outputs, ins), outputs,
-                     Ordering::kStream, &outputs, false, [g, ao, ai, opts]() mutable {
-                       return waits_of(g->reduce_scatter(ao, ai, opts));
-                     });
+        return issue(collective(
+            "reduce_scatter", c10d::OpType::REDUCE_SCATTER, cat(outputs, ins), outputs, outputs,
+            gloo_on_lists(gloo_, &c10d::Backend::reduce_scatter, outputs, inputs, opts)));
       });
 }
 
@@ -279,36 +273,36 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
             ") must hold world size ", size_, " x output (", describe(output), ")");
         at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
         auto g = gloo_;
-        std::vector<at::Tensor> out{output};
-        return issue("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, ts, {output},
-                     Ordering::kStream, &out, false, [g, ao, ai, opts]() mutable {
-                       return waits_of(g->_reduce_scatter_base(ao, ai, opts));
-                     });
+        return issue(collective("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, ts,
+                                {output}, {output}, [g, ao, ai, opts]() mutable {
+                                  return waits_of(g->_reduce_scatter_base(ao, ai, opts));
+                                }));
       });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  return guarded("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED,
-                 [&]() -> c10::intrusive_ptr<c10d::Work> {
-                   if (on_cpu("reduce_scatter_tensor_coalesced", cat(outputs, inputs)))
-                     return gloo_in_order().reduce_scatter_tensor_coalesced(outputs, inputs, opts);
-                   check_reduce_op("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
-                   TORCH_CHECK(outputs.size() == inputs.size(),
-                               "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: ",
-                               outputs.size(), " outputs for ", inputs.size(), " inputs");
-                   for (size_t i = 0; i < inputs.size(); ++i)
-                     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
-                                     inputs[i].scalar_type() == outputs[i].scalar_type(),
-                                 "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: input ", i,
-                                 " (", describe(inputs[i]), ") must hold world size ", size_,
-                                 " x output ", i, " (", describe(outputs[i]), ")");
-                   auto ao = aliases(outputs);
-                   auto ai = aliases(inputs);
-                   auto g = gloo_;
-                   return issue("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED,
-                                cat(outputs, inputs), outputs, Ordering::kStream, &outputs, false,
+  return guarded(
+      "reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED,
+      [&]() -> c10::intrusive_ptr<c10d::Work> {
+        if (on_cpu("reduce_scatter_tensor_coalesced", cat(outputs, inputs)))
+          return gloo_in_order().reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+        check_reduce_op("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
+        TORCH_CHECK(outputs.size() == inputs.size(),
+                    "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: ", outputs.size(),
+                    " outputs for ", inputs.size(), " inputs");
+        for (size_t i = 0; i < inputs.size(); ++i)
+          TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
+                          inputs[i].scalar_type() == outputs[i].scalar_type(),
+                      "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: input ", i, " (",
+                      describe(inputs[i]), ") must hold world size ", size_, " x output ", i, " (",
+                      describe(outputs[i]), ")");
+        auto ao = aliases(outputs);
+        auto ai = aliases(inputs);
+        auto g = gloo_;
+        return issue(collective("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED,
+                                cat(outputs, inputs), outputs, outputs,
                                 [g, ao, ai, opts]() mutable {
                                   std::vector<CommOp::Wait> waits;
                                   for (size_t i = 0; i < ai.size(); ++i) {
@@ -316,8 +310,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
                                     waits.insert(waits.end(), w.begin(), w.end());
                                   }
                                   return waits;
-                                });
-                 });
+                                }));
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
@@ -367,17 +361,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
         at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
         auto g = gloo_;
         auto os = output_split_sizes, is = input_split_sizes;
-        std::vector<at::Tensor> in{input};
-        return issue(
-            "alltoall_base", c10d::OpType::ALLTOALL_BASE, ts, {output}, Ordering::kStream, &in,
-            true,
-            [g, ao, ai, os, is, opts]() mutable {
-              // In place (the output is the input): staged first, as the list
-              // form's aliased inputs are (CPU Gloo gives wrong parts there).
-              if (bytes_overlap(ai, ao)) ai = ai.clone();
-              return waits_of(g->alltoall_base(ao, ai, os, is, opts));
-            },
-            nullptr, nullptr, &peers);
+        Call call{"alltoall_base",
+                  c10d::OpType::ALLTOALL_BASE,
+                  Ordering::kStream,
+                  ts,
+                  {output},
+                  [g, ao, ai, os, is, opts]() mutable {
+                    // In place (the output is the input): staged first, as the list
+                    // form's aliased inputs are (CPU Gloo gives wrong parts there).
+                    if (bytes_overlap(ai, ao)) ai = ai.clone();
+                    return waits_of(g->alltoall_base(ao, ai, os, is, opts));
+                  }};
+        call.check = std::vector<at::Tensor>{input};
+        call.dtype_only = true;
+        call.peers = std::move(peers);
+        return issue(std::move(call));
       });
 }
 
@@ -408,32 +406,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
     auto ai = aliases(inputs);
     auto g = gloo_;
     const int rank = rank_, size = size_;
-    return issue(
-        "alltoall", c10d::OpType::ALLTOALL, cat(outputs, inputs), outputs, Ordering::kStream,
-        &inputs, true,
-        [g, ao, ai, rank, size]() mutable {
-          // An input sharing memory with an output is copied first, as CPU
-          // Gloo stages its inputs: a receive could overwrite it before it
-          // is sent (all_to_all(l, l) gave a rank its own part back).
-          for (auto& in : ai)
-            for (const auto& out : ao)
-              if (bytes_overlap(in, out)) {
-                in = in.clone();
-                break;
-              }
-          std::vector<CommOp::Wait> waits;
-          for (int k = 1; k < size; ++k) {
-            const int to = (rank + k) % size, from = (rank - k + size) % size;
-            std::vector<at::Tensor> s{ai[to]}, r{ao[from]};
-            auto ws = waits_of(g->send(s, to, kAllToAllTag));
-            auto wr = waits_of(g->recv(r, from, kAllToAllTag));
-            waits.insert(waits.end(), ws.begin(), ws.end());
-            waits.insert(waits.end(), wr.begin(), wr.end());
-          }
-          ao[rank].copy_(ai[rank]);
-          return waits;
-        },
-        nullptr, nullptr, &peers);
+    Call call{"alltoall",
+              c10d::OpType::ALLTOALL,
+              Ordering::kStream,
+              cat(outputs, inputs),
+              outputs,
+              [g, ao, ai, rank, size]() mutable {
+                // An input sharing memory with an output is copied first, as CPU
+                // Gloo stages its inputs: a receive could overwrite it before it
+                // is sent (all_to_all(l, l) gave a rank its own part back).
+                for (auto& in : ai)
+                  for (const auto& out : ao)
+                    if (bytes_overlap(in, out)) {
+                      in = in.clone();
+                      break;
+                    }
+                std::vector<CommOp::Wait> waits;
+                for (int k = 1; k < size; ++k) {
+                  const int to = (rank + k) % size, from = (rank - k + size) % size;
+                  std::vector<at::Tensor> s{ai[to]}, r{ao[from]};
+                  auto ws = waits_of(g->send(s, to, kAllToAllTag));
+                  auto wr = waits_of(g->recv(r, from, kAllToAllTag));
+                  waits.insert(waits.end(), ws.begin(), ws.end());
+                  waits.insert(waits.end(), wr.begin(), wr.end());
+                }
+                ao[rank].copy_(ai[rank]);
+                return waits;
+              }};
+    call.check = inputs;
+    call.dtype_only = true;
+    call.peers = std::move(peers);
+    return issue(std::move(call));
   });
 }
 

@@ -142,8 +142,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(const char* na
   CommOp::Post data = [g, a, peer, data_tag, sending]() mutable {
     return waits_of(sending ? g->send(a, peer, data_tag) : g->recv(a, peer, data_tag));
   };
-  return issue(name, sending ? c10d::OpType::SEND : c10d::OpType::RECV, tensors, tensors,
-               Ordering::kPeer, nullptr, false, exchange, verify, data);
+  Call call{
+      name,    sending ? c10d::OpType::SEND : c10d::OpType::RECV, Ordering::kPeer, tensors, tensors,
+      exchange};
+  call.then_check = verify;
+  call.then_post = data;
+  return issue(std::move(call));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions& opts) {
@@ -152,8 +156,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOp
   auto g = gloo_;
   c10d::BarrierOptions o = opts;
   o.device_ids.clear();
-  return issue("barrier", c10d::OpType::BARRIER, {}, {}, Ordering::kHost, nullptr, false,
-               [g, o]() mutable { return waits_of(g->barrier(o)); });
+  return issue({"barrier", c10d::OpType::BARRIER, Ordering::kHost, {}, {}, [g, o]() mutable {
+                  return waits_of(g->barrier(o));
+                }});
 }
 
 void ProcessGroupNeuron::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {

@@ -202,17 +202,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::guarded(
   }
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
-    const char* name, c10d::OpType type, const std::vector<at::Tensor>& tensors,
-    std::vector<at::Tensor> outputs, Ordering ordering, const std::vector<at::Tensor>* check,
-    bool dtype_only, CommOp::Post post, CommOp::Wait then_check, CommOp::Post then_post,
-    const PeerCounts* peers) {
+ProcessGroupNeuron::Call ProcessGroupNeuron::collective(const char* name, c10d::OpType type,
+                                                        std::vector<at::Tensor> tensors,
+                                                        std::vector<at::Tensor> outputs,
+                                                        std::vector<at::Tensor> check,
+                                                        CommOp::Post post) {
+  Call call{name, type, Ordering::kStream, std::move(tensors), std::move(outputs), std::move(post)};
+  call.check = std::move(check);
+  return call;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(Call call) {
+  const char* name = call.name;
+  const c10d::OpType type = call.type;
+  const Ordering ordering = call.ordering;
+  const auto& tensors = call.tensors;
+  auto& outputs = call.outputs;
   std::vector<CommOp::Post> checks, posts, then;
   // Posts the cross-rank exchange: only once this call can no longer fail
   // before queueing (an orphan message would pair with the next collective).
   auto post_check = [&] {
-    if (!check) return;
-    auto verify = verify_across_ranks(name, type, *check, dtype_only, peers);
+    if (!call.check) return;
+    auto verify = verify_across_ranks(name, type, *call.check, call.dtype_only,
+                                      call.peers ? &*call.peers : nullptr);
     checks.push_back([verify] {
       verify();
       return std::vector<CommOp::Wait>{};
@@ -220,7 +232,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
   };
   // Gloo's checks raise c10::Error, whose what() carries a C++ backtrace:
   // noise in the message the stream raises later.
-  posts.push_back([post = std::move(post)]() {
+  posts.push_back([post = std::move(call.post)]() {
     try {
       return post();
     } catch (const c10::Error& e) {
@@ -232,8 +244,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
     auto& p = *pending_;
     p.checks.insert(p.checks.end(), checks.begin(), checks.end());
     p.posts.insert(p.posts.end(), posts.begin(), posts.end());
-    if (then_check) p.then_checks.push_back(std::move(then_check));
-    if (then_post) p.then_posts.push_back(std::move(then_post));
+    if (call.then_check) p.then_checks.push_back(std::move(call.then_check));
+    if (call.then_post) p.then_posts.push_back(std::move(call.then_post));
     p.tensors.insert(p.tensors.end(), tensors.begin(), tensors.end());
     p.outputs.insert(p.outputs.end(), outputs.begin(), outputs.end());
     p.collective |= ordering == Ordering::kStream;
@@ -241,10 +253,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(
                                            std::move(outputs), nullptr);
   }
   const bool collective = ordering != Ordering::kPeer;
-  if (then_check || then_post) {
-    then.push_back([then_check, then_post] {
-      if (then_check) then_check();
-      return then_post ? then_post() : std::vector<CommOp::Wait>{};
+  if (call.then_check || call.then_post) {
+    then.push_back([check = call.then_check, post = call.then_post] {
+      if (check) check();
+      return post ? post() : std::vector<CommOp::Wait>{};
     });
   }
   const auto device = device_ >= 0 ? device_ : resolve_device(-1);
@@ -340,25 +352,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::endCoalescing() {
     };
     then_post = [tp, run_all] { return run_all(tp); };
   }
-  auto work = issue(
-      "coalesced", c10d::OpType::COALESCED, p->tensors, p->outputs, ordering, nullptr, false,
-      [checks, posts, run_all] {
-        // All before any transfer; each one even after another
-        // failed: it waits for its fingerprint exchange, whose
-        // Gloo buffers must outlive it (a send dropped unfinished
-        // never reaches the peer, which then waits for it).
-        std::exception_ptr first;
-        for (const auto& check : checks) {
-          try {
-            check();
-          } catch (...) {
-            if (!first) first = std::current_exception();
-          }
-        }
-        if (first) std::rethrow_exception(first);
-        return run_all(posts);
-      },
-      then_check, then_post);
+  Call call{"coalesced",
+            c10d::OpType::COALESCED,
+            ordering,
+            p->tensors,
+            p->outputs,
+            [checks, posts, run_all] {
+              // All before any transfer; each one even after another
+              // failed: it waits for its fingerprint exchange, whose
+              // Gloo buffers must outlive it (a send dropped unfinished
+              // never reaches the peer, which then waits for it).
+              std::exception_ptr first;
+              for (const auto& check : checks) {
+                try {
+                  check();
+                } catch (...) {
+                  if (!first) first = std::current_exception();
+                }
+              }
+              if (first) std::rethrow_exception(first);
+              return run_all(posts);
+            }};
+  call.then_check = then_check;
+  call.then_post = then_post;
+  auto work = issue(std::move(call));
   // The block's works wait on the block's CommOp.
   *p->slot = *static_cast<NeuronWork*>(work.get())->slot();
   return work;

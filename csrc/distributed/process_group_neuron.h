@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,15 +91,33 @@ class ProcessGroupNeuron : public c10d::Backend {
   struct PeerCounts {
     std::vector<int64_t> send, recv;
   };
-  // The common path of every neuron operation; `check` lists tensors whose
-  // dtype and shape must agree across ranks (nullopt: no cross-rank check).
-  c10::intrusive_ptr<c10d::Work> issue(const char* name, c10d::OpType type,
-                                       const std::vector<at::Tensor>& tensors,
-                                       std::vector<at::Tensor> outputs, Ordering ordering,
-                                       const std::vector<at::Tensor>* check, bool dtype_only,
-                                       CommOp::Post post, CommOp::Wait then_check = nullptr,
-                                       CommOp::Post then_post = nullptr,
-                                       const PeerCounts* peers = nullptr);
+  // One neuron operation as issue() takes it: the first six fields always
+  // (aggregate order), the others where the operation needs them.
+  struct Call {
+    const char* name;
+    c10d::OpType type;
+    Ordering ordering;
+    std::vector<at::Tensor> tensors;  // every tensor it reads or writes
+    std::vector<at::Tensor> outputs;  // what the Work's result() returns
+    CommOp::Post post;                // posts its Gloo calls (on CPU aliases)
+    // Tensors whose dtype and shape must agree across ranks (none: no
+    // cross-rank check); `dtype_only`: dtypes only, with `peers`' counts
+    // (all_to_all, whose parts may differ in size).
+    std::optional<std::vector<at::Tensor>> check = std::nullopt;
+    bool dtype_only = false;
+    std::optional<PeerCounts> peers = std::nullopt;
+    // send/recv: after `post` (the pair's exchange), the pair's check, then
+    // the data's transfer.
+    CommOp::Wait then_check = nullptr;
+    CommOp::Post then_post = nullptr;
+  };
+  // The common path of every neuron operation.
+  c10::intrusive_ptr<c10d::Work> issue(Call call);
+  // A collective on the stream whose `check` tensors are checked across ranks
+  // (the form of all but send/recv, barrier and all_to_all).
+  static Call collective(const char* name, c10d::OpType type, std::vector<at::Tensor> tensors,
+                         std::vector<at::Tensor> outputs, std::vector<at::Tensor> check,
+                         CommOp::Post post);
   // send/recv: the pair exchanges (dtype, elements) on a tag of its own, then
   // each side checks them before the data moves (a mismatch fails both).
   c10::intrusive_ptr<c10d::Work> point_to_point(const char* name, std::vector<at::Tensor>& tensors,

@@ -8,8 +8,6 @@ break silently:
 - C++ (csrc/): no include cycle between folders; aten/ includes nothing of python/,
   distributed/ or profiler/; runtime/ includes no PyTorch and no other folder.
 
-torchneuron/check/'s own file cycles (profile <-> report_html, baseline <-> baseline_runs
-<-> runner) are left to its rebuild (issue 22) and are not asserted yet.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ PKG = REPO / "torchneuron"
 CSRC = REPO / "csrc"
 # Built by CMake (TORCH_EXTENSION_NAME=_C), absent from a fresh checkout: a leaf.
 EXTENSIONS = {"torchneuron._C"}
-NOT_YET = ("torchneuron.check.",)  # issue 22 rebuilds it
 
 
 def _module(p: Path) -> str:
@@ -96,7 +93,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_python_files_import_no_cycle():
     graph, _ = _python_graph()
-    cycles = [c for c in _cycles(graph) if not all(m.startswith(NOT_YET) for m in c)]
+    cycles = _cycles(graph)
     assert not cycles, cycles
 
 

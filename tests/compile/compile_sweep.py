@@ -554,7 +554,8 @@ def run_group(ops, x, y, results: dict):
 
 # (kind, dtype, op) whose compile aborts the process (SIGABRT in torch-mlir's pipeline):
 # not compiled by the sweep (docs/compile.md)
-ABORTS: set = set()  # (sort/gather of an empty uint8 tensor were: passes/uint8_constants.py)
+# (sort/gather of an empty uint8 tensor were: passes/legalize/uint8_constants.py)
+ABORTS: set = set()
 
 
 def cases(dtype, kind, names=None, aborting=False) -> list[Op]:

@@ -1,5 +1,5 @@
 """Random ops in compiled graphs: generated inside the graph by Threefry-2x32 from a key
-drawn from the neuron generator at each launch (passes/random_ops_to_inputs.py)."""
+drawn from the neuron generator at each launch (passes/policy/random_ops_to_inputs.py)."""
 
 import math
 

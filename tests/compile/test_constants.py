@@ -108,7 +108,7 @@ def _folded(x, v, k):
 def test_float_constants_with_int_operands_match_cpu():
     # torch-mlir folded add/sub/mul/lt/ge of a float constant and a Python int to a
     # wrong constant in about half the graphs, differing from run to run (full((), 3.0)
-    # + -1, full((), -3.0) < 0); passes/float_scalar_operands.py makes the int a float
+    # + -1, full((), -3.0) < 0); passes/semantics/float_scalar_operands.py makes the int a float
     x = torch.tensor([[1.0], [-2.0]])
     bad = []
     for v in (3.0, -3.0, 0.5, -7.25):

@@ -1,5 +1,5 @@
 """Convolutions whose kernel is larger than their input (the last ResNet stage's 3x3
-over 2x2 maps): the compile path pads the input explicitly (passes/
+over 2x2 maps): the compile path pads the input explicitly (passes/performance/
 pad_small_conv_inputs.py) so that XLA does not swap the operands. Values: the same
 convolution on CPU; structure: the graph as lowered (debug artifacts)."""
 

@@ -1,4 +1,4 @@
-"""``cumprod`` in compiled graphs (passes/decompose_cumprod.py: torch-mlir has no lowering
+"""``cumprod`` in compiled graphs (passes/legalize/decompose_cumprod.py: torch-mlir has no lowering
 for it) and its gradient, zeros included (ATen's formula takes a bool max over a mask,
 which needed lowering.unsigned_compares and bool max widened), against the CPU."""
 

@@ -1,8 +1,8 @@
 """Ops the compile sweep (tests/compile/compile_sweep.py) found failing to compile or differing from
 the CPU, against the CPU: decompositions_scans.py (cummax/cummin, logcumsumexp),
 decompositions_elementwise.py (hypot, pow 0.5/-0.5, bool clamp),
-passes/compare_in_result_type.py (bool compared with a Python number) and
-passes/nan_aware_arg_reductions.py (float64 max.dim). One compiled graph per test."""
+passes/semantics/compare_in_result_type.py (bool compared with a Python number) and
+passes/semantics/nan_aware_arg_reductions.py (float64 max.dim). One compiled graph per test."""
 
 import pytest
 import torch
@@ -190,7 +190,7 @@ def test_number_operands_angle_and_integer_forms_match_cpu():
 def test_empty_results_compile_and_match_cpu(run_py):
     """sort/gather of an empty tensor aborted the process in torch-mlir (SIGABRT), stack,
     scatter and tensor indexing failed to compile: empty results are constants now
-    (passes/empty_results.py). In a child process, so an abort fails only this test."""
+    (passes/legalize/empty_results.py). In a child process, so an abort fails only this test."""
     run_py(
         """
         import torch, torchneuron

@@ -1,6 +1,6 @@
 """Index tensors and tensor constants in compiled graphs, against the CPU.
 
-Negative index values (passes/wrap_negative_indices.py): StableHLO gather/scatter clamp
+Negative index values (passes/semantics/wrap_negative_indices.py): StableHLO gather/scatter clamp
 them, so ``x[torch.tensor([-1])]`` read row 0. Tensor constants (lowering.py): XLA
 rejected torch-mlir's ``dense_resource`` blobs, and constants made on the device failed
 in the importer under fake mode.

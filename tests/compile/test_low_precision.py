@@ -1,5 +1,5 @@
 """bfloat16/float16 reductions in compiled graphs accumulate in float32, as the CPU's
-(passes/upcast_low_precision_reductions.py): exact agreement with the CPU kernels."""
+(passes/semantics/upcast_low_precision_reductions.py): exact agreement with the CPU kernels."""
 
 import pytest
 import torch

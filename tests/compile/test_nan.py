@@ -1,7 +1,7 @@
 """NaN in compiled graphs, against the CPU.
 
-torch-mlir folded ``eq(x, x)`` to true (passes/self_equality.py) and lowered the arg
-reductions with comparators that skip NaN (passes/nan_aware_arg_reductions.py); XLA:CPU's
+torch-mlir folded ``eq(x, x)`` to true (passes/semantics/self_equality.py) and lowered the arg
+reductions with comparators that skip NaN (passes/semantics/nan_aware_arg_reductions.py); XLA:CPU's
 YNNPACK reductions, pools and fused elementwise ops skipped NaN (neuron_cc._XLA_OPTIONS).
 """
 

@@ -99,7 +99,7 @@ def test_max_pool1d_ceil_mode_gradient_matches_cpu():
     ],
 )
 def test_inference_max_pool2d_channels_last_matches_cpu(kw):
-    """Inference pools are spelled channels-last (passes/channels_last_max_pool.py):
+    """Inference pools are spelled channels-last (passes/performance/channels_last_max_pool.py):
     the same values and NaN as ATen's NCHW pool."""
     x = torch.randn(2, 16, 13, 11, generator=torch.Generator().manual_seed(0))
     x[0, 3, 4, 5] = float("nan")

@@ -1,4 +1,4 @@
-"""Slices with open or out-of-range bounds in compiled graphs (passes/clamp_slice_bounds.py)."""
+"""Slices with open or out-of-range bounds in compiled graphs (passes/legalize/clamp_slice_bounds.py)."""
 
 import pytest
 import torch

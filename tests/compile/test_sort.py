@@ -1,5 +1,5 @@
 """sort/argsort/msort/topk in compiled graphs order NaN, infinities, -0.0 and ties as
-ATen's CPU kernels (passes/nan_aware_sort.py): values and indices equal to the CPU's."""
+ATen's CPU kernels (passes/semantics/nan_aware_sort.py): values and indices equal to the CPU's."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""uint8 constants in compiled graphs (passes/uint8_constants.py, passes/empty_results.py)
+"""uint8 constants in compiled graphs (passes/legalize/uint8_constants.py, passes/legalize/empty_results.py)
 against the CPU: torch-mlir's ``ui8`` literal does not legalize, so these failed to
 compile, and ``sort``/``gather`` of an empty uint8 tensor aborted the process."""
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import _DEVICE_ENV
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+REPO = HERE.parents[1]  # the repository (tests/distributed/ -> tests/ -> root)
 
 
 def _free_port() -> int:

@@ -55,7 +55,7 @@ def test_loss_fn_must_be_callable():
 @pytest.mark.slow
 def test_builtin_llama_tiny_train(tmp_path):
     # --mode both: eager and compiled training (the rotary embedding's backward needs
-    # passes/clamp_slice_bounds.py to lower)
+    # passes/legalize/clamp_slice_bounds.py to lower)
     code, out, err = cli("check", "llama-tiny-train", *FAST, "--json", str(tmp_path / "r.json"))
     assert code == 0, out + err
     assert "Training — 4 steps" in out and "PASS" in out
