@@ -176,6 +176,7 @@ PYBIND11_MODULE(_C, m) {
     py::dict out;
     out["kernels_launched"] = c.kernels_launched;
     out["kernels_failed"] = c.kernels_failed;
+    out["busy_ns"] = c.busy_ns;  // torch.neuron.utilization()
     return out;
   });
   m.def("_pinned_host_stats", [] {

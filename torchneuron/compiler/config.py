@@ -74,3 +74,21 @@ def opt_level() -> int:
     if v not in ("1", "2", "3"):
         raise ValueError(f"NEURON_COMPILER_OPT_LEVEL must be 1, 2 or 3, got {v!r}")
     return int(v)
+
+
+_model_name: str | None = None
+
+
+def set_model_name(name: str) -> None:
+    """The ``model_name`` a torch.compile call without that option uses (names graphs,
+    metrics and artifacts; TorchNeuron's ``neuron_dynamo_backend.set_model_name``).
+    ValueError for an empty or non-str name."""
+    global _model_name
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"set_model_name: the name must be a non-empty str, got {name!r}")
+    _model_name = name
+
+
+def model_name() -> str:
+    """The name set by ``set_model_name``, else "model"."""
+    return _model_name or "model"

@@ -1,0 +1,49 @@
+"""Child-process programs of the Hugging Face tests: plain transformers/accelerate
+scripts, as a user writes them (no torchneuron import: the stack finds the device
+through ``find_spec("torch_neuronx")``). Each prints one JSON line prefixed RESULT."""
+
+# A tiny randomly initialised BERT classifier trained a few steps with Trainer.
+# TRAINER % dict(use_cpu=..., compile=..., out=..., max_steps=..., resume=..., save_steps=...,
+# dropout=...)
+TRAINER = r"""
+import json, os, torch
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+
+class Data(torch.utils.data.Dataset):
+    def __init__(self):
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(1, 100, (32, 16), generator=g)
+        self.labels = (self.ids[:, 0] > 50).long()
+    def __len__(self):
+        return len(self.ids)
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "attention_mask": torch.ones(16, dtype=torch.long),
+                "labels": self.labels[i]}
+
+torch.manual_seed(0)
+cfg = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, max_position_embeddings=32, num_labels=2,
+                 hidden_dropout_prob=%(dropout)s, attention_probs_dropout_prob=%(dropout)s)
+model = BertForSequenceClassification(cfg)
+args = TrainingArguments(output_dir=%(out)r, per_device_train_batch_size=4, max_steps=%(max_steps)d,
+                         logging_steps=1, save_steps=%(save_steps)d, save_strategy="steps",
+                         report_to=[], use_cpu=%(use_cpu)s, torch_compile=%(compile)s,
+                         learning_rate=1e-3, seed=0, disable_tqdm=True)
+trainer = Trainer(model=model, args=args, train_dataset=Data())
+trainer.train(resume_from_checkpoint=%(resume)r)
+losses = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
+print("RESULT " + json.dumps({
+    "device": str(args.device), "param_device": str(next(trainer.model.parameters()).device),
+    "backend": args.torch_compile_backend, "losses": losses,
+    "fallbacks": sorted(torch.neuron.fallback_stats()) if args.device.type == "neuron" else [],
+    "graphs": len(torch.neuron.get_dynamo_metrics()) if %(compile)s else 0,
+}))
+"""
+
+
+def result(stdout: str) -> dict:
+    import json
+
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, f"no RESULT line in:\n{stdout}"
+    return json.loads(lines[-1][len("RESULT ") :])
