@@ -47,3 +47,22 @@ def result(stdout: str) -> dict:
     lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"no RESULT line in:\n{stdout}"
     return json.loads(lines[-1][len("RESULT ") :])
+
+
+# Run by `accelerate launch --num_processes 2`: the state, the device, and collectives.
+ACCELERATE = r"""
+import json, os, torch
+from accelerate import Accelerator
+from accelerate.utils import gather, gather_object, reduce
+acc = Accelerator()
+st = acc.state
+r = st.process_index
+x = torch.arange(3, dtype=torch.float32, device=acc.device) + 10 * r
+g = gather(x)
+s = reduce(x, reduction="sum")
+objs = gather_object([{"rank": r}])
+print("RESULT " + json.dumps({"type": str(st.distributed_type), "device": str(acc.device),
+      "local_rank": os.environ.get("LOCAL_RANK"), "backend": st.backend, "n": st.num_processes,
+      "gather": g.cpu().tolist(), "gather_dev": str(g.device), "reduce": s.cpu().tolist(),
+      "objs": objs}), flush=True)
+"""
