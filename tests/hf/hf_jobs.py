@@ -66,3 +66,46 @@ print("RESULT " + json.dumps({"type": str(st.distributed_type), "device": str(ac
       "gather": g.cpu().tolist(), "gather_dev": str(g.device), "reduce": s.cpu().tolist(),
       "objs": objs}), flush=True)
 """
+
+
+# generate with the static cache on neuron (transformers compiles the decoding step with
+# backend neuron, dynamic=False): 4 then 8 new tokens; greedy tokens of the CPU run.
+GENERATE_STATIC = r"""import json, torch
+from torch._dynamo.utils import counters
+from transformers import LlamaConfig, LlamaForCausalLM
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+model = LlamaForCausalLM(cfg).eval()
+ids = torch.randint(0, 128, (1, 5), generator=torch.Generator().manual_seed(1))
+ref = model.generate(ids, max_new_tokens=8, do_sample=False, cache_implementation="static")
+m = model.to("neuron")
+out1 = m.generate(ids.to("neuron"), max_new_tokens=4, do_sample=False, cache_implementation="static")
+n1 = len(torch.neuron.get_dynamo_metrics())
+out2 = m.generate(ids.to("neuron"), max_new_tokens=8, do_sample=False, cache_implementation="static")
+n2 = len(torch.neuron.get_dynamo_metrics())
+print("RESULT " + json.dumps({"n1": n1, "n2": n2, "ref": ref.tolist(), "out2": out2.cpu().tolist(),
+  "out1": out1.cpu().tolist(), "unique_graphs": counters["stats"]["unique_graphs"], "fallbacks": sorted(torch.neuron.fallback_stats())}))
+"""
+
+
+# accelerate's save_state/load_state keep the neuron generators (torch.neuron.get_rng_state_all):
+# the draws after load_state repeat those after save_state.
+ACCELERATE_RNG = r"""
+import json, torch
+from accelerate import Accelerator
+acc = Accelerator()
+model = acc.prepare(torch.nn.Linear(4, 4))
+torch.manual_seed(3)
+torch.rand(5, device=acc.device)
+acc.save_state(%(out)r)
+after_save = torch.nn.functional.dropout(torch.ones(64, device=acc.device), 0.5).cpu()
+more = torch.rand(7, device=acc.device).cpu()
+acc.load_state(%(out)r)
+after_load = torch.nn.functional.dropout(torch.ones(64, device=acc.device), 0.5).cpu()
+import pickle, glob
+states = torch.load(glob.glob(%(out)r + "/random_states_0.pkl")[0], weights_only=False)
+print("RESULT " + json.dumps({"device": str(acc.device), "same": bool(torch.equal(after_save, after_load)),
+    "differs_from_next": not torch.equal(after_save, more[:1].expand(64)),
+    "keys": sorted(states)}))
+"""
