@@ -560,6 +560,9 @@ inline constexpr const char* kCheckedIndexOps[] = {
 
 // Argument names that carry indices, not values: never narrowed to 32 bits
 // (ATen's index kernels require int64 there; an index is an address).
-inline constexpr const char* kIndexArgNames[] = {"index", "indices", "offsets", "target"};
+// embedding_bag's backwards take the forward's bag bookkeeping (offset2bag,
+// bag_size, maximum_indices), read at the indices' width.
+inline constexpr const char* kIndexArgNames[] = {
+    "index", "indices", "offsets", "target", "offset2bag", "bag_size", "maximum_indices"};
 
 }  // namespace torchneuron
