@@ -33,6 +33,24 @@ def _user_frame():
     return f
 
 
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` at the user's line (the first frame outside the libraries)."""
+    f = _user_frame()
+    if f is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    g = f.f_globals
+    warnings.warn_explicit(
+        message,
+        category,
+        f.f_code.co_filename,
+        f.f_lineno,
+        module=g.get("__name__"),
+        registry=g.setdefault("__warningregistry__", {}),
+        module_globals=g,
+    )
+
+
 def at_user_line(fn: Callable, *args) -> None:
     """Call ``fn(*args)``; the warnings it raises (e.g. the C++ narrowing warning) are
     re-issued at the user's line, through the user's warning filters."""
@@ -41,18 +59,5 @@ def at_user_line(fn: Callable, *args) -> None:
         fn(*args)
     if not caught:
         return
-    f = _user_frame()
     for w in caught:
-        if f is None:
-            warnings.warn(w.message, w.category, stacklevel=2)
-            continue
-        g = f.f_globals
-        warnings.warn_explicit(
-            w.message,
-            w.category,
-            f.f_code.co_filename,
-            f.f_lineno,
-            module=g.get("__name__"),
-            registry=g.setdefault("__warningregistry__", {}),
-            module_globals=g,
-        )
+        warn(w.message, w.category)

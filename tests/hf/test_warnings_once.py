@@ -81,3 +81,18 @@ for m in w:
     assert at, out
     fn, line = at[0].rsplit(" ", 1)
     assert fn == "<string>" and int(line) == 9, at
+
+
+def test_backend_mode_warning_points_at_user_line():
+    code = r"""
+import warnings, torch, torchneuron
+f = torch.compile(lambda x: x + 1, backend="neuron", mode="reduce-overhead")
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    f(torch.ones(3, device="neuron"))  # USER LINE
+for m in w:
+    if "does not support mode" in str(m.message):
+        print("AT", m.filename, m.lineno)
+"""
+    at = _lines(run_python(code, timeout=240).stdout, "AT")
+    assert at and at[0] == "<string> 6", at

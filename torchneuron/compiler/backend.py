@@ -18,7 +18,6 @@ metrics with the reason.
 from __future__ import annotations
 
 import threading
-import warnings
 
 import torch
 
@@ -36,7 +35,9 @@ def _warn_once(key, msg: str) -> None:
         if key in _warned:
             return
         _warned.add(key)
-    warnings.warn(msg, UserWarning, stacklevel=3)
+    from .._warn import warn
+
+    warn(msg, UserWarning)  # at the user's torch.compile call or first call, not in Dynamo
 
 
 def _signature(inputs) -> list:
