@@ -47,7 +47,6 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
         f.f_lineno,
         module=g.get("__name__"),
         registry=g.setdefault("__warningregistry__", {}),
-        module_globals=g,
     )
 
 

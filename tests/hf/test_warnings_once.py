@@ -80,7 +80,8 @@ for m in w:
     at = _lines(out, "AT")
     assert at, out
     fn, line = at[0].rsplit(" ", 1)
-    assert fn == "<string>" and int(line) == 9, at
+    # the user's code: the compiled function's line (its frame runs the graph) or the call
+    assert fn == "<string>" and int(line) in (3, 9), at
 
 
 def test_backend_mode_warning_points_at_user_line():
