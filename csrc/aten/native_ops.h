@@ -402,24 +402,19 @@ inline constexpr const char* kNativeOps[] = {
     "_masked_softmax",
     "_transform_bias_rescale_qkv",
     // losses, selection and padding that training and decoding programs hit
-    // (issue 25): regression and BCE losses with their backwards, log_sigmoid
+    // (issue 25): the backwards of the regression and BCE losses (their reducing
+    // forwards stay on the CPU fallback: the out= CPU kernel, which the native
+    // kernel uses for contiguous inputs, computes the elementwise loss into the
+    // 0-dim out and resizes it, which device memory refuses), log_sigmoid
     // (BCEWithLogits), top-k and stable sort (generate's sampling), floor_divide,
     // embedding_bag, reflection/replication padding of every rank
-    "mse_loss",
-    "mse_loss.out",
     "mse_loss_backward",
     "mse_loss_backward.grad_input",
-    "smooth_l1_loss",
-    "smooth_l1_loss.out",
     "smooth_l1_loss_backward",
     "smooth_l1_loss_backward.grad_input",
-    "huber_loss",
-    "huber_loss.out",
     "huber_loss_backward",
     "huber_loss_backward.out",
     "l1_loss",
-    "binary_cross_entropy",
-    "binary_cross_entropy.out",
     "binary_cross_entropy_backward",
     "binary_cross_entropy_backward.grad_input",
     "binary_cross_entropy_with_logits",
@@ -441,6 +436,7 @@ inline constexpr const char* kNativeOps[] = {
     "floor_divide_.Scalar",
     "_embedding_bag",
     "_embedding_bag_forward_only",
+    "_embedding_bag_backward",
     "_embedding_bag_dense_backward",
     "_embedding_bag_per_sample_weights_backward",
     "reflection_pad1d",
