@@ -10,6 +10,7 @@ exceeded), 2 bad usage or input.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 EPILOG = """\
@@ -317,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.command is None:
         parser.print_help()
         return 2
+    # The report's Warnings section lists each operator's narrowing/fallback warning
+    # (read by the device at its first warning; a user's setting wins).
+    os.environ.setdefault("TORCHNEURON_WARN_PER_OP", "1")
     from .check import EXIT_USAGE, CheckUsageError, run, write_outputs
     from .check.report import terminal as report_terminal
 

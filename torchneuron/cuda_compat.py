@@ -148,13 +148,21 @@ def _patch_cuda_module() -> list[str]:
         "get_device_properties",
         "is_bf16_supported",
         "is_initialized",
+        "StreamContext",
+        "device_of",
+        "set_per_process_memory_fraction",
+        "get_per_process_memory_fraction",
+        "reset_max_memory_allocated",
+        "reset_max_memory_cached",
+        "utilization",
+        "ipc_collect",
+        "get_arch_list",
     ]
     done = []
     for n in names:
         if hasattr(torch.neuron, n):
             setattr(torch.cuda, n, getattr(torch.neuron, n))
             done.append(n)
-    torch.cuda.reset_max_memory_allocated = torch.neuron.reset_peak_memory_stats
 
     def get_device_capability(device: Any = None) -> tuple[int, int]:
         """(8, 0): scripts test it for bfloat16 (compute capability >= 8), which a

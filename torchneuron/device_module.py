@@ -21,6 +21,8 @@ from . import random as _random
 from ._utils import _get_device_index
 from .memory import (  # noqa: F401
     empty_cache,
+    get_per_process_memory_fraction,
+    ipc_collect,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -30,7 +32,10 @@ from .memory import (  # noqa: F401
     memory_stats,
     memory_summary,
     reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from .random import (  # noqa: F401
     _get_generator,
@@ -44,7 +49,15 @@ from .random import (  # noqa: F401
     set_rng_state,
     set_rng_state_all,
 )
-from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
+from .streams import (  # noqa: F401
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 
 def is_available() -> bool:
@@ -53,7 +66,20 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
+    """True: the runtime starts when torchneuron is imported (no lazy init to wait for)."""
     return True
+
+
+def init() -> None:
+    """Nothing to do (as ``torch.cuda.init`` after initialization)."""
+
+
+import time as _time  # noqa: E402
+
+_START_NS = _time.monotonic_ns()  # the runtime starts with this module's import
+
+# torch.cuda.OutOfMemoryError is torch.OutOfMemoryError; the HBM allocator raises it.
+OutOfMemoryError = torch.OutOfMemoryError
 
 
 # torch.utils.checkpoint (and torch.random.fork_rng's callers) save and
@@ -144,6 +170,53 @@ class NeuronDeviceProperties:
             f"{self.total_memory // 2**20}MB, logical_nc_config={self.logical_nc_config}, "
             f"logical_id={self.logical_id})"
         )
+
+
+class device_of(device):
+    """Context manager that makes the device of tensor ``obj`` current (nothing for a
+    tensor that is not on neuron), as ``torch.cuda.device_of``."""
+
+    def __init__(self, obj: Any):
+        idx = obj.get_device() if obj.device.type == "neuron" else -1
+        super().__init__(idx)
+
+
+# NeuronCore generation per device name (AWS Neuron documentation: Trainium1 and
+# Inferentia2 have NeuronCore-v2, Trainium2 NeuronCore-v3).
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """(major, minor) NeuronCore version of the device, as CUDA's compute capability:
+    (3, 0) for Trainium2's NeuronCore-v3. Code comparing it to CUDA's (8, 0) learns
+    nothing about CUDA features; it is the Neuron generation."""
+    name = get_device_name(device)
+    for v in (3, 2, 1):
+        if f"NeuronCore-v{v}" in name:
+            return (v, 0)
+    raise RuntimeError(f"neuron: unknown NeuronCore generation in device name {name!r}")
+
+
+def get_arch_list() -> list[str]:
+    """Targets the compile path builds executables for (neuronx-cc's ``--target``
+    names; the emulator compiles for Trainium2)."""
+    return ["trn2"]
+
+
+def utilization(device: Any = None) -> int:
+    """Percent of the last sampling period during which a kernel ran on the core, as
+    ``torch.cuda.utilization`` (NVML's GPU utilization): from the runtime's busy time
+    over the last ``utilization`` call's interval (the first call covers the time since
+    the runtime started). An int in [0, 100]."""
+    import time
+
+    idx = _get_device_index(device, optional=True)
+    now, busy = time.monotonic_ns(), _C._counters(idx)["busy_ns"]
+    t0, b0 = _util_last.get(idx, (_START_NS, 0))
+    _util_last[idx] = (now, busy)
+    if now <= t0:
+        return 0
+    return max(0, min(100, round(100 * (busy - b0) / (now - t0))))
+
+
+_util_last: dict[int, tuple[int, int]] = {}
 
 
 def get_device_properties(device: Any = None) -> NeuronDeviceProperties:

@@ -60,6 +60,39 @@ def empty_cache() -> None:
     torch.accelerator.empty_cache()
 
 
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Reset the peak of allocated bytes (as torch.cuda's, which resets every peak:
+    this calls ``reset_peak_memory_stats``)."""
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    """Reset the peak of reserved bytes (torch.cuda's deprecated name; resets every peak)."""
+    reset_peak_memory_stats(device)
+
+
+def ipc_collect() -> None:
+    """Nothing to release: neuron memory is not shared between processes by IPC handles
+    (torch.multiprocessing passes neuron tensors through host memory)."""
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Limit this process's HBM on the NeuronCore to ``fraction`` of its capacity
+    (float in (0, 1]); an allocation that would reserve more raises
+    torch.OutOfMemoryError, as CUDA's caching allocator does. TypeError for a
+    non-float, ValueError outside (0, 1] (CUDA's message)."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(_dev(device), fraction)
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    """The fraction set by ``set_per_process_memory_fraction`` (1.0 by default)."""
+    return _C._memory_fraction(_dev(device))
+
+
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes: capacity minus reserved, and capacity."""
     return torch.accelerator.get_memory_info(_dev(device))

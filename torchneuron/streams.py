@@ -7,7 +7,6 @@ the runtime; work is asynchronous until a sync point (host copy, ``.item()``,
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import torch
@@ -90,20 +89,37 @@ def set_stream(stream: torch.Stream) -> None:
     torch.accelerator.set_stream(stream)
 
 
-@contextlib.contextmanager
-def stream(s: torch.Stream | None):
-    """Make ``s`` the current stream of its device inside the block."""
-    if s is None:
-        yield
-        return
-    # set_stream also makes s's device current; restore both afterwards (as
-    # torch.cuda.stream does): the stream of s's device, then the caller's
-    # current stream, which brings the caller's device back.
-    src_prev = torch.accelerator.current_stream()
-    dst_prev = torch.accelerator.current_stream(s.device_index)
-    torch.accelerator.set_stream(s)
-    try:
-        yield
-    finally:
+class StreamContext:
+    """Context manager that makes ``stream`` the current stream of its device inside
+    the block (None: does nothing), as ``torch.cuda.StreamContext``. Re-entrant uses
+    nest; the previous streams are restored on exit."""
+
+    def __init__(self, stream: torch.Stream | None):
+        self.stream = stream
+        self._saved: list = []
+
+    def __enter__(self):
+        s = self.stream
+        if s is None:
+            return s
+        # set_stream also makes s's device current; restore both afterwards (as
+        # torch.cuda.stream does): the stream of s's device, then the caller's
+        # current stream, which brings the caller's device back.
+        src_prev = torch.accelerator.current_stream()
+        dst_prev = torch.accelerator.current_stream(s.device_index)
+        self._saved.append((src_prev, dst_prev))
+        torch.accelerator.set_stream(s)
+        return s
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return False
+        src_prev, dst_prev = self._saved.pop()
         torch.accelerator.set_stream(dst_prev)
         torch.accelerator.set_stream(src_prev)
+        return False
+
+
+def stream(s: torch.Stream | None) -> StreamContext:
+    """Make ``s`` the current stream of its device inside the block."""
+    return StreamContext(s)

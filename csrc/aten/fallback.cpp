@@ -1,6 +1,6 @@
 // The CPU fallback for operators without a native kernel: inputs copied to
 // the host, ATen's CPU kernel, results and mutated inputs copied back
-// (at::native::cpu_fallback). Counted and timed per operator; warned once;
+// (at::native::cpu_fallback). Counted and timed per operator; warned once per process;
 // strict mode (TORCHNEURON_FALLBACK=error) raises NotImplementedError.
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
@@ -21,7 +21,6 @@ struct Stats {
   std::mutex mu;
   std::map<std::string, FallbackStat> fallback;
   std::map<std::string, int64_t> narrowing;
-  std::set<std::string> warned;
   std::string mode = [] {
     const char* v = std::getenv("TORCHNEURON_FALLBACK");
     return std::string(v && *v ? v : "warn");
@@ -84,11 +83,8 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TORCH_CHECK_NOT_IMPLEMENTED(
         s.mode != "error", "neuron: operator ", name,
         " has no native kernel, and TORCHNEURON_FALLBACK=error forbids its CPU fallback");
-    if (s.warned.insert(name).second)
-      TORCH_WARN("neuron: operator ", name,
-                 " is not supported natively and runs on the CPU (inputs and results are "
-                 "copied). Warned once per operator; see torch.neuron.fallback_stats().");
   }
+  warn_fallback(name);
   auto t0 = std::chrono::steady_clock::now();
   const int64_t trace_t0 = rt::activity::enabled() ? rt::activity::now_ns() : 0;
   use_neuron_generators(op, stack);

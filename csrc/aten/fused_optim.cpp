@@ -105,13 +105,8 @@ void fused_step(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack
   const bool narrow = narrow_64bit_enabled() && any_double(args);
   const std::string name = op_name(s);
   if (narrow) {
-    static std::atomic<bool> warned{false};
     record_narrowing(name);
-    if (!warned.exchange(true))
-      TORCH_WARN(
-          "neuron: the fused optimizers compute float64 parameters and state as float32 "
-          "and write them back (TorchNeuron's 64-bit policy; TORCHNEURON_NARROW_64BIT=0 "
-          "computes in full width). Warned once.");
+    warn_narrowing(name);
   }
   // The kernel sees the tensors as they are now (addresses, not objects).
   for (auto& a : args) a = map_tensors(a, [](const at::Tensor& t) { return launch_view(t); });

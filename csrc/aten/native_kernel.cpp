@@ -253,15 +253,6 @@ IValue narrowed_scalar(const IValue& v, bool wrap_ints) {
   return v;
 }
 
-struct NarrowLog {
-  std::mutex mu;
-  std::set<std::string> warned;
-};
-NarrowLog& narrow_log() {
-  static NarrowLog* l = new NarrowLog();
-  return *l;
-}
-
 // Does this call narrow any 64-bit input? (decided on the host, counted once)
 bool wants_narrowing(const Plan& plan, const c10::FunctionSchema& s, const Stack& st, size_t base) {
   if (!g_narrow.load(std::memory_order_relaxed)) return false;
@@ -283,13 +274,7 @@ bool wants_narrowing(const Plan& plan, const c10::FunctionSchema& s, const Stack
 
 void note_narrowing(const std::string& name, int64_t calls = 1) {
   record_narrowing(name, calls);
-  auto& log = narrow_log();
-  std::lock_guard<std::mutex> lock(log.mu);
-  if (log.warned.insert(name).second)
-    TORCH_WARN("neuron: ", name,
-               " computes float64/int64 inputs as float32/int32 and restores "
-               "the result dtype (TorchNeuron's 64-bit policy; TORCHNEURON_NARROW_64BIT=0 "
-               "computes in full width). Warned once per operator.");
+  warn_narrowing(name);
 }
 
 // Build the CPU argument list over device memory. Runs where memory is

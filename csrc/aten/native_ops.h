@@ -402,6 +402,66 @@ inline constexpr const char* kNativeOps[] = {
     "_native_multi_head_attention",
     "_masked_softmax",
     "_transform_bias_rescale_qkv",
+    // losses, selection and padding that training and decoding programs hit
+    // (issue 25): the backwards of the regression and BCE losses (their reducing
+    // forwards stay on the CPU fallback: the out= CPU kernel, which the native
+    // kernel uses for contiguous inputs, computes the elementwise loss into the
+    // 0-dim out and resizes it, which device memory refuses), log_sigmoid
+    // (BCEWithLogits), top-k and stable sort (generate's sampling), floor_divide,
+    // embedding_bag, reflection/replication padding of every rank
+    "mse_loss_backward",
+    "mse_loss_backward.grad_input",
+    "smooth_l1_loss_backward",
+    "smooth_l1_loss_backward.grad_input",
+    "huber_loss_backward",
+    "huber_loss_backward.out",
+    "l1_loss",
+    "binary_cross_entropy_backward",
+    "binary_cross_entropy_backward.grad_input",
+    "binary_cross_entropy_with_logits",
+    "log_sigmoid_forward",
+    "log_sigmoid_forward.output",
+    "log_sigmoid_backward",
+    "log_sigmoid_backward.grad_input",
+    "kl_div",
+    "topk",
+    "topk.values",
+    "sort",
+    "sort.values",
+    "sort.stable",
+    "sort.values_stable",
+    "floor_divide",
+    "floor_divide.out",
+    "floor_divide_.Tensor",
+    "floor_divide.Scalar",
+    "floor_divide_.Scalar",
+    "_embedding_bag",
+    "_embedding_bag_forward_only",
+    "_embedding_bag_backward",
+    "_embedding_bag_dense_backward",
+    "_embedding_bag_per_sample_weights_backward",
+    "reflection_pad1d",
+    "reflection_pad1d.out",
+    "reflection_pad1d_backward",
+    "reflection_pad1d_backward.grad_input",
+    "reflection_pad2d.out",
+    "reflection_pad2d_backward",
+    "reflection_pad2d_backward.grad_input",
+    "reflection_pad3d",
+    "reflection_pad3d.out",
+    "reflection_pad3d_backward",
+    "reflection_pad3d_backward.grad_input",
+    "replication_pad1d",
+    "replication_pad1d.out",
+    "replication_pad1d_backward",
+    "replication_pad1d_backward.grad_input",
+    "replication_pad2d.out",
+    "replication_pad2d_backward",
+    "replication_pad2d_backward.grad_input",
+    "replication_pad3d",
+    "replication_pad3d.out",
+    "replication_pad3d_backward",
+    "replication_pad3d_backward.grad_input",
 };
 
 // Data-dependent output shapes: computed synchronously (the current stream
@@ -462,6 +522,10 @@ inline constexpr const char* kDataMovementOps[] = {
     "constant_pad_nd",
     "reflection_pad2d",
     "replication_pad2d",
+    "reflection_pad1d",
+    "reflection_pad3d",
+    "replication_pad1d",
+    "replication_pad3d",
     "where",
     "masked_fill_",
     "masked_scatter_",
@@ -473,6 +537,8 @@ inline constexpr const char* kDataMovementOps[] = {
     "scatter",
     "scatter_",
     "upsample_nearest2d",
+    "sort",
+    "topk",  // select values: int64 keys stay exact
 };
 
 // Indexing operators whose `indices` may be CPU tensors, as on CUDA
@@ -491,6 +557,9 @@ inline constexpr const char* kCheckedIndexOps[] = {
 
 // Argument names that carry indices, not values: never narrowed to 32 bits
 // (ATen's index kernels require int64 there; an index is an address).
-inline constexpr const char* kIndexArgNames[] = {"index", "indices", "offsets", "target"};
+// embedding_bag's backwards take the forward's bag bookkeeping (offset2bag,
+// bag_size, maximum_indices), read at the indices' width.
+inline constexpr const char* kIndexArgNames[] = {
+    "index", "indices", "offsets", "target", "offset2bag", "bag_size", "maximum_indices"};
 
 }  // namespace torchneuron

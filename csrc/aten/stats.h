@@ -31,6 +31,11 @@ void note_compiled_narrowing(const std::string& op, int64_t calls, bool full_wid
 std::map<std::string, int64_t> full_width_stats();
 void reset_full_width_stats();
 
+// The narrowing and fallback warnings (op_warnings.cpp): once per process each,
+// or once per operator with TORCHNEURON_WARN_PER_OP=1.
+void warn_narrowing(const std::string& op);
+void warn_fallback(const std::string& op);
+
 // "warn" (default: CPU fallback, warned once per op) or "error"
 // (TORCHNEURON_FALLBACK=error: NotImplementedError naming the op).
 std::string fallback_mode();

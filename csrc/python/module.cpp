@@ -171,11 +171,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_full_width_stats", &reset_full_width_stats);
   m.def("_narrow_64bit", &narrow_64bit_enabled);
   m.def("_set_narrow_64bit", &set_narrow_64bit);
+  // torch.neuron.set_per_process_memory_fraction (torchneuron/memory.py checks the range).
+  m.def("_set_memory_fraction", [](int d, double fraction) {
+    translate_errors([&] { device_runtime().set_memory_fraction(resolve_device(d), fraction); });
+  });
+  m.def("_memory_fraction",
+        [](int d) { return device_runtime().memory_fraction(resolve_device(d)); });
   m.def("_counters", [](int d) {
     auto c = device_runtime().counters(resolve_device(d));
     py::dict out;
     out["kernels_launched"] = c.kernels_launched;
     out["kernels_failed"] = c.kernels_failed;
+    out["busy_ns"] = c.busy_ns;  // torch.neuron.utilization()
     return out;
   });
   m.def("_pinned_host_stats", [] {

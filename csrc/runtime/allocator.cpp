@@ -56,7 +56,20 @@ std::string format_bytes(size_t bytes) {
 }
 
 CachingAllocator::CachingAllocator(int device, size_t capacity, bool protect, SegmentTable& table)
-    : device_(device), capacity_(capacity), protect_(protect), table_(table) {}
+    : device_(device), capacity_(capacity), limit_(capacity), protect_(protect), table_(table) {}
+
+void CachingAllocator::set_fraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0))
+    throw Error("memory fraction must be in (0, 1], got " + std::to_string(fraction));
+  std::lock_guard<std::mutex> lock(mu_);
+  fraction_ = fraction;
+  limit_ = static_cast<size_t>(fraction * static_cast<double>(capacity_));
+}
+
+double CachingAllocator::fraction() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fraction_;
+}
 
 CachingAllocator::~CachingAllocator() {
   for (auto& [base, bytes] : segments_) {
@@ -84,7 +97,7 @@ void* CachingAllocator::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   // Requests past the capacity can never fit; checking first also keeps the
   // rounding below from overflowing.
-  const bool fits_at_all = bytes <= capacity_;
+  const bool fits_at_all = bytes <= limit_;
   const size_t size = fits_at_all ? round_up(bytes, kMinBlock) : 0;
   const bool small = fits_at_all && size <= kSmallRequest;
 
@@ -105,7 +118,7 @@ void* CachingAllocator::allocate(size_t bytes) {
   }
   if (!b) {
     trace(MemoryEvent::kOom, nullptr, bytes, context,
-          capacity_ - size_t(stats_.reserved_bytes[kAggregate].current));
+          capacity_ - std::min(capacity_, size_t(stats_.reserved_bytes[kAggregate].current)));
     out_of_memory(bytes, why);
   }
   trace(MemoryEvent::kSegmentAlloc, b->ptr, b->size, context);
@@ -129,7 +142,7 @@ CachingAllocator::Block* CachingAllocator::take_cached(bool small, size_t size) 
 CachingAllocator::Block* CachingAllocator::map_new_segment(bool small, size_t segment_bytes,
                                                            std::string* why) {
   const size_t reserved = size_t(stats_.reserved_bytes[kAggregate].current);
-  if (segment_bytes > capacity_ - reserved) return nullptr;
+  if (reserved >= limit_ || segment_bytes > limit_ - reserved) return nullptr;
   void* base = map_segment(segment_bytes, protect_);
   if (!base) {
     *why = std::string("host mmap failed: ") + std::strerror(errno);
@@ -268,6 +281,9 @@ void CachingAllocator::out_of_memory(size_t requested, const std::string& why) {
                     format_bytes(requested) + "; " + format_bytes(allocated) + " allocated, " +
                     format_bytes(reserved) + " reserved, capacity " + format_bytes(capacity_) +
                     " (TORCHNEURON_HBM_GIB / NEURON_LOGICAL_NC_CONFIG)";
+  if (limit_ < capacity_)
+    msg += "; this process is limited to " + format_bytes(limit_) + " (" +
+           std::to_string(fraction_) + " of the capacity, set_per_process_memory_fraction)";
   if (!why.empty()) msg += " [" + why + "]";
   throw OutOfMemoryError(msg, device_, requested, allocated, reserved, capacity_);
 }

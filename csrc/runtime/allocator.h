@@ -42,6 +42,10 @@ class CachingAllocator {
   void reset_accumulated_stats();
   void empty_cache();  // unmaps segments whose memory is all free
   size_t capacity() const { return capacity_; }
+  // This process's share of the capacity (torch.neuron.set_per_process_memory_fraction):
+  // reserved bytes stay within fraction * capacity; past it, OutOfMemoryError.
+  void set_fraction(double fraction);  // (0, 1]
+  double fraction() const;
   size_t reserved() const;
   // Memory history (Runtime::record_memory_history / memory_snapshot).
   void record_history(const MemoryHistoryOptions& options);
@@ -80,6 +84,8 @@ class CachingAllocator {
 
   const int device_;
   const size_t capacity_;
+  size_t limit_;           // capacity_ * fraction_ (under mu_)
+  double fraction_ = 1.0;  // (under mu_)
   const bool protect_;
   SegmentTable& table_;
 

@@ -86,6 +86,10 @@ class Emulator final : public Runtime {
     dev(device).allocator.reset_accumulated_stats();
   }
   void empty_cache(int device) override { dev(device).allocator.empty_cache(); }
+  void set_memory_fraction(int device, double fraction) override {
+    dev(device).allocator.set_fraction(fraction);
+  }
+  double memory_fraction(int device) const override { return dev(device).allocator.fraction(); }
 
   std::pair<size_t, size_t> mem_get_info(int device) const override {
     const CachingAllocator& a = dev(device).allocator;

@@ -193,6 +193,10 @@ class Runtime {
   virtual void reset_peak_stats(int device) = 0;
   virtual void reset_accumulated_stats(int device) = 0;
   virtual void empty_cache(int device) = 0;  // releases unused cached segments
+  // This process's share of the core's HBM, in (0, 1] (Error outside): allocations
+  // that would reserve more raise OutOfMemoryError (cudaMemGetInfo is unchanged).
+  virtual void set_memory_fraction(int device, double fraction) = 0;
+  virtual double memory_fraction(int device) const = 0;
   // (free, total) bytes as cudaMemGetInfo: capacity minus reserved, capacity.
   virtual std::pair<size_t, size_t> mem_get_info(int device) const = 0;
   // Starts (enabled) or stops recording allocator events on every device,

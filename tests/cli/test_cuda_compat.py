@@ -175,3 +175,35 @@ def test_run_cli_argv_exit_code_and_module(tmp_path):
     assert r.returncode == 2 and "no such script" in r.stderr
     r = _cli("run")
     assert r.returncode == 2 and "usage: torchneuron run" in r.stderr
+
+
+def test_remapped_memory_and_stream_gaps():
+    """The torch.cuda names CUDA scripts call beyond the basics act on neuron."""
+    run_python(
+        """
+        import torch, torchneuron.cuda_compat
+        assert torch.cuda.StreamContext is torch.neuron.StreamContext
+        s = torch.cuda.Stream()
+        with torch.cuda.StreamContext(s):
+            assert torch.cuda.current_stream() == s
+        with torch.cuda.device_of(torch.ones(1, device="cuda:1")):
+            assert torch.cuda.current_device() == 1
+        assert torch.cuda.get_arch_list() == ["trn2"]
+        assert 0 <= torch.cuda.utilization() <= 100
+        torch.cuda.ipc_collect()
+        torch.cuda.reset_max_memory_allocated()
+        cap = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(0.5, 0)
+        try:
+            torch.empty(cap // 4 * 3, dtype=torch.uint8, device="cuda:0")
+            raise SystemExit("no OOM past the fraction")
+        except torch.cuda.OutOfMemoryError:
+            pass
+        try:
+            torch.cuda.set_per_process_memory_fraction(1.5)
+            raise SystemExit("no ValueError")
+        except ValueError:
+            pass
+        """,
+        env={"TORCHNEURON_HBM_GIB": "1"},
+    )

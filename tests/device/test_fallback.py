@@ -185,7 +185,10 @@ print(json.dumps(out))
 def children(fallback_op):
     code = _CHILD.format(op=fallback_op)
     procs = run_python_many(
-        {"warn": (code, {}), "error": (code, {"TORCHNEURON_FALLBACK": "error"})}
+        {
+            "warn": (code, {"TORCHNEURON_WARN_PER_OP": "1"}),
+            "error": (code, {"TORCHNEURON_FALLBACK": "error"}),
+        }
     )
     out = {}
     for key, proc in procs.items():

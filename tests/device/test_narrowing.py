@@ -200,7 +200,10 @@ print(json.dumps({"add": a, "add_int": b, "mul": m, "warnings": msgs,
 @pytest.fixture(scope="module")
 def children():
     procs = run_python_many(
-        {"default": (_CHILD, {}), "full": (_CHILD, {"TORCHNEURON_NARROW_64BIT": "0"})}
+        {
+            "default": (_CHILD, {"TORCHNEURON_WARN_PER_OP": "1"}),
+            "full": (_CHILD, {"TORCHNEURON_NARROW_64BIT": "0"}),
+        }
     )
     out = {}
     for key, proc in procs.items():

@@ -279,3 +279,85 @@ def test_device_usable_after_stats_calls():
     s = N.memory_stats(DEV)
     assert s["allocated_bytes.all.freed"] == 0 and s["num_ooms"] == 0
     assert_device_works(f"neuron:{DEV}")
+
+
+_FRACTION = r"""
+import torch, torchneuron
+N = torch.neuron
+cap = N.get_device_properties(2).total_memory  # 1 GiB (TORCHNEURON_HBM_GIB=1)
+N.set_per_process_memory_fraction(0.25, 2)
+assert N.get_per_process_memory_fraction(2) == 0.25
+a = torch.empty(cap // 8, dtype=torch.uint8, device="neuron:2")  # within a quarter
+try:
+    torch.empty(cap // 4, dtype=torch.uint8, device="neuron:2")  # past it
+    print("NO-OOM")
+except torch.neuron.OutOfMemoryError as e:
+    print("OOM", "set_per_process_memory_fraction" in str(e))
+b = torch.empty(cap // 2, dtype=torch.uint8, device="neuron:1")  # other cores unlimited
+del a
+N.set_per_process_memory_fraction(1.0, 2)
+c = torch.empty(cap // 2, dtype=torch.uint8, device="neuron:2")  # raised again: fits
+print("OK", N.mem_get_info(2)[1] == cap)
+"""
+
+
+def test_per_process_memory_fraction_enforced():
+    from conftest import run_python
+
+    out = run_python(_FRACTION, env={"TORCHNEURON_HBM_GIB": "1"}).stdout
+    assert "OOM True" in out and "OK True" in out, out
+
+
+def test_per_process_memory_fraction_bad_input():
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="Invalid fraction value"):
+            N.set_per_process_memory_fraction(bad, DEV)
+    with pytest.raises(TypeError, match="float"):
+        N.set_per_process_memory_fraction(1, DEV)
+    assert N.get_per_process_memory_fraction(DEV) == 1.0  # unchanged by the bad calls
+    assert_device_works()
+
+
+def test_cuda_module_gaps():
+    assert N.OutOfMemoryError is torch.OutOfMemoryError
+    assert N.is_initialized() and N.get_arch_list() == ["trn2"]
+    assert N.get_device_capability(0) == (3, 0)  # Trainium2: NeuronCore-v3
+    N.ipc_collect()
+    x = torch.ones(1 << 20, device=f"neuron:{DEV}")
+    N.synchronize(DEV)
+    N.reset_peak_memory_stats(DEV)
+    peak_before = N.max_memory_allocated(DEV)
+    del x
+    N.synchronize(DEV)
+    N.reset_max_memory_allocated(DEV)
+    assert N.max_memory_allocated(DEV) == N.memory_allocated(DEV) < peak_before
+    # device_of: the tensor's core is current inside the block, restored after
+    prev = N.current_device()
+    with N.device_of(torch.ones(1, device="neuron:1")):
+        assert N.current_device() == 1
+    with N.device_of(torch.ones(1)):  # a CPU tensor changes nothing
+        assert N.current_device() == prev
+    assert N.current_device() == prev
+    # StreamContext: the stream is current inside, the previous one after
+    s = N.Stream(DEV)
+    before = N.current_stream(DEV)
+    with N.StreamContext(s):
+        assert N.current_stream(DEV) == s
+    assert N.current_stream(DEV) == before
+    with N.StreamContext(None):
+        assert N.current_stream(DEV) == before
+
+
+def test_utilization_reflects_kernel_time():
+    N.synchronize(DEV)
+    N.utilization(DEV)  # start a sampling period
+    import time
+
+    time.sleep(0.3)
+    idle = N.utilization(DEV)
+    a = torch.randn(512, 512, device=f"neuron:{DEV}")
+    for _ in range(60):
+        a = (a @ a).tanh()
+    N.synchronize(DEV)
+    busy = N.utilization(DEV)
+    assert 0 <= idle <= 5 and idle < busy <= 100, (idle, busy)

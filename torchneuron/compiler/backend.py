@@ -4,7 +4,8 @@ Dynamo -> AOTAutograd (our decomposition table, keep_inference_input_mutations=T
 forward, backward and inference graphs each compiled) -> graph_compiler.py.
 
 Options (``torch.compile(..., options={...})``): ``model_name`` (str, names graphs
-and metrics; default "model"), ``fallback_execution`` (bool: a graph that fails to
+and metrics; default "model", or the name given to
+config.set_model_name), ``fallback_execution`` (bool: a graph that fails to
 lower or compile runs eagerly on neuron after one warning; default from
 TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION, which is 1, i.e. failures raise). Any other
 option is a ValueError. ``mode`` other than "default" warns and compiles as default.
@@ -17,7 +18,6 @@ metrics with the reason.
 from __future__ import annotations
 
 import threading
-import warnings
 
 import torch
 
@@ -35,7 +35,9 @@ def _warn_once(key, msg: str) -> None:
         if key in _warned:
             return
         _warned.add(key)
-    warnings.warn(msg, UserWarning, stacklevel=3)
+    from .._warn import warn
+
+    warn(msg, UserWarning)  # at the user's torch.compile call or first call, not in Dynamo
 
 
 def _signature(inputs) -> list:
@@ -82,7 +84,7 @@ def _parse_options(options) -> dict:
         fb = not config.fallback_execution_disabled()
     elif not isinstance(fb, bool):
         raise ValueError(f"neuron backend: option fallback_execution must be a bool, got {fb!r}")
-    name = options.get("model_name", "model")
+    name = options.get("model_name", config.model_name())
     if not isinstance(name, str) or not name:
         raise ValueError(f"neuron backend: option model_name must be a non-empty str, got {name!r}")
     return {"model_name": name, "fallback_execution": fb}

@@ -82,3 +82,21 @@ def lower_in_process() -> bool:
     the process instead of raising NeuronCompileError). Default 0; always 1 where fork is
     unavailable."""
     return _flag("TORCHNEURON_LOWER_IN_PROCESS", False)
+
+
+_model_name: str | None = None
+
+
+def set_model_name(name: str) -> None:
+    """The ``model_name`` a torch.compile call without that option uses (names graphs,
+    metrics and artifacts; TorchNeuron's ``neuron_dynamo_backend.set_model_name``).
+    ValueError for an empty or non-str name."""
+    global _model_name
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"set_model_name: the name must be a non-empty str, got {name!r}")
+    _model_name = name
+
+
+def model_name() -> str:
+    """The name set by ``set_model_name``, else "model"."""
+    return _model_name or "model"

@@ -22,6 +22,7 @@ import torch
 import torch.utils.dlpack
 
 from .. import _C
+from .._warn import at_user_line
 from . import config, metrics
 from .plan import GraphPlan
 
@@ -170,6 +171,7 @@ class CompiledGraph:
     ):
         self.name, self.exe, self.plan, self.out_specs = name, exe, plan, out_specs
         self._views = _ViewCache()
+        self._warned = False  # the narrowing warning of the first launch went to the user's line
         # outputs that alias each other (plan.out_aliases), kept for inference graphs
         # only: in training AOTAutograd regenerates the aliases that require grad from
         # their base, and views there let an in-place change of an output reach a tensor
@@ -252,6 +254,13 @@ class CompiledGraph:
                 return a.device
         return torch.device("neuron", torch.neuron.current_device())
 
+    def _note_narrowing(self) -> None:
+        # counted per launch, as eager counts its calls (passes/narrow_64bit.py)
+        if self.plan.narrowed:
+            _C._note_compiled_narrowing(self.plan.narrowed, False)
+        if self.plan.full_width:
+            _C._note_compiled_narrowing(self.plan.full_width, True)
+
     def __call__(self, args):
         args = list(args)
         device = self._device(args)
@@ -302,11 +311,13 @@ class CompiledGraph:
 
         _C._launch_compiled(device.index, self.name, run)
         metrics.count("graph_runs")  # callers can tell a compiled run from an eager one
-        # counted per launch, as eager counts its calls (passes/narrow_64bit.py)
-        if self.plan.narrowed:
-            _C._note_compiled_narrowing(self.plan.narrowed, False)
-        if self.plan.full_width:
-            _C._note_compiled_narrowing(self.plan.full_width, True)
+        # the first launch's warnings point at the user's line, not at this file
+        if self.plan.narrowed or self.plan.full_width:
+            if self._warned:
+                self._note_narrowing()
+            else:
+                at_user_line(self._note_narrowing)
+                self._warned = True
         # Mutated arguments that were staged (CPU copies, contiguous copies) get the result.
         for i, j in self.plan.mutations:
             if staged[i] is not args[i]:

@@ -188,6 +188,27 @@ TEST(Allocator, OutOfMemoryThenContinues) {
   EXPECT_EQ(rt->memory_stats(1).num_ooms, 0);
 }
 
+TEST(Allocator, PerProcessFractionLimitsReservedBytes) {
+  auto rt = small_emulator(64 * kMiB);
+  EXPECT_EQ(rt->memory_fraction(0), 1.0);
+  rt->set_memory_fraction(0, 0.5);  // 32 MiB
+  EXPECT_EQ(rt->memory_fraction(0), 0.5);
+  void* a = rt->allocate(0, 20 * kMiB);
+  EXPECT_THROW(rt->allocate(0, 20 * kMiB), OutOfMemoryError);  // 40 MiB > 32 MiB
+  EXPECT_THROW(rt->allocate(0, 40 * kMiB), OutOfMemoryError);  // past the limit alone
+  void* b = rt->allocate(1, 40 * kMiB);                        // the other core: unlimited
+  EXPECT_EQ(rt->mem_get_info(0).second, 64 * kMiB);            // cudaMemGetInfo's total
+  rt->set_memory_fraction(0, 1.0);
+  void* c = rt->allocate(0, 20 * kMiB);
+  ASSERT_NE(c, nullptr);
+  EXPECT_THROW(rt->set_memory_fraction(0, 0.0), Error);
+  EXPECT_THROW(rt->set_memory_fraction(0, 1.5), Error);
+  EXPECT_EQ(rt->memory_fraction(0), 1.0);
+  rt->free(a);
+  rt->free(b);
+  rt->free(c);
+}
+
 TEST(Allocator, RetryReleasesTheCache) {
   auto rt = small_emulator(64 * kMiB);
   rt->free(rt->allocate(0, 40 * kMiB));  // cached: 40 MiB reserved
