@@ -74,3 +74,12 @@ def opt_level() -> int:
     if v not in ("1", "2", "3"):
         raise ValueError(f"NEURON_COMPILER_OPT_LEVEL must be 1, 2 or 3, got {v!r}")
     return int(v)
+
+
+def partitioner() -> str:
+    """TORCHNEURON_PARTITIONER: AOTAutograd's joint-graph partitioner, "min_cut" (default,
+    Inductor's) or "default" (saves every intermediate the backward graph reads)."""
+    v = os.environ.get("TORCHNEURON_PARTITIONER", "min_cut")
+    if v not in ("min_cut", "default"):
+        raise ValueError(f"TORCHNEURON_PARTITIONER must be 'min_cut' or 'default', got {v!r}")
+    return v
