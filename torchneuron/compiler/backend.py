@@ -172,7 +172,14 @@ def _partition_fn():
 
     if config.partitioner() == "default":
         return partitioners.default_partition
-    return partitioners.min_cut_rematerialization_partition
+
+    def min_cut(joint, joint_inputs, **kw):
+        # views recomputed in the backward graph: a saved view (a weight's transpose) is
+        # an output of our forward executable, i.e. a copy, where Inductor's is free
+        with torch._functorch.config.patch(recompute_views=True):
+            return partitioners.min_cut_rematerialization_partition(joint, joint_inputs, **kw)
+
+    return min_cut
 
 
 def _is_item(node: torch.fx.Node) -> bool:
