@@ -160,7 +160,28 @@ def _aot(opts: dict, reason: str | None, hint=None):
         inference_compiler=comp,
         decompositions=decomposition_table(),
         keep_inference_input_mutations=True,
+        partition_fn=_partition_fn(),
     )
+
+
+def _partition_fn():
+    """AOTAutograd's joint-graph partitioner: the min-cut one (Inductor's) unless
+    TORCHNEURON_PARTITIONER=default. It saves fewer activations and recomputes cheap
+    elementwise ones in the backward graph, where XLA fuses them (the default saves every
+    intermediate the backward reads: each one an output of the forward executable,
+    copied out of XLA's result buffer, and an input of the backward one)."""
+    from torch._functorch import partitioners
+
+    if config.partitioner() == "default":
+        return partitioners.default_partition
+
+    def min_cut(joint, joint_inputs, **kw):
+        # views recomputed in the backward graph: a saved view (a weight's transpose) is
+        # an output of our forward executable, i.e. a copy, where Inductor's is free
+        with torch._functorch.config.patch(recompute_views=True):
+            return partitioners.min_cut_rematerialization_partition(joint, joint_inputs, **kw)
+
+    return min_cut
 
 
 def _is_item(node: torch.fx.Node) -> bool:

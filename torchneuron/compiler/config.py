@@ -100,3 +100,12 @@ def set_model_name(name: str) -> None:
 def model_name() -> str:
     """The name set by ``set_model_name``, else "model"."""
     return _model_name or "model"
+
+
+def partitioner() -> str:
+    """TORCHNEURON_PARTITIONER: AOTAutograd's joint-graph partitioner, "min_cut" (default,
+    Inductor's) or "default" (saves every intermediate the backward graph reads)."""
+    v = os.environ.get("TORCHNEURON_PARTITIONER", "min_cut")
+    if v not in ("min_cut", "default"):
+        raise ValueError(f"TORCHNEURON_PARTITIONER must be 'min_cut' or 'default', got {v!r}")
+    return v

@@ -1,0 +1,125 @@
+"""Warm starts in a new process (issue 24): the first compiled call of a fresh Python
+process with an empty NEFF cache (cold) and with the cache the cold run left (warm), for
+all-MiniLM-L6-v2 (real weights, batch 32) and a 4-layer GPT-2 (128 wide, batch 8 x 64).
+
+Each measurement is a child interpreter (``python bench/bench_warm_start.py --child M``)
+that imports torch and torchneuron, builds the model, then times its first compiled call
+(``torch.compile(model, backend="neuron")``, inference under no_grad) and prints where the
+time went: Dynamo's bytecode tracing, AOTAutograd's tracing, the backend (passes, lowering,
+compile or cache read). Prints cold, warm and the ratio cold/warm (target >= 10), the median
+of ``--repeats`` child pairs. Run: `.venv/bin/python bench/bench_warm_start.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _model(name):
+    import torch
+
+    from torchneuron import models
+
+    if name == "minilm":
+        return models.minilm(batch_size=32)
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=4, n_head=4, n_embd=128, vocab_size=1000, n_positions=128)
+    ids = torch.randint(0, 1000, (8, 64), generator=torch.Generator().manual_seed(0))
+    return GPT2Model(cfg).eval(), {"input_ids": ids}
+
+
+def child(name: str) -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import torch
+
+    import torchneuron  # noqa: F401
+
+    model, inputs = _model(name)
+    model.to("neuron")
+    dev = {k: v.to("neuron") for k, v in inputs.items()}
+    torch.neuron.synchronize()
+    comp = torch.compile(model, backend="neuron")
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        comp(**dev)
+    torch.neuron.synchronize()
+    first = time.perf_counter() - t0
+    times = torch._dynamo.utils.compile_times(repr="csv")
+    names, vals = times[0], times[1]
+    phase = dict(zip(names, vals))
+
+    def sec(k):
+        v = phase.get(k)
+        return float(str(v).split(",")[0]) if v not in (None, "") else 0.0
+
+    recs = torch.neuron.get_dynamo_metrics()
+    backend = sum(r["fx_passes_us"] + r["lower_us"] + r["compile_us"] for r in recs) * 1e-6
+    print(
+        json.dumps(
+            {
+                "first": first,
+                "dynamo_total": sec("_compile.compile_inner"),
+                "user_compiler": sec("OutputGraph.call_user_compiler"),
+                "backend": backend,
+                "cache": sorted({r["cache"] for r in recs}),
+            }
+        )
+    )
+
+
+def _run(name: str, cache_dir: str) -> dict:
+    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=cache_dir)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", name],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child")
+    ap.add_argument("--only", default="minilm,gpt2_4l")
+    ap.add_argument("--repeats", type=int, default=1)
+    a = ap.parse_args()
+    if a.child:
+        child(a.child)
+        return
+    print(f"load average {os.getloadavg()}")
+    for name in a.only.split(","):
+        cold, warm = [], []
+        for _ in range(a.repeats):
+            d = tempfile.mkdtemp(prefix="bench_warm_")
+            cold.append(_run(name, d))
+            warm.append(_run(name, d))
+        c = statistics.median(r["first"] for r in cold)
+        w = statistics.median(r["first"] for r in warm)
+        print(f"\n== {name}: first call s, cold {c:.2f}, warm {w:.2f}: {c / w:.1f}x (target >= 10)")
+        for label, rs in (("cold", cold), ("warm", warm)):
+            r = rs[len(rs) // 2]
+            print(
+                f"  {label}: Dynamo compile {r['dynamo_total']:.2f} s, of it AOTAutograd + "
+                f"backend {r['user_compiler']:.2f} s, of it backend {r['backend']:.2f} s; "
+                f"cache {r['cache']}"
+            )
+
+
+if __name__ == "__main__":
+    main()
