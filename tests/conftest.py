@@ -32,6 +32,7 @@ _DEVICE_ENV = (
     "TORCHNEURON_HBM_GIB",
     "TORCHNEURON_FALLBACK",
     "TORCHNEURON_NARROW_64BIT",
+    "TORCHNEURON_WARN_PER_OP",  # set by an in-process `torchneuron check`
 )
 
 

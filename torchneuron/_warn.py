@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 import torch
 
-import torchneuron
-
-_LIB_DIRS = tuple(
-    os.path.dirname(m.__file__) + os.sep for m in (torch, torchneuron) if m.__file__
-) + (
-    os.path.join(os.path.dirname(os.path.dirname(torchneuron.__file__)), "torch_neuronx") + os.sep,
+# this package's folder from this file, not by importing torchneuron (an import cycle)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LIB_DIRS = (
+    os.path.dirname(torch.__file__) + os.sep,
+    _HERE + os.sep,
+    os.path.join(os.path.dirname(_HERE), "torch_neuronx") + os.sep,
 )
 
 
