@@ -73,6 +73,7 @@ at::Tensor cpu_alias(const at::Tensor& t);
 // in-place metadata changes of `t` (t_, transpose_, squeeze_, as_strided_)
 // and storage swaps (resize_ growing it) then leave the queued work as it was
 // issued, as on a device where a launch takes addresses, not objects.
+// CPU 0-dim tensors (scalar operands) are copied: their value at the call.
 // Tensors of other devices get a shallow copy (metadata only).
 at::Tensor launch_view(const at::Tensor& t);
 
