@@ -73,9 +73,12 @@ at::Tensor cpu_alias(const at::Tensor& t);
 // in-place metadata changes of `t` (t_, transpose_, squeeze_, as_strided_)
 // and storage swaps (resize_ growing it) then leave the queued work as it was
 // issued, as on a device where a launch takes addresses, not objects.
-// CPU 0-dim tensors (scalar operands) are copied: their value at the call.
 // Tensors of other devices get a shallow copy (metadata only).
 at::Tensor launch_view(const at::Tensor& t);
+// An input the kernel only reads: launch_view, except that a CPU 0-dim tensor
+// (a scalar operand) is copied, so the kernel sees its value at the call.
+// Never for a destination: writes would go to the copy.
+at::Tensor launch_operand(const at::Tensor& t);
 
 // A neuron tensor of the given geometry on `device` (current stream's allocator).
 at::Tensor empty_strided_neuron(c10::IntArrayRef size, c10::IntArrayRef stride,

@@ -109,7 +109,7 @@ void fused_step(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack
     warn_narrowing(name);
   }
   // The kernel sees the tensors as they are now (addresses, not objects).
-  for (auto& a : args) a = map_tensors(a, [](const at::Tensor& t) { return launch_view(t); });
+  for (auto& a : args) a = map_tensors(a, [](const at::Tensor& t) { return launch_operand(t); });
   launch(device, name.c_str(), [op, args = std::move(args), narrow] {
     std::vector<std::pair<at::Tensor, at::Tensor>> writeback;
     Stack cpu;

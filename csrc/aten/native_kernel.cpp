@@ -756,7 +756,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   // The kernel sees the tensors as they are now (launch_view), not as the
   // caller may change them before it runs (rot90 = flip, then transpose_).
-  for (auto& a : args) a = map_tensors(a, launch_view);
+  for (auto& a : args) a = map_tensors(a, launch_operand);
   std::vector<at::Tensor> kresults;
   for (const auto& r : results) kresults.push_back(launch_view(r));
   launch(device, plan.name.c_str(),

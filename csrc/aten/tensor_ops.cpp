@@ -40,15 +40,6 @@ at::Tensor cpu_alias(const at::Tensor& t) {
 at::Tensor launch_view(const at::Tensor& t) {
   if (!t.defined()) return t;
   auto* impl = t.unsafeGetTensorImpl();
-  if (t.device().is_cpu() && t.dim() == 0) {
-    // A CPU scalar operand is read at the call, as CUDA reads it: the caller
-    // may change it before the queued kernel runs (y * s; s.add_(1)).
-    const at::Tensor src = t.is_conj() || t.is_neg() ? t.resolve_conj().resolve_neg() : t;
-    at::Tensor v = at::detail::empty_cpu({}, t.scalar_type());
-    std::memcpy(v.mutable_data_ptr(), src.const_data_ptr(), t.element_size());
-    v.unsafeGetTensorImpl()->set_wrapped_number(impl->is_wrapped_number());
-    return v;
-  }
   if (t.device().type() != kNeuron)
     return at::Tensor(impl->shallow_copy_and_detach(impl->version_counter(), true));
   const c10::Storage& src = t.storage();
@@ -60,6 +51,17 @@ at::Tensor launch_view(const at::Tensor& t) {
   auto view = c10::make_intrusive<c10::TensorImpl>(std::move(pinned), t.key_set(), t.dtype());
   view->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   return at::Tensor(std::move(view));
+}
+
+at::Tensor launch_operand(const at::Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || t.dim() != 0) return launch_view(t);
+  // A CPU scalar operand is read at the call, as CUDA reads it: the caller
+  // may change it before the queued kernel runs (y * s; s.add_(1)).
+  const at::Tensor src = t.is_conj() || t.is_neg() ? t.resolve_conj().resolve_neg() : t;
+  at::Tensor v = at::detail::empty_cpu({}, t.scalar_type());
+  std::memcpy(v.mutable_data_ptr(), src.const_data_ptr(), t.element_size());
+  v.unsafeGetTensorImpl()->set_wrapped_number(t.unsafeGetTensorImpl()->is_wrapped_number());
+  return v;
 }
 
 at::Tensor empty_strided_neuron(c10::IntArrayRef size, c10::IntArrayRef stride,

@@ -43,3 +43,16 @@ def test_cpu_scalar_operand_that_is_conjugated_or_negated():
     x = torch.ones(3, dtype=torch.complex64, device="neuron")
     assert torch.equal((x * z.conj()).cpu(), torch.ones(3, dtype=torch.complex64) * (1 - 2j))
     assert torch.equal((x * torch.neg(z)).cpu(), torch.ones(3, dtype=torch.complex64) * (-1 - 2j))
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_zero_dim_tensors_cross_both_ways(non_blocking):
+    # A 0-dim CPU tensor as a copy's destination is written, not snapshot.
+    for v in (torch.tensor(3.5), torch.tensor(-7), torch.tensor(True)):
+        d = v.to("neuron", non_blocking=non_blocking)
+        back = torch.empty_like(v)
+        back.copy_(d, non_blocking=non_blocking)
+        torch.neuron.synchronize()
+        assert torch.equal(back, v) and torch.equal(d.cpu(), v)
+    x = torch.tensor([1.0, 2.0, 4.0], device="neuron")
+    assert x.sum().cpu().item() == 7.0 and (x.sum() * 3).item() == 21.0
