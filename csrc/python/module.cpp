@@ -8,6 +8,7 @@
 
 #include "aten/compiled_launch.h"
 #include "aten/context.h"
+#include "aten/native_ops.h"
 #include "aten/stats.h"
 #include "python/distributed_bindings.h"
 #include "python/profiler_bindings.h"
@@ -169,6 +170,12 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_full_width_stats", &reset_full_width_stats);
+  // Names eager never narrows: the compile path's 64-bit policy reads them (one list).
+  m.def("_data_movement_ops", [] {
+    std::vector<std::string> out;
+    for (const char* n : kDataMovementOps) out.emplace_back(n);
+    return out;
+  });
   m.def("_narrow_64bit", &narrow_64bit_enabled);
   m.def("_set_narrow_64bit", &set_narrow_64bit);
   // torch.neuron.set_per_process_memory_fraction (torchneuron/memory.py checks the range).

@@ -269,10 +269,11 @@ def _fallback_ops(t, f):
 
 
 def test_ops_eager_runs_on_the_cpu_fallback_keep_full_width():
-    # eager narrows only the ops it computes with a neuron kernel; sort, topk, //, >>,
-    # remainder by a scalar and nan_to_num take the CPU fallback at full width, so
-    # compiled they must too (they had been narrowed: sort of 2**40 gave [0, 1, 3],
-    # x // 2**33 divided by the wrapped 0); t + 1 is native: wraps in both
+    # eager narrows only the ops it computes with a neuron kernel: >> and nan_to_num take
+    # the CPU fallback at full width, sort and topk only move values (never narrowed),
+    # and a divisor that wraps to 0 (2**33) keeps full width, so compiled they must too
+    # (they had been narrowed: sort of 2**40 gave [0, 1, 3], x // 2**33 divided by the
+    # wrapped 0); t // 7 and t + 1 are native: they wrap in both
     t = torch.tensor([2**40, 3, 2**40 + 1, -7], dtype=torch.int64)
     f = torch.tensor([3e39, 1 + 1e-12, 1.0, -3.5], dtype=torch.float64)
     args = (t.to("neuron"), f.to("neuron"))
@@ -282,8 +283,9 @@ def test_ops_eager_runs_on_the_cpu_fallback_keep_full_width():
     for i, (c, e, r) in enumerate(zip(comp, eager, cpu)):
         assert c.dtype == e.dtype == r.dtype, i
         assert torch.equal(c.cpu(), e.cpu()), (i, c.cpu(), e.cpu())
-        if i < 8:
+        if i not in (1, 8):
             assert torch.equal(c.cpu(), r), (i, c.cpu(), r)
+    assert torch.equal(comp[1].cpu(), (t.to(torch.int32) // 7).long())  # narrowed, as eager
 
 
 def _scalar_operand_ops(t, f):
@@ -327,8 +329,9 @@ def test_scalar_operand_ops_narrow_as_eager():
     assert torch.equal(eager[0], (t32 % 3).long()) and torch.equal(eager[1], (t32 | 1).long())
     assert torch.equal(eager[9], (t32 % -(2**31)).long())  # 2**31 is -2**31 at 32 bits
     cpu = _scalar_operand_ops(t, f)
-    for i in (5, 6, 7, 8):  # zero-at-32-bit divisors and floor_divide: full width
+    for i in (5, 6, 7):  # zero-at-32-bit divisors: full width
         assert torch.equal(comp[i], cpu[i]), (i, comp[i], cpu[i])
+    assert torch.equal(eager[8], (t32 // 3).long())  # floor_divide: a narrowing kernel
 
 
 def test_eager_scalar_divisor_decided_per_value():
@@ -344,18 +347,24 @@ def test_eager_scalar_divisor_decided_per_value():
 
 
 def test_same_graph_from_other_eager_ops_not_shared():
-    # x // y (eager: CPU fallback, full width) and div(x, y, rounding_mode="floor")
-    # (a neuron kernel: narrowed) reach the backend as the same graph; the graph index
+    # x // y (aten::floor_divide) and div(x, y, rounding_mode="floor")
+    # (aten::div.Tensor_mode) reach the backend as the same graph; the graph index
     # ignored the eager op the nodes came from, so the second compiled got the first's
-    # executable (3e38 / 0.1 floored: 3e39 where eager overflows float32 to inf)
+    # executable and its eager accounting (when // took the CPU fallback, its full-width
+    # result too). Each must count under its own eager name, as eager does.
     a = torch.tensor([3e38, 7.0], dtype=torch.float64).to("neuron")
     b = torch.tensor([0.1, 2.0], dtype=torch.float64).to("neuron")
     fns = (lambda x, y: x // y, lambda x, y: torch.div(x, y, rounding_mode="floor"))
     for order in (fns, fns[::-1]):
         torch._dynamo.reset()
         for f in order:
-            assert torch.equal(torch.compile(f, backend="neuron")(a, b).cpu(), f(a, b).cpu())
-    assert fns[1](a, b).cpu()[0] == float("inf") and fns[0](a, b).cpu()[0] < float("inf")
+            torch.neuron.reset_narrowing_stats()
+            want = f(a, b).cpu()
+            eager_stats = torch.neuron.narrowing_stats()
+            torch.neuron.reset_narrowing_stats()
+            assert torch.equal(torch.compile(f, backend="neuron")(a, b).cpu(), want)
+            assert torch.neuron.narrowing_stats() == eager_stats
+    assert set(eager_stats) == {"aten::floor_divide"}  # the last: fns[0]
 
 
 def _train_stats(compiled: bool):

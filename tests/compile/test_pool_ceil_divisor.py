@@ -49,3 +49,26 @@ def test_pool_matches_cpu(name, dtype):
     want = f(x)
     assert got.shape == want.shape and got.dtype == want.dtype
     torch.testing.assert_close(got, want)
+
+
+INT_POOLS = [
+    lambda t: F.avg_pool2d(t, 2),
+    lambda t: F.avg_pool2d(t, 3, stride=2, padding=1, count_include_pad=False),
+    lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=True),
+    lambda t: F.avg_pool2d(t, 3, 1, 1, divisor_override=2),
+    lambda t: F.avg_pool1d(t.flatten(2), 4),
+    lambda t: F.avg_pool3d(t.unsqueeze(2).expand(2, 3, 4, 6, 7).contiguous(), 2),
+    lambda t: F.avg_pool3d(t.unsqueeze(2).expand(2, 3, 4, 6, 7).contiguous(), 3, 2, 1, True, False),
+]
+
+
+@pytest.mark.parametrize("i", range(len(INT_POOLS)))
+def test_int64_average_pools_match_cpu(i):
+    # compiled, an int64 average pool returned float32 means; ATen's CPU kernel (and
+    # eager) divide the window sum toward zero in int64 (negative sums: -3.5 -> -3)
+    f = INT_POOLS[i]
+    x = torch.arange(2 * 3 * 6 * 7).reshape(2, 3, 6, 7) - 60
+    ref = f(x)
+    got = torch.compile(f, backend="neuron")(x.to("neuron")).cpu()
+    assert got.dtype == torch.int64 and torch.equal(got, ref), (got, ref)
+    assert torch.equal(f(x.to("neuron")).cpu(), ref)

@@ -28,7 +28,15 @@ def _broadcast_first(op):
         shape = torch.broadcast_shapes(*(t.shape for t in tensors))
         if all(tuple(t.shape) == tuple(shape) for t in tensors):
             return NotImplemented
-        ex = lambda t: aten.expand.default(t, list(shape)) if isinstance(t, torch.Tensor) else t  # noqa: E731
+        device = next((t.device for t in tensors if t.device.type != "cpu" or t.dim()), a.device)
+
+        def ex(t):
+            if not isinstance(t, torch.Tensor):
+                return t
+            if t.device != device:  # a CPU 0-dim operand (a.clamp(min=torch.tensor(2)))
+                t = aten._to_copy.default(t, device=device)
+            return aten.expand.default(t, list(shape))
+
         return op(ex(a), *(ex(t) for t in rest), **kw)
 
     return decomposition

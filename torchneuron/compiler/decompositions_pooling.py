@@ -10,7 +10,9 @@ size asks for, the pool runs with no padding and no ceil mode, and an average's 
 sums are divided by ATen's divisor: ``divisor_override``, else per output position the
 window's size clipped to the padded input (``count_include_pad=True``) or to the input
 (False), as ATen's CPU kernel (``AvgPoolKernel.cpp``). Averages of bfloat16/float16 are
-computed in float32 and rounded once, as ATen accumulates them.
+computed in float32 and rounded once, as ATen accumulates them. Integer averages are
+exact window sums divided toward zero in the input's dtype, as ATen's CPU kernel (lowered
+as they came, they returned float32 means).
 """
 
 from __future__ import annotations
@@ -36,6 +38,28 @@ def _out_size(size, k, s, p, d, ceil) -> int:
     return out
 
 
+def _window_sum(xp, k, s, outs):
+    """Sum of each pooling window of ``xp`` (already padded), one strided slice per
+    kernel offset: exact for integers, which have no pooling lowering."""
+    n, total = len(k), None
+    for offset in _offsets(k):
+        t = xp
+        for j, off in enumerate(offset):
+            dim = xp.dim() - n + j
+            t = aten.slice.Tensor(t, dim, off, off + (outs[j] - 1) * s[j] + 1, s[j])
+        total = t if total is None else aten.add.Tensor(total, t)
+    return total
+
+
+def _offsets(k):
+    if not k:
+        yield ()
+        return
+    for first in range(k[0]):
+        for rest in _offsets(k[1:]):
+            yield (first, *rest)
+
+
 def _avg_pool(n: int):
     base = aten.avg_pool2d.default if n == 2 else aten.avg_pool3d.default
 
@@ -51,7 +75,8 @@ def _avg_pool(n: int):
         k = _n(kernel_size, n)
         s = _n(stride, n) if stride else k
         p = _n(padding, n)
-        if not any(p) and not ceil_mode and divisor_override is None and stride:
+        integral = not x.dtype.is_floating_point
+        if not integral and not any(p) and not ceil_mode and divisor_override is None and stride:
             return NotImplemented  # the plain form, lowered right
         sizes = list(x.shape[-n:])
         outs = [_out_size(sz, kk, ss, pp, 1, ceil_mode) for sz, kk, ss, pp in zip(sizes, k, s, p)]
@@ -61,15 +86,18 @@ def _avg_pool(n: int):
             pads += [pp, max(r, 0)]
         low = x.dtype in (torch.bfloat16, torch.float16)
         xf = aten._to_copy.default(x, dtype=torch.float32) if low else x
-        xp = aten.constant_pad_nd.default(xf, pads, 0.0)
-        mean = base(xp, k, s, [0] * n, False, True, None)
-        total = aten.mul.Tensor(mean, math.prod(k))
+        xp = aten.constant_pad_nd.default(xf, pads, 0)
+        if integral:  # exact window sums (a float pool rounds past 2**24)
+            total = _window_sum(xp, k, s, outs)
+        else:
+            total = aten.mul.Tensor(base(xp, k, s, [0] * n, False, True, None), math.prod(k))
+        div_dtype = torch.int64 if integral else torch.float32
         if divisor_override is not None:
-            y = aten.div.Tensor(total, divisor_override)
+            div = divisor_override
         else:
             div = None
             for j in range(n):
-                o = aten.arange.start_step(0, outs[j], 1, dtype=torch.float32, device=x.device)
+                o = aten.arange.start_step(0, outs[j], 1, dtype=div_dtype, device=x.device)
                 start = aten.sub.Tensor(aten.mul.Tensor(o, s[j]), p[j])
                 end = aten.clamp_max.default(aten.add.Tensor(start, k[j]), sizes[j] + p[j])
                 if count_include_pad:
@@ -81,7 +109,10 @@ def _avg_pool(n: int):
                 shape = [outs[j] if i == j else 1 for i in range(n)]
                 size = aten.view.default(size, shape)
                 div = size if div is None else aten.mul.Tensor(div, size)
-            y = aten.div.Tensor(total, div)
+        if integral:  # ATen's CPU kernel: integer division (toward zero), in x's dtype
+            y = aten.div.Tensor_mode(total, div, rounding_mode="trunc")
+            return aten._to_copy.default(y, dtype=x.dtype)
+        y = aten.div.Tensor(total, div)
         return aten._to_copy.default(y, dtype=x.dtype) if low else y
 
     return avg_pool

@@ -103,14 +103,11 @@ def _raised_at(frames: list, user_file: str | None):
 
 #: (pattern in the exception message, hint) for failures with a known way around them.
 HINTS: list[tuple[str, str]] = [
-    # nn.TransformerEncoderLayer's fused inference fast path has no StableHLO lowering, and
-    # enable_nested_tensor=False does not avoid it (nn.MultiheadAttention alone compiles)
     (
-        "_transformer_encoder_layer_fwd",
-        "nn.TransformerEncoderLayer's fused fast path "
-        "(aten._transformer_encoder_layer_fwd) does not compile: call "
-        "torch.backends.mha.set_fastpath_enabled(False) before running the model "
-        "(enable_nested_tensor=False alone does not avoid it)",
+        "failed to legalize operation",
+        "the compile path has no lowering for this operator: --mode eager checks the model "
+        "without compiling, and torch.compile(..., options={'fallback_execution': True}) "
+        "runs such a graph eagerly on neuron",
     ),
     (
         "nested",

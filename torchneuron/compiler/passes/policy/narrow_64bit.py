@@ -42,14 +42,13 @@ aten = torch.ops.aten
 _NARROW = {torch.float64: torch.float32, torch.int64: torch.int32}
 _F32_MAX = float(torch.finfo(torch.float32).max)
 
-# Base names (no overload) never narrowed: eager's kDataMovementOps with their
-# functional forms, plus what eager does not compute through a narrowing kernel.
-_EXEMPT = frozenset(
+# Base names (no overload) never narrowed: eager's data-movement ops (read from the
+# extension, one list) with their functional forms, plus what eager does not compute
+# through a narrowing kernel (views, copies, creation, draws).
+_EXEMPT_COMPILED = frozenset(
     """
-cat stack index_select gather take flip roll repeat tril triu constant_pad_nd
-reflection_pad1d reflection_pad2d replication_pad1d replication_pad2d where masked_fill
-masked_scatter index index_put _index_put_impl index_fill index_copy scatter
-upsample_nearest2d _unsafe_index _unsafe_index_put embedding
+masked_fill masked_scatter index_put _index_put_impl index_fill index_copy
+_unsafe_index _unsafe_index_put embedding
 slice_scatter select_scatter diagonal_scatter as_strided_scatter
 view _unsafe_view reshape expand permute transpose t slice select squeeze unsqueeze alias
 as_strided split split_with_sizes unbind clone _to_copy copy lift_fresh_copy detach
@@ -60,6 +59,15 @@ scalar_tensor new_zeros new_ones new_full new_empty fill zero
 rand rand_like randn randn_like randint randint_like bernoulli uniform normal random
 """.split()
 )
+
+
+@functools.cache
+def _exempt() -> frozenset:
+    from .... import _C
+
+    return _EXEMPT_COMPILED | {n.rstrip("_") for n in _C._data_movement_ops()}
+
+
 _INDEX_ARGS = frozenset(("index", "indices", "offsets", "target"))
 
 
@@ -187,12 +195,21 @@ def eager_op_name(target: torch._ops.OpOverload) -> str:
     return s.name + (f".{s.overload_name}" if s.overload_name else "")
 
 
+def _is_backward_graph(g: torch.fx.Graph) -> bool:
+    """AOTAutograd's backward graphs take the gradients as ``tangents_*`` inputs."""
+    return any(n.op == "placeholder" and n.name.startswith("tangents_") for n in g.nodes)
+
+
 def _eager_calls(g: torch.fx.Graph) -> dict:
     """node -> (call number, eager op name) of the eager call it comes from, so an op that
     AOTAutograd decomposed (layer_norm into mean, sub, ...) is counted once, under the
     name eager counts it by. A call is a run of consecutive nodes traced from one
-    Dynamo node (``from_node``) and one ATen op (``original_aten``)."""
-    out, prev, k = {}, None, 0
+    Dynamo node (``from_node``) and one ATen op (``original_aten``). Forward nodes the
+    min-cut partitioner recomputes in a backward graph (they keep their ``from_node``;
+    backward nodes have none) get negative call numbers: eager ran them once, in the
+    forward, so they are decided as eager decides but not counted again."""
+    out, prev, k, recomputed = {}, None, 0, {}
+    backward = _is_backward_graph(g)
     for n in g.nodes:
         if n.op != "call_function":
             continue
@@ -200,6 +217,10 @@ def _eager_calls(g: torch.fx.Graph) -> dict:
         op = n.meta.get("original_aten")  # a copy of the op (the graph was copied)
         if not isinstance(op, torch._ops.OpOverload):
             op = n.target if isinstance(n.target, torch._ops.OpOverload) else None
+        if backward and src:  # recomputed forward node: decided as eager, not counted
+            name = _eager_kernel(eager_op_name(op))[1] if op is not None else None
+            out[n] = (recomputed.setdefault((src[0].name, name), -1 - len(recomputed)), name)
+            continue
         # backward nodes have no from_node; AOTAutograd's seq_nr ties a decomposed
         # backward op's nodes together (gelu_backward counted 22 times for 2 calls)
         seq = n.meta.get("seq_nr")
@@ -270,7 +291,7 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
         if not isinstance(n.target, torch._ops.OpOverload):
             continue
         schema = n.target._schema
-        if schema.name.split("::")[-1].rstrip("_") in _EXEMPT:
+        if schema.name.split("::")[-1].rstrip("_") in _exempt():
             continue
         if not _native_in_eager(calls[n][1]):
             continue  # eager runs that op on the CPU fallback, at full width
@@ -340,8 +361,9 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
             widen(n, old_val.dtype)
     g.eliminate_dead_code()
     live = set(g.nodes)
-    narrowed_calls = {calls[n] for n in narrowed if n in live}
-    full_calls = {calls[n] for n in full_width if n in live} - narrowed_calls
+    narrowed_calls = {calls[n] for n in narrowed if n in live and calls[n][0] > 0}
+    full_calls = {calls[n] for n in full_width if n in live and calls[n][0] > 0}
+    full_calls -= narrowed_calls
 
     def count(cs):
         c = collections.Counter(name for _, name in cs)
