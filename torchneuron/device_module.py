@@ -265,6 +265,23 @@ def reset_narrowing_stats() -> None:
     _C._reset_narrowing_stats()
 
 
+def kernel_signature_stats() -> dict[str, int]:
+    """``{op_name: count}`` of kernel signatures first seen since the last reset.
+
+    On Trainium every eager op with a new signature compiles a kernel before it runs
+    (then cached): the signature is the op, its tensor arguments' dtypes and shapes, and
+    its static attributes (ints, bools, strings such as ``dim``); floats and CPU scalar
+    tensors are runtime operands and do not count. Native device kernels only (not CPU
+    fallbacks, copies or compiled graphs). A loop whose shapes change every step keeps
+    adding signatures: read this after warm-up to see the compiles it would pay."""
+    return _C._kernel_signature_stats()
+
+
+def reset_kernel_signature_stats() -> None:
+    """Zero the counts; signatures already seen stay cached and are not counted again."""
+    _C._reset_kernel_signature_stats()
+
+
 def full_width_stats() -> dict[str, int]:
     """``{op_name: calls}`` of operators with float64/int64 inputs computed at
     full width because the narrowed dtype has no kernel (int64 convolution and

@@ -28,6 +28,7 @@
 
 #include "aten/context.h"
 #include "aten/ivalue_tensors.h"
+#include "aten/kernel_signatures.h"
 #include "aten/native_ops.h"
 #include "aten/stats.h"
 #include "runtime/activity.h"
@@ -699,6 +700,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   bool narrow = wants_narrowing(plan, s, *stack, base);
 
   if (plan.sync) {
+    note_kernel_signature(plan.name, *stack, base, plan.num_args);
     if (narrow) note_narrowing(plan.name);
     return run_sync(op, plan, stack, device, narrow);
   }
@@ -708,6 +710,8 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   std::string key = geometry_key(op, *stack, base, plan.num_args);
   std::shared_ptr<const Geometry> geo = geometry_cache().find(key);
   if (!geo) {
+    // A new signature implies a new geometry key (the key is finer): counted here only.
+    note_kernel_signature(plan.name, *stack, base, plan.num_args);
     auto g = probe_geometry(op, plan, *stack, base, narrow, device);
     if (!g) {
       if (narrow) note_narrowing(plan.name);

@@ -8,6 +8,7 @@
 
 #include "aten/compiled_launch.h"
 #include "aten/context.h"
+#include "aten/kernel_signatures.h"
 #include "aten/native_ops.h"
 #include "aten/stats.h"
 #include "python/distributed_bindings.h"
@@ -158,6 +159,12 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_narrowing_stats", &reset_narrowing_stats);
+  m.def("_kernel_signature_stats", [] {
+    py::dict out;
+    for (const auto& [op, n] : kernel_signature_stats()) out[py::str(op)] = n;
+    return out;
+  });
+  m.def("_reset_kernel_signature_stats", &reset_kernel_signature_stats);
   // ((op, calls), ...) of one compiled launch; TORCH_WARN reaches Python as a warning
   m.def("_note_compiled_narrowing",
         [](const std::vector<std::pair<std::string, int64_t>>& ops, bool full_width) {
