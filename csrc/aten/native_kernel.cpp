@@ -167,7 +167,9 @@ const Plan& plan_for(const c10::OperatorHandle& op) {
         if (s.arguments()[i].name() == "indices" || s.arguments()[i].name() == "index")
           p->host_indices = int(i);
   if (!p->returns_tensors_only) p->sync = true;
-  if (!p->writes_args && !p->compute_op) p->out_op = find_out_variant(s);
+  bool resizing_out = false;
+  for (const char* n : kResizingOutOps) resizing_out = resizing_out || base == n;
+  if (!p->writes_args && !p->compute_op && !resizing_out) p->out_op = find_out_variant(s);
   if (p->num_out > 0) p->functional_op = find_functional_variant(s, p->num_out);
   slot = std::move(p);
   return *slot;
@@ -854,6 +856,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     auto h =
         d.findOp({"aten::" + n.substr(0, dot), dot == std::string::npos ? "" : n.substr(dot + 1)});
     if (!h || h->schema().is_mutable()) continue;
+    bool resizing_out = false;
+    for (const char* r : kResizingOutOps) resizing_out = resizing_out || n == r;
+    if (resizing_out) continue;
     if (auto o = find_out_variant(h->schema())) {
       std::string name = o->schema().name().substr(6) + "." + o->schema().overload_name();
       if (!listed.count(name)) outs.insert(name);

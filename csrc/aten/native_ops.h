@@ -403,12 +403,14 @@ inline constexpr const char* kNativeOps[] = {
     "_masked_softmax",
     "_transform_bias_rescale_qkv",
     // losses, selection and padding that training and decoding programs hit
-    // (issue 25): the backwards of the regression and BCE losses (their reducing
-    // forwards stay on the CPU fallback: the out= CPU kernel, which the native
-    // kernel uses for contiguous inputs, computes the elementwise loss into the
-    // 0-dim out and resizes it, which device memory refuses), log_sigmoid
+    // (issue 25): the regression and BCE losses and their backwards (the
+    // forwards without their out= kernel: kResizingOutOps), log_sigmoid
     // (BCEWithLogits), top-k and stable sort (generate's sampling), floor_divide,
     // embedding_bag, reflection/replication padding of every rank
+    "mse_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "binary_cross_entropy",
     "mse_loss_backward",
     "mse_loss_backward.grad_input",
     "smooth_l1_loss_backward",
@@ -482,6 +484,17 @@ inline constexpr const char* kSyncNativeOps[] = {
     "allclose",
     "nonzero_static",
     "_nested_tensor_from_mask_left_aligned",  // nn.TransformerEncoder's fast-path check
+};
+
+// Reducing losses whose out= CPU kernel computes the elementwise loss into
+// the (0-dim) out and then resizes it, which device memory refuses: computed
+// with their functional CPU kernel, and their out= overloads left to the CPU
+// fallback (which resizes a host copy).
+inline constexpr const char* kResizingOutOps[] = {
+    "mse_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "binary_cross_entropy",
 };
 
 // Operators that exist for out-of-tree backends, computed with the CPU

@@ -1,9 +1,10 @@
 """The losses, selection and padding ops training and decoding programs hit run
 natively on neuron (no CPU fallback) with the CPU's results, gradients included.
+The reducing forwards of mse/smooth_l1/huber/binary_cross_entropy run without their out=
+CPU kernel (it resizes its 0-dim out, which device memory refuses); their out= overloads
+take the CPU fallback."""
 
-Not yet native: the reducing forwards of mse/smooth_l1/huber/binary_cross_entropy
-(their out= CPU kernel resizes its 0-dim out, which device memory refuses; they take
-the CPU fallback, their backwards are native)."""
+import warnings
 
 import pytest
 import torch
@@ -40,16 +41,6 @@ CASES = {
 }
 
 
-# the reducing forward's CPU fallback (see the module docstring; mse and smooth_l1 reach it
-# through their out= form); nothing else falls back
-FORWARD_FALLBACK = {
-    "mse_loss": {"aten::mse_loss.out"},
-    "smooth_l1_loss": {"aten::smooth_l1_loss.out"},
-    "huber_loss": {"aten::huber_loss"},
-    "binary_cross_entropy": {"aten::binary_cross_entropy"},
-}
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_loss_and_padding_forward_backward_native(name):
     fn = CASES[name]
@@ -62,7 +53,7 @@ def test_loss_and_padding_forward_backward_native(name):
     out = fn(xn, t.to("neuron"))
     out.backward()
     torch.neuron.synchronize()
-    assert set(torch.neuron.fallback_stats()) == FORWARD_FALLBACK.get(name, set()), name
+    assert torch.neuron.fallback_stats() == {}, name
     torch.testing.assert_close(out.cpu(), ref)
     torch.testing.assert_close(xn.grad.cpu(), xc.grad)
 
@@ -113,3 +104,25 @@ def test_embedding_bag_native(mode):
     assert torch.neuron.fallback_stats() == {}
     torch.testing.assert_close(out.cpu(), ref)
     torch.testing.assert_close(bn.weight.grad.cpu(), bag.weight.grad)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_reducing_losses_every_reduction_and_out(reduction):
+    x, t = _r(3, 5, lo=-2, hi=2), _r(3, 5)
+    xn, tn = x.to("neuron"), t.to("neuron")
+    torch.neuron.reset_fallback_stats()
+    for f in (
+        lambda a, b: F.mse_loss(a, b, reduction=reduction),
+        lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=0.5),
+        lambda a, b: F.huber_loss(a, b, reduction=reduction, delta=0.5),
+        lambda a, b: F.binary_cross_entropy(torch.sigmoid(a), b, reduction=reduction),
+    ):
+        with warnings.catch_warnings():  # the fallback's resize warning (issue 23) is gone
+            warnings.simplefilter("error")
+            got = f(xn, tn)
+        torch.testing.assert_close(got.cpu(), f(x, t))
+    assert torch.neuron.fallback_stats() == {}
+    # the out= overload (fallback: its CPU kernel resizes the out)
+    out = torch.empty(0, device="neuron")
+    torch._C._nn.mse_loss(xn, tn, 1, out=out)
+    torch.testing.assert_close(out.cpu(), F.mse_loss(x, t))
