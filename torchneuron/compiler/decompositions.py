@@ -414,6 +414,20 @@ def any_uint8(op):
     return decomposition
 
 
+def _arg_over_all(op):
+    """``argmax``/``argmin`` with ``dim=None`` as the same op over the flattened tensor
+    (dim 0): the lowering left a ``torch.constant.bool`` over for it (argmax of a 0-dim
+    tensor failed to compile). ``keepdim`` keeps every dim as size 1, as ATen."""
+
+    def decomposition(x, dim=None, keepdim=False):
+        if dim is not None:
+            return _widen_unsigned(op, ())(x, dim, keepdim)
+        r = op(aten.reshape.default(x, [-1]), 0, False)
+        return aten.reshape.default(r, [1] * x.dim()) if keepdim else r
+
+    return decomposition
+
+
 _WIDENED = {
     aten.amax.default: None,
     aten.amin.default: None,
@@ -421,8 +435,6 @@ _WIDENED = {
     aten.min.default: None,
     aten.max.dim: (0,),
     aten.min.dim: (0,),
-    aten.argmax.default: (),
-    aten.argmin.default: (),
 }
 
 
@@ -531,6 +543,7 @@ def _foreach_table() -> dict:
 _OURS = {
     **{op: _scalar_as_tensor(t) for op, t in _SCALAR_OPS.items()},
     **{op: _widen_unsigned(op, at) for op, at in _WIDENED.items()},
+    **{op: _arg_over_all(op) for op in (aten.argmax.default, aten.argmin.default)},
     **{op: _shift(t) for op, t in _SHIFT_OPS.items()},
     _RIGHT.Tensor: _shift(_RIGHT.Tensor, itself=True),
     _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),

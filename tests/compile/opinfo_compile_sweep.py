@@ -1,0 +1,214 @@
+"""The compile path against PyTorch's OpInfo samples (issue 24).
+
+For every OpInfo of ``op_db`` (bar random, uninitialised and sparse ones) and a dtype
+the CPU supports, the first samples of ``sample_inputs`` (0-dim, broadcasting,
+keyword variants, whatever the OpInfo chose) are compiled with backend ``neuron`` on
+neuron tensors and compared with the same call on the CPU. Each (op, dtype) ends in one
+outcome:
+
+- ``match``: every sample matched the CPU (assert_close at the dtype's tolerance);
+- ``refused``: a ``NeuronCompileError`` named the op it cannot lower (the contract for
+  what the compile path does not support);
+- ``mismatch``: a compiled result differs from the CPU (a silent error);
+- ``error``: anything else raised (a crash of the compile path).
+
+``grad`` runs float32 samples that require grad and compares the gradients of the
+sum of the floating outputs too. Used by tests/compile/test_opinfo_compile.py (a subset
+in ``make test``) and by ``python tests/compile/opinfo_compile_sweep.py [dtype ...]``
+(every case, about a second each: the rates and lists).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import sys
+
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+import torchneuron  # noqa: F401
+
+MAX_SAMPLES = 3
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.int64}
+# assert_close's defaults for float32; bfloat16: two units in the last place (a
+# compiled graph rounds once where ATen's CPU kernels may round per op).
+TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1e-2), torch.int64: (0, 0)}
+_RANDOM = (
+    "rand",
+    "normal",
+    "bernoulli",
+    "multinomial",
+    "uniform",
+    "dropout",
+    "exponential",
+    "cauchy",
+    "geometric",
+    "log_normal",
+    "poisson",
+    "rrelu",
+)
+_UNINITIALISED = {
+    "empty",
+    "empty_like",
+    "new_empty",
+    "new_empty_strided",
+    "empty_strided",
+    "empty_permuted",
+    "resize_",
+    "resize_as_",
+}
+
+
+def op_id(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+OPS = {op_id(op): op for op in op_db}
+
+
+def skip_reason(op) -> str | None:
+    if op.name in _UNINITIALISED:
+        return "uninitialised result"
+    if any(w in op.name for w in _RANDOM):
+        return "random"
+    if op.name.startswith(("sparse.", "to_sparse")) or "sparse" in (op.variant_test_name or ""):
+        return "sparse layout"
+    return None
+
+
+def cases(dtype_names=tuple(DTYPES), grad=True) -> list[tuple[str, str]]:
+    """(op id, dtype name or "grad") of every case the CPU supports."""
+    out = []
+    for oid, op in OPS.items():
+        if skip_reason(op):
+            continue
+        cpu = op.supported_dtypes("cpu")
+        out += [(oid, n) for n in dtype_names if DTYPES[n] in cpu]
+        if grad and op.supports_autograd and torch.float32 in op.supported_backward_dtypes("cpu"):
+            out.append((oid, "grad"))
+    return out
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str  # match | refused | mismatch | error | no_samples
+    detail: str = ""
+
+
+def _to_neuron(x):
+    if isinstance(x, torch.Tensor):
+        t = x.detach().to("neuron")
+        return t.requires_grad_() if x.requires_grad else t
+    if isinstance(x, torch.device) and x.type == "cpu" or x == "cpu":
+        return "neuron"
+    return x
+
+
+def _as_function(op, sample):
+    """(f, tensors): ``f(*tensors)`` makes the sample's call; other leaves are constants."""
+    leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+    where = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
+
+    def f(*ts):
+        vals = list(leaves)
+        for i, t in zip(where, ts):
+            vals[i] = t
+        inp, args, kwargs = tree_unflatten(vals, spec)
+        return op(inp, *args, **kwargs)
+
+    return f, [leaves[i] for i in where]
+
+
+def _floating_sum(out):
+    ts = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    ts = [t for t in ts if t.is_floating_point() and t.requires_grad]
+    return sum(t.sum() for t in ts) if ts else None
+
+
+def _grads(f, ts):
+    out = f(*ts)
+    loss = _floating_sum(out)
+    inputs = [t for t in ts if t.requires_grad]
+    if loss is None or not inputs:
+        return None
+    return torch.autograd.grad(loss, inputs, allow_unused=True)
+
+
+def _refusal(e: BaseException) -> str | None:
+    """The op a NeuronCompileError names, else None."""
+    while e is not None:
+        if type(e).__name__ == "NeuronCompileError":
+            msg = str(e)
+            i = msg.find("aten")
+            return msg[i : i + 80].split()[0].rstrip(",") if i >= 0 else msg[:80]
+        e = getattr(e, "inner_exception", None) or e.__cause__
+    return None
+
+
+def _compare(got, ref, dtype) -> str | None:
+    got = [g.detach().cpu() if isinstance(g, torch.Tensor) else g for g in tree_flatten(got)[0]]
+    ref = [r.detach() if isinstance(r, torch.Tensor) else r for r in tree_flatten(ref)[0]]
+    rtol, atol = TOL.get(dtype, (1e-5, 1e-5))
+    try:
+        torch.testing.assert_close(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+    except AssertionError as e:
+        return str(e).strip().splitlines()[0][:200]
+    return None
+
+
+def run_case(oid: str, dtype_name: str, max_samples: int = MAX_SAMPLES) -> Outcome:
+    op = OPS[oid]
+    grad = dtype_name == "grad"
+    dtype = torch.float32 if grad else DTYPES[dtype_name]
+    n = 0
+    for sample in op.sample_inputs("cpu", dtype, requires_grad=grad):
+        if n == max_samples:
+            break
+        f, ts = _as_function(op, sample)
+        try:
+            ref = _grads(f, ts) if grad else f(*ts)
+        except Exception:  # noqa: BLE001  (not a valid call on the CPU either)
+            continue
+        if grad and ref is None:
+            continue
+        n += 1
+        dev = [_to_neuron(t) for t in ts]
+        torch._dynamo.reset()
+        g = torch.compile(f, backend="neuron")
+        try:
+            got = _grads(g, dev) if grad else g(*dev)
+            torch.neuron.synchronize()
+        except Exception as e:  # noqa: BLE001
+            op_named = _refusal(e)
+            if op_named:
+                return Outcome("refused", op_named)
+            return Outcome("error", f"{type(e).__name__}: {str(e).strip()[:200]}")
+        bad = _compare(got, ref, dtype)
+        if bad:
+            return Outcome("mismatch", f"sample {n}: {bad}")
+    return Outcome("match" if n else "no_samples")
+
+
+def main(argv: list[str]) -> None:
+    """Run every case (or those of the dtypes named) and print the rates and lists."""
+    names = argv or [*DTYPES, "grad"]
+    results = collections.defaultdict(dict)
+    for oid, d in cases([n for n in names if n in DTYPES], grad="grad" in names):
+        results[d][oid] = run_case(oid, d)
+        print(d, oid, results[d][oid].status, results[d][oid].detail, flush=True)
+    print("\n| dtype | cases | match | refused | mismatch | error | match rate |")
+    print("|---|---|---|---|---|---|---|")
+    for d, rs in results.items():
+        c = collections.Counter(o.status for o in rs.values())
+        total = sum(v for k, v in c.items() if k != "no_samples")
+        rate = 100 * c["match"] / total if total else 0
+        print(
+            f"| {d} | {total} | {c['match']} | {c['refused']} | {c['mismatch']} | "
+            f"{c['error']} | {rate:.1f} % |"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
