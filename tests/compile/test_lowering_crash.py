@@ -27,6 +27,10 @@ REDUCTIONS = {
     "any": lambda a: (a > 3).any(0),
     "cumsum": lambda a: a.cumsum(0),
     "sum no keepdim": lambda a: a.sum(0),
+    # full reductions with keepdim (amax's backward sums this way): crashed too
+    "sum all keepdim": lambda a: torch.ops.aten.sum.dim_IntList(a, [], True),
+    "sum None keepdim": lambda a: torch.ops.aten.sum.dim_IntList(a, None, True),
+    "amax all keepdim": lambda a: a.amax([], keepdim=True),
 }
 
 

@@ -41,6 +41,7 @@ SUBSET = {
     ("nn.functional.layer_norm", "float32"): "match",
     ("softmax", "grad"): "match",
     ("nn.functional.gelu", "grad"): "match",
+    ("amax", "grad"): "match",  # its backward: a keepdim full sum of a 0-dim tensor crashed
     ("where", "float32"): "match",
     ("index_select", "int64"): "match",
     # what the compile path refuses, naming the op

@@ -5,6 +5,8 @@ a 0-dim result. torch-mlir's lowering did not: with ``keepdim=True``, ``sum``, `
 ``amax``, ``amin``, ``argmax``, ``argmin``, ``logsumexp``, ``nansum``, ``nanmean`` and the
 ``masked.*`` reductions killed the process (SIGSEGV inside the StableHLO conversion);
 ``any``/``all``/``cumsum`` of a 0-dim tensor failed to lower ("Out-of-bounds dimension 0").
+A full reduction (``dim=None``/``[]``) with ``keepdim=True`` crashed too (``amax``'s
+backward sums that way).
 Each such node gets its input viewed as ``(1,)``, its ``dim`` arguments set to 0 and
 ``keepdim`` to False; each tensor result is viewed back as 0-dim (ATen's shape).
 """
@@ -45,9 +47,17 @@ def _candidate(n: torch.fx.Node):
         return None
     pos, name = dims[0]
     given = n.kwargs.get(name, n.args[pos] if pos < len(n.args) else None)
-    if given is None or given == []:
-        return None  # a full reduction: already 0-dim in, 0-dim out
+    if (given is None or given == []) and not _keepdim(n):
+        return None  # a full reduction without keepdim: lowered right
     return pos, name
+
+
+def _keepdim(n: torch.fx.Node) -> bool:
+    names = [a.name for a in n.target._schema.arguments]
+    if "keepdim" in n.kwargs:
+        return bool(n.kwargs["keepdim"])
+    i = names.index("keepdim") if "keepdim" in names else len(n.args)
+    return bool(n.args[i]) if i < len(n.args) else False
 
 
 def zero_dim_reductions(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
@@ -64,15 +74,16 @@ def zero_dim_reductions(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
                 one = fake_node(g, aten.view.default, (n.args[0], [1]))
             args, kwargs = list(n.args), dict(n.kwargs)
             args[0] = one
-            zero = (
-                [0]
-                if isinstance(kwargs.get(name, args[pos] if pos < len(args) else 0), (list, tuple))
-                else 0
-            )
+            # int[] (also int[]? of a full reduction with keepdim: sum.dim_IntList in a
+            # backward graph crashed) or int
+            listed = "List" in str(n.target._schema.arguments[pos].type)
+            zero = [0] if listed else 0
             if name in kwargs:
                 kwargs[name] = zero
-            else:
+            elif pos < len(args):
                 args[pos] = zero
+            else:
+                kwargs[name] = zero
             schema_names = [a.name for a in n.target._schema.arguments]
             if "keepdim" in kwargs:
                 kwargs["keepdim"] = False
