@@ -173,3 +173,24 @@ def test_randint_follows_manual_seed():
     y0, _ = _reference_words(key, 4096, 0)
     assert torch.equal(a, 3 + y0 % 1000) and not torch.equal(a, b)
     assert a.min() >= 3 and a.max() < 1003
+
+
+def test_rng_state_calls_inside_a_compiled_function_run_eagerly():
+    # PyTorch's freeze_rng_state() (OpInfo's wrapper_set_seed) saves and restores the
+    # accelerator's state inside the function: traced, set_rng_state under no_dispatch
+    # failed to compile (a graph break now, as torch.cuda's calls are)
+    from torch.testing._utils import freeze_rng_state
+
+    def f(x):
+        with freeze_rng_state():
+            torch.neuron.manual_seed(3)
+            y = torch.rand(4, device="neuron") + x
+        return y, torch.rand(4, device="neuron")
+
+    x = torch.zeros(4, device="neuron")
+    torch.neuron.manual_seed(0)
+    want = [t.cpu() for t in f(x)]
+    torch.neuron.manual_seed(0)
+    got = [t.cpu() for t in torch.compile(f, backend="neuron")(x)]
+    torch.testing.assert_close(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1])  # the state was restored, as in eager
