@@ -408,3 +408,35 @@ def test_division_by_a_cpu_scalar_tensor_input_keeps_full_width():
             assert torch.equal(g.cpu(), r), (d, g.cpu(), r)
         if d != 3:  # eager narrows x % 3 (its dividends past int32 wrap), not these
             assert torch.equal(got[0].cpu(), (x.to("neuron") % torch.tensor(d)).cpu()), d
+
+
+def test_decomposed_index_arguments_keep_full_width_as_in_eager():
+    # cross_entropy's int64 target and the embedding backward's indices are index
+    # arguments, never narrowed in eager; compiled, their decompositions compute with
+    # them under other names and had narrowed them (nll_loss_forward/backward and
+    # embedding_dense_backward counted in narrowing_stats)
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 5).to("neuron")
+    x = torch.randn(4, 5).to("neuron")
+    t = torch.tensor([0, 4, 2, 1]).to("neuron")
+    idx = torch.tensor([[1, 2], [3, 9]]).to("neuron")
+
+    def f(x, t, idx):
+        return torch.nn.functional.cross_entropy(x + emb(idx).sum(1).mean(0), t)
+
+    runs = []
+    for g in (f, torch.compile(f, backend="neuron")):
+        emb.zero_grad()
+        xx = x.clone().requires_grad_()
+        torch.neuron.reset_narrowing_stats()
+        loss = g(xx, t, idx)
+        loss.backward()
+        torch.neuron.synchronize()
+        runs.append(
+            (loss.cpu(), xx.grad.cpu(), emb.weight.grad.cpu(), torch.neuron.narrowing_stats())
+        )
+    (le, ge, we, se), (lc, gc, wc, sc) = runs
+    assert se == {} and sc == {}
+    torch.testing.assert_close(lc, le)
+    torch.testing.assert_close(gc, ge)
+    torch.testing.assert_close(wc, we)

@@ -71,6 +71,15 @@ def _exempt() -> frozenset:
 _INDEX_ARGS = frozenset(("index", "indices", "offsets", "target"))
 
 
+@functools.cache
+def _has_index_args(name) -> bool:
+    """Whether eager op ``name`` (``aten::nll_loss_forward``) takes an index argument."""
+    if not name:
+        return False
+    schemas = torch._C._jit_get_schemas_for_operator(name.split(".")[0])
+    return any(a.name in _INDEX_ARGS for s in schemas for a in s.arguments)
+
+
 _compiling = threading.local()
 
 
@@ -300,14 +309,22 @@ def narrow_64bit(gm: torch.fx.GraphModule, plan, example_inputs) -> None:
                 full_width.append(n)
             continue
         names = [a.name for a in schema.arguments]
+        # A node decomposed from an op with index arguments (nll_loss's target,
+        # embedding_dense_backward's indices): its int64 values are those indices, which
+        # eager never narrows (the decomposition computes with them under other names).
+        keep_ints = eager_op_name(n.target) != calls[n][1] and _has_index_args(calls[n][1])
+
+        def narrows(a) -> bool:
+            return _is_wide(a) and not (keep_ints and _val(a).dtype == torch.int64)
+
         new_args, narrowed_dtypes = list(n.args), set()
         for i, a in enumerate(n.args):
-            if i < len(names) and names[i] not in _INDEX_ARGS and _is_wide(a):
+            if i < len(names) and names[i] not in _INDEX_ARGS and narrows(a):
                 narrowed_dtypes.add(_val(a).dtype)
                 new_args[i] = as_narrow(a)
         new_kwargs = dict(n.kwargs)
         for k, a in n.kwargs.items():
-            if k not in _INDEX_ARGS and _is_wide(a):
+            if k not in _INDEX_ARGS and narrows(a):
                 narrowed_dtypes.add(_val(a).dtype)
                 new_kwargs[k] = as_narrow(a)
         if not narrowed_dtypes:
