@@ -239,3 +239,12 @@ def test_trunc_keeps_the_sign_of_zero_as_cpu():
         ),
         x,
     )
+
+
+def test_addmv_beta_zero_ignores_nan_in_self():
+    # addmv had no lowering; PyTorch's decomposition keeps ATen's beta=0 rule
+    m, v = torch.randn(3, 4), torch.randn(4)
+    s = torch.tensor([float("nan"), 1.0, 2.0])
+    f = lambda s, m, v: torch.addmv(s, m, v, beta=0, alpha=2)  # noqa: E731
+    got = torch.compile(f, backend="neuron")(s.to("neuron"), m.to("neuron"), v.to("neuron"))
+    torch.testing.assert_close(got.cpu(), f(s, m, v))

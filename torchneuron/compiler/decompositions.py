@@ -26,6 +26,7 @@ aten = torch.ops.aten
 _EXTRA = [
     aten.native_dropout,  # -> rand_like < p: random ops become inputs (passes/)
     aten.bernoulli.p,
+    aten.addmv,  # beta * self + alpha * (mat @ vec): torch-mlir has no lowering for addmv
 ]
 
 
