@@ -98,8 +98,13 @@ class Outcome:
 
 
 def _to_neuron(x):
+    """``x`` on neuron with the same storage, strides and offset (as_strided samples
+    address the whole storage)."""
     if isinstance(x, torch.Tensor):
-        t = x.detach().to("neuron")
+        if x.layout != torch.strided:
+            return x.detach().to("neuron")
+        flat = torch.empty(0, dtype=x.dtype).set_(x.detach().untyped_storage())
+        t = flat.to("neuron").as_strided(x.size(), x.stride(), x.storage_offset())
         return t.requires_grad_() if x.requires_grad else t
     if isinstance(x, torch.device) and x.type == "cpu" or x == "cpu":
         return "neuron"
