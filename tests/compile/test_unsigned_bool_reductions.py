@@ -1,8 +1,8 @@
 """uint8 comparisons and max/min-like reductions, and ``all``/``any`` over several dims,
 in compiled graphs against the CPU. torch-mlir lowered uint8 as signed (``u.max()`` of
 small values gave 128, ``u > 100`` failed XLA's verifier: lowering.unsigned_compares,
-decompositions._widen_unsigned) and had no lowering for ``aten.any.dims``, which
-``all()`` and ``F.one_hot`` decompose into (decompositions.any_dims). bool reductions and compares went the same way (a
+decompositions_reductions._widen_unsigned) and had no lowering for ``aten.any.dims``, which
+``all()`` and ``F.one_hot`` decompose into (decompositions_reductions.any_dims). bool reductions and compares went the same way (a
 bool ``max(dim)`` of a False row gave True)."""
 
 import pytest
