@@ -49,6 +49,7 @@ _RANDOM = (
     "poisson",
     "rrelu",
 )
+_CPU_ARGS = {"tensor_split"}
 _UNINITIALISED = {
     "empty",
     "empty_like",
@@ -179,7 +180,8 @@ def run_case(oid: str, dtype_name: str, max_samples: int = MAX_SAMPLES) -> Outco
         if grad and ref is None:
             continue
         n += 1
-        dev = [_to_neuron(t) for t in ts]
+        # tensor_split takes its indices tensor on the CPU (as on CUDA)
+        dev = [_to_neuron(t) if i == 0 or op.name not in _CPU_ARGS else t for i, t in enumerate(ts)]
         torch._dynamo.reset()
         g = torch.compile(f, backend="neuron")
         try:
