@@ -13,6 +13,7 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
+    decompositions_conv,
     decompositions_elementwise,
     decompositions_nn,
     decompositions_pooling,
@@ -478,6 +479,7 @@ def decomposition_table() -> dict:
         **decompositions_elementwise.TABLE,
         **decompositions_special.TABLE,
         **decompositions_pooling.TABLE,
+        **decompositions_conv.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
