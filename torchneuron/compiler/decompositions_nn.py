@@ -88,9 +88,8 @@ def _no_stats(base):
 def _legit_functional(base):
     def decomposition(x, weight, bias, running_mean, running_var, training, momentum, eps):
         out = base(x, weight, bias, running_mean, running_var, training, momentum, eps)
-        if not training:
-            return out
-        y, m, r = _fix_stats(out[:3], x, True, (weight, bias, running_mean, running_var))
+        # eval: saved stats of shape (0,) as ATen's (the in-place op reaches us this way)
+        y, m, r = _fix_stats(out[:3], x, training, (weight, bias, running_mean, running_var))
         return (y, m, r, *out[3:])
 
     return decomposition
