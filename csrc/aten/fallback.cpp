@@ -165,15 +165,19 @@ c10::DeviceIndex check_devices(const std::string& name, const c10::FunctionSchem
       return t;
     });
   if (device == -1) return device;
-  for (size_t i = 0; i < s.arguments().size(); ++i)
+  for (size_t i = 0; i < s.arguments().size(); ++i) {
+    const auto* ai = s.arguments()[i].alias_info();
+    const bool written = ai && ai->isWrite();  // out= and in place: never a CPU scalar
     map_tensors(stack[base + i], [&](const at::Tensor& t) {
-      TORCH_CHECK(!t.defined() || t.device().type() == kNeuron || (t.is_cpu() && t.dim() == 0),
-                  "Expected all tensors to be on the same device, but found at least two "
-                  "devices, neuron:",
-                  int(device), " and ", t.device(), "! (when checking argument ",
-                  s.arguments()[i].name(), " in ", name, ")");
+      TORCH_CHECK(
+          !t.defined() || t.device().type() == kNeuron || (t.is_cpu() && t.dim() == 0 && !written),
+          "Expected all tensors to be on the same device, but found at least two "
+          "devices, neuron:",
+          int(device), " and ", t.device(), "! (when checking argument ", s.arguments()[i].name(),
+          " in ", name, ")");
       return t;
     });
+  }
   return device;
 }
 

@@ -179,7 +179,7 @@ c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, S
                                size_t base) {
   c10::DeviceIndex device = -1;
   std::string first;
-  auto visit = [&](const at::Tensor& t, const std::string& arg) {
+  auto visit = [&](const at::Tensor& t, const std::string& arg, bool written) {
     if (!t.defined()) return;
     if (t.device().type() == kNeuron) {
       if (device == -1) {
@@ -194,7 +194,8 @@ c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, S
       }
       return;
     }
-    if (t.device().is_cpu() && t.dim() == 0) return;  // a scalar, as CUDA allows
+    // A scalar operand, as CUDA allows; never a written one (out=, in place).
+    if (t.device().is_cpu() && t.dim() == 0 && !written) return;
     TORCH_CHECK(false,
                 "Expected all tensors to be on the same device, but found at least two "
                 "devices, neuron and ",
@@ -203,13 +204,15 @@ c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, S
   for (size_t i = 0; i < plan.num_args; ++i) {
     const IValue& v = args_view[base + i];
     const auto& name = s.arguments()[i].name();
+    const auto* ai = s.arguments()[i].alias_info();
+    const bool written = ai && ai->isWrite();
     if (v.isTensor()) {
-      visit(v.toTensor(), name);
+      visit(v.toTensor(), name, written);
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) visit(t, name);
+      for (const at::Tensor& t : v.toTensorList()) visit(t, name, written);
     } else if (v.isList()) {
       for (const IValue& e : v.toListRef())
-        if (e.isTensor()) visit(e.toTensor(), name);
+        if (e.isTensor()) visit(e.toTensor(), name, written);
     }
   }
   return device == -1 ? current_device() : device;
