@@ -22,9 +22,9 @@ def _gen(device: Any = None) -> torch.Generator:
 
 @torch.compiler.disable
 def get_rng_state(device: Any = "neuron") -> torch.Tensor:
-    idx = _get_device_index(device, optional=True)
-    _C._synchronize(idx)  # kernels in flight draw from the state
-    return _gen(idx).get_state()
+    # The generator waits for the kernels in flight that draw from it (not a
+    # sync point: an earlier kernel's error stays for one).
+    return _gen(_get_device_index(device, optional=True)).get_state()
 
 
 @torch.compiler.disable
@@ -34,9 +34,7 @@ def get_rng_state_all() -> list[torch.Tensor]:
 
 @torch.compiler.disable
 def set_rng_state(new_state: torch.Tensor, device: Any = "neuron") -> None:
-    idx = _get_device_index(device, optional=True)
-    _C._synchronize(idx)
-    _gen(idx).set_state(new_state.clone().cpu())
+    _gen(_get_device_index(device, optional=True)).set_state(new_state.clone().cpu())
 
 
 @torch.compiler.disable

@@ -45,7 +45,7 @@ struct NeuronAllocator final : public c10::DeviceAllocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     auto device = current_device();
     launch(device, "copy_data", [=] { std::memcpy(dest, src, count); });
-    sync_current_stream(device);
+    wait_current_stream(device);  // a storage's growth is not a sync point
   }
 
   bool initialized() override { return true; }

@@ -53,6 +53,10 @@ void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn)
 void sync_current_stream(c10::DeviceIndex device);
 // Wait for every stream of `device`; rethrows asynchronous kernel errors.
 void sync_device(c10::DeviceIndex device);
+// Waits that are not sync points (reseeding, a storage's growth): a kernel
+// error stays pending for the next sync point.
+void wait_current_stream(c10::DeviceIndex device);
+void wait_device(c10::DeviceIndex device);
 
 // Every host wait for device work runs through blocking_wait. A worker that
 // finishes a kernel drops the kernel's references, and dropping the last C++

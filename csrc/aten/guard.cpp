@@ -57,6 +57,12 @@ void translate_errors(const std::function<void()>& fn) {
     fn();
   } catch (const rt::OutOfMemoryError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+  } catch (const rt::AsyncError& e) {
+    // Raised at a sync point, possibly far from the failing call.
+    TORCH_CHECK(!device_runtime().config().launch_blocking, e.what());
+    TORCH_CHECK(false, e.what(),
+                " (kernels run asynchronously, so the failing call may be an earlier one; "
+                "NEURON_LAUNCH_BLOCKING=1 raises the error at that call)");
   } catch (const rt::Error& e) {
     TORCH_CHECK(false, e.what());
   }
@@ -176,6 +182,16 @@ void sync_current_stream(c10::DeviceIndex device) {
 
 void sync_device(c10::DeviceIndex device) {
   blocking_wait([&] { translate_errors([&] { device_runtime().synchronize_device(device); }); });
+}
+
+void wait_current_stream(c10::DeviceIndex device) {
+  blocking_wait([&] {
+    translate_errors([&] { device_runtime().wait_stream(device, current_stream_id(device)); });
+  });
+}
+
+void wait_device(c10::DeviceIndex device) {
+  blocking_wait([&] { translate_errors([&] { device_runtime().wait_device(device); }); });
 }
 
 namespace {

@@ -53,7 +53,8 @@ struct NeuronGeneratorImpl final : public c10::GeneratorImpl {
     return cpu_.unsafeGetGeneratorImpl()->get_state();
   }
   void drain() const {
-    if (!in_bad_fork()) sync_device(device_.index());
+    // Not a sync point: an earlier kernel's error waits for one.
+    if (!in_bad_fork()) wait_device(device_.index());
   }
   NeuronGeneratorImpl* clone_impl() const override {
     auto* g = new NeuronGeneratorImpl(device_.index());

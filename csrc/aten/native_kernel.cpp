@@ -182,7 +182,7 @@ c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, S
                                size_t base) {
   c10::DeviceIndex device = -1;
   std::string first;
-  auto visit = [&](const at::Tensor& t, const std::string& arg) {
+  auto visit = [&](const at::Tensor& t, const std::string& arg, bool written) {
     if (!t.defined()) return;
     if (t.device().type() == kNeuron) {
       if (device == -1) {
@@ -197,7 +197,8 @@ c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, S
       }
       return;
     }
-    if (t.device().is_cpu() && t.dim() == 0) return;  // a scalar, as CUDA allows
+    // A scalar operand, as CUDA allows; never a written one (out=, in place).
+    if (t.device().is_cpu() && t.dim() == 0 && !written) return;
     TORCH_CHECK(false,
                 "Expected all tensors to be on the same device, but found at least two "
                 "devices, neuron and ",
@@ -206,13 +207,15 @@ c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, S
   for (size_t i = 0; i < plan.num_args; ++i) {
     const IValue& v = args_view[base + i];
     const auto& name = s.arguments()[i].name();
+    const auto* ai = s.arguments()[i].alias_info();
+    const bool written = ai && ai->isWrite();
     if (v.isTensor()) {
-      visit(v.toTensor(), name);
+      visit(v.toTensor(), name, written);
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) visit(t, name);
+      for (const at::Tensor& t : v.toTensorList()) visit(t, name, written);
     } else if (v.isList()) {
       for (const IValue& e : v.toListRef())
-        if (e.isTensor()) visit(e.toTensor(), name);
+        if (e.isTensor()) visit(e.toTensor(), name, written);
     }
   }
   return device == -1 ? current_device() : device;
@@ -280,11 +283,83 @@ void note_narrowing(const std::string& name, int64_t calls = 1) {
   warn_narrowing(name);
 }
 
+at::Tensor zero_host_like(const at::Tensor& t);
+
+// Host views of one call's device tensors: tensors over the same device
+// memory share one host storage, so that ATen's overlap checks (out= aliasing
+// an input: take, gather, masked_select) see what the device holds. probe: a
+// zero-filled private mapping stands in for the device memory.
+class HostViews {
+ public:
+  explicit HostViews(bool probe) : probe_(probe) {}
+  at::Tensor view(const at::Tensor& t) {
+    if (t.numel() == 0 || !t.has_storage() || !t.storage().data())
+      return probe_ ? zero_host_like(t) : cpu_alias(t);
+    const c10::Storage& src = t.storage();
+    c10::Storage& host = storages_[src.data()];
+    if (!host || host.nbytes() < src.nbytes()) host = make(src);
+    auto r = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(host), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+    r.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    if (t.is_conj()) r._set_conj(true);
+    if (t.is_neg()) r._set_neg(true);
+    return r;
+  }
+
+ private:
+  c10::Storage make(const c10::Storage& src) const {
+    const size_t n = src.nbytes();
+    void* p = const_cast<void*>(src.data());
+    if (probe_) {
+      p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+               0);
+      TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "neuron: no host memory for a ", n,
+                       "-byte shape probe");
+      return at::from_blob(
+                 p, {int64_t(n)}, [n](void* q) { munmap(q, n); },
+                 at::TensorOptions().dtype(c10::kByte))
+          .storage();
+    }
+    return at::from_blob(
+               p, {int64_t(n)}, [](void*) {}, at::TensorOptions().dtype(c10::kByte))
+        .storage();
+  }
+  bool probe_;
+  std::unordered_map<const void*, c10::Storage> storages_;
+};
+
+// Does host tensor `a` share bytes with any other tensor of `stack`?
+bool overlaps_another(const Stack& stack, size_t i) {
+  const at::Tensor& a = stack[i].toTensor();
+  if (a.numel() == 0 || !a.has_storage()) return false;
+  auto span = [](const at::Tensor& t) {
+    int64_t last = t.storage_offset();
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    const int64_t k = t.dtype().itemsize();
+    return std::make_pair(t.storage_offset() * k, (last + 1) * k);
+  };
+  const auto [lo, hi] = span(a);
+  bool hit = false;
+  for (size_t j = 0; j < stack.size() && !hit; ++j)
+    if (j != i)
+      map_tensors(stack[j], [&](const at::Tensor& t) {
+        if (t.defined() && t.numel() > 0 && t.has_storage() &&
+            t.storage().unsafeGetStorageImpl() == a.storage().unsafeGetStorageImpl()) {
+          const auto [tlo, thi] = span(t);
+          hit = hit || (tlo < hi && lo < thi);
+        }
+        return t;
+      });
+  return hit;
+}
+
 // Build the CPU argument list over device memory. Runs where memory is
 // accessible (a stream worker, or with_device_access).
 struct CpuArgs {
+  explicit CpuArgs(bool probe) : views(probe) {}
   Stack stack;
   std::vector<std::pair<at::Tensor, at::Tensor>> writeback;  // (alias, narrowed copy)
+  HostViews views;
 };
 
 // A zero-filled host tensor of t's geometry (the geometry probe's input).
@@ -304,7 +379,7 @@ at::Tensor zero_host_like(const at::Tensor& t) {
 // generator (no device access, no draw from the device's generator).
 CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vector<IValue>& args,
                  bool narrow, c10::DeviceIndex device, bool probe = false) {
-  CpuArgs out;
+  CpuArgs out(probe);
   out.stack.reserve(args.size() + 4);
   bool narrows_long = false;
   for (size_t i = 0; i < args.size() && narrow; ++i)
@@ -335,7 +410,7 @@ CpuArgs cpu_args(const Plan& plan, const c10::FunctionSchema& s, const std::vect
     bool narrow_this = narrow && !plan.is_index[i] && !is_out;
     out.stack.push_back(map_tensors(args[i], [&](const at::Tensor& t) -> at::Tensor {
       if (!t.defined() || t.device().type() != kNeuron) return t;
-      at::Tensor a = probe ? zero_host_like(t) : cpu_alias(t);
+      at::Tensor a = out.views.view(t);
       if (narrow_this && is_narrowable(t.scalar_type())) {
         at::Tensor n = narrowed(a);
         if (writes) out.writeback.emplace_back(a, n);
@@ -457,6 +532,25 @@ std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t 
   put(k, at::globalContext().deterministicAlgorithms());
   put(k, g_narrow.load(std::memory_order_relaxed));
   for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i]);
+  // Which tensors share device memory, and where (out= aliasing an input is
+  // an error for some ops, in-place computation for others).
+  std::vector<std::pair<const void*, int64_t>> seen;  // (storage, byte offset)
+  for (size_t i = 0; i < n; ++i)
+    map_tensors(st[base + i], [&](const at::Tensor& t) {
+      if (!t.defined() || t.device().type() != kNeuron || t.numel() == 0) return t;
+      const void* storage = t.storage().data();
+      const int64_t offset = t.storage_offset() * t.dtype().itemsize();
+      for (size_t j = 0; j < seen.size(); ++j)
+        if (seen[j].first == storage) {
+          k.push_back('A');
+          put(k, seen.size());
+          put(k, j);
+          put(k, offset - seen[j].second);
+          break;
+        }
+      seen.emplace_back(storage, offset);
+      return t;
+    });
   return k;
 }
 
@@ -619,6 +713,9 @@ std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const 
   for (size_t i = 0; i < plan.num_args; ++i)
     if (is_out_arg(s, i) && ca.stack[i].isTensor() && ca.stack[i].toTensor().defined()) {
       const at::Tensor& a = ca.stack[i].toTensor();
+      // An out= sharing memory with an input stays itself: the CPU kernel
+      // raises its overlap error, or computes in place, as on the CPU.
+      if (overlaps_another(ca.stack, i)) continue;
       ca.stack[i] = at::empty_strided(a.sizes(), a.strides(), a.options());
     }
   redispatch_cpu(compute, &ca.stack);

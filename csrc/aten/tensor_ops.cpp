@@ -129,8 +129,10 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     return dst;
   }
   const auto device = (dst_dev ? dst : src).device().index();
-  // The kernels capture launch views: geometry and addresses as of now.
-  at::Tensor s = launch_view(src), d = launch_view(dst);
+  // The kernels capture launch views: geometry and addresses as of now. A host
+  // destination is written, not read: no value snapshot of a 0-dim one.
+  at::Tensor s = launch_view(src);
+  at::Tensor d = dst_dev ? launch_view(dst) : dst.alias();
   // Labels the copy's launch for the profiler (runtime/activity.h).
   rt::ActivityScope label(src_dev && dst_dev ? rt::ActivityKind::kMemcpyDtoD
                           : dst_dev          ? rt::ActivityKind::kMemcpyHtoD

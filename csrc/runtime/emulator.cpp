@@ -134,6 +134,10 @@ class Emulator final : public Runtime {
   }
 
   void synchronize_device(int device) override { dev(device).streams.synchronize(); }
+  void wait_stream(int device, StreamId stream) override {
+    if (Stream* s = dev(device).streams.find(stream)) s->wait(s->enqueued());
+  }
+  void wait_device(int device) override { dev(device).streams.drain(); }
 
   EventId create_event(int device, bool enable_timing) override {
     dev(device);

@@ -219,6 +219,10 @@ class Runtime {
   // Wait for all work queued so far; rethrows (once) a kernel error as AsyncError.
   virtual void synchronize_stream(int device, StreamId stream) = 0;
   virtual void synchronize_device(int device) = 0;  // every stream of the device
+  // Waits as synchronize_* do, but a kernel error stays pending for the next
+  // synchronize (waits that are not sync points: reseeding, a storage's growth).
+  virtual void wait_stream(int device, StreamId stream) = 0;
+  virtual void wait_device(int device) = 0;
 
   // ---- Events ----
   virtual EventId create_event(int device, bool enable_timing) = 0;

@@ -119,4 +119,46 @@ def test_launch_blocking_raises_at_the_call(run_py):
     r = json.loads(run_py(_BLOCKING, env={"NEURON_LAUNCH_BLOCKING": "1"}).stdout.splitlines()[-1])
     assert r["raised_at_call"]
     assert "aten::index_select" in r["message"] and "out of range" in r["message"]
+    assert "NEURON_LAUNCH_BLOCKING" not in r["message"]  # it is raised at its call
     assert r["works"] == [0.0, 2.0, 4.0]
+
+
+def _negative_one_hot():
+    # one_hot leaves the range check to scatter_'s kernel on devices (as on CUDA)
+    return torch.nn.functional.one_hot(torch.tensor([0, -1, 2], device="neuron"), 5)
+
+
+@pytest.mark.parametrize(
+    "not_a_sync_point",
+    [
+        "manual_seed",
+        "neuron_manual_seed",
+        "get_rng_state",
+        "set_rng_state",
+        "seed",
+        "storage_growth",
+    ],
+)
+def test_error_waits_for_a_sync_point_not_an_unrelated_call(not_a_sync_point):
+    # Issue 23: torch.manual_seed(0) after F.one_hot of a negative class raised
+    # "neuron kernel 'aten::scatter_.value' failed".
+    bad = _negative_one_hot()
+    if not_a_sync_point == "manual_seed":
+        torch.manual_seed(0)
+    elif not_a_sync_point == "neuron_manual_seed":
+        N.manual_seed_all(0)
+    elif not_a_sync_point == "get_rng_state":
+        N.get_rng_state()
+    elif not_a_sync_point == "set_rng_state":
+        N.set_rng_state(torch.get_rng_state())
+    elif not_a_sync_point == "seed":
+        N.seed()
+    else:
+        t = torch.ones(4, device="neuron")
+        t.resize_(1000)  # the storage grows with a device copy
+    with pytest.raises(
+        RuntimeError, match=r"aten::scatter_.value' failed.*NEURON_LAUNCH_BLOCKING=1"
+    ):
+        bad.cpu()
+    N.synchronize()  # reported once
+    assert_device_works()

@@ -187,6 +187,20 @@ def test_empty_and_scalar_copies():
     assert s.dim() == 0 and s.item() == 3.5
 
 
+def test_zero_dim_device_to_host_copies_write_the_destination():
+    # A 0-dim host destination is written by the queued copy, not a snapshot of it.
+    s = torch.tensor(3.5).neuron()
+    assert torch.equal(s.cpu(), torch.tensor(3.5))
+    assert torch.equal(torch.ones(4, device="neuron").sum().cpu(), torch.tensor(4.0))
+    dst = torch.zeros(())
+    dst.copy_(s)
+    assert dst.item() == 3.5
+    pinned = torch.zeros(()).pin_memory()
+    pinned.copy_(s, non_blocking=True)
+    torch.neuron.synchronize()
+    assert pinned.item() == 3.5
+
+
 @pytest.mark.parametrize("kind", ["h2d", "d2h", "d2d", "core to core"])
 def test_shape_mismatch_raises_and_leaves_device_usable(kind):
     src_cpu = torch.arange(6.0).reshape(2, 3)
