@@ -180,6 +180,34 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="fail when peak device memory exceeds the baseline's by more than this (default 0.10)",
     )
+    g.add_argument(
+        "--gate-host-latency",
+        action="store_true",
+        help="let the emulator's host latency decide against the baseline (statistics over "
+        "rounds and processes; exit code 3 when too noisy to decide). Without it the exact "
+        "quantities decide (kernels, fallbacks, projected time, graph breaks, recompiles, memory)",
+    )
+    for flag, what, default in (
+        ("--max-projected-time-regression", "the eager pass's projected Trainium2 time", "0.10"),
+        ("--max-kernel-regression", "device launches per pass", "0.10"),
+    ):
+        g.add_argument(
+            flag,
+            type=float,
+            metavar="FRACTION",
+            help=f"fail when {what} exceeds the baseline's by more than this (default {default})",
+        )
+    for flag, what in (
+        ("--max-fallback-increase", "CPU fallback calls per pass"),
+        ("--max-graph-break-increase", "graph breaks"),
+        ("--max-recompile-increase", "recompiles"),
+    ):
+        g.add_argument(
+            flag,
+            type=_int,
+            metavar="N",
+            help=f"fail when {what} exceed the baseline's by more than N (default 0)",
+        )
     g = c.add_argument_group("cost")
     g.add_argument(
         "--instance", help="instance the device cost is priced as (default trn1.2xlarge)"
@@ -221,6 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="project Trainium2/Trainium3 latency, throughput and cost from the model's StableHLO "
         "(a roofline estimate, not a measurement)",
+    )
+    g.add_argument(
+        "--launch-overhead-us",
+        type=float,
+        metavar="US",
+        help="fixed cost per kernel launch in the eager Trainium projection (default 20: an "
+        "assumption, AWS publishes no figure; see docs/check.md)",
     )
     g.add_argument(
         "--sweep",
@@ -279,6 +314,13 @@ def _config(a: argparse.Namespace, argv: list[str]):
         save_baseline=a.save_baseline,
         max_latency_regression=a.max_latency_regression,
         max_memory_regression=a.max_memory_regression,
+        max_projected_time_regression=a.max_projected_time_regression,
+        max_kernel_regression=a.max_kernel_regression,
+        max_fallback_increase=a.max_fallback_increase,
+        max_graph_break_increase=a.max_graph_break_increase,
+        max_recompile_increase=a.max_recompile_increase,
+        gate_host_latency=a.gate_host_latency,
+        launch_overhead_us=a.launch_overhead_us,
         instance=a.instance,
         price_per_hour=a.price_per_hour,
         reference_instance=a.reference_instance,

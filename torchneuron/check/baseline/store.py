@@ -137,6 +137,10 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
             "training": _training_figures(result.get("training") or {}),
             "fallback_ops": sorted(p1["fallback"]["ops"]),
+            # the exact quantities per pass the default gates compare (phases/exact.py)
+            "exact": result.get("exact")
+            if (result.get("exact") or {}).get("status") == "pass"
+            else None,
             "narrowing": p1["narrowing"],
             "accuracy": {
                 k: {
@@ -265,6 +269,11 @@ def thresholds(cfg, base: Baseline | None) -> dict:
     for k, v in (
         ("latency_p50", cfg.max_latency_regression),
         ("peak_memory", cfg.max_memory_regression),
+        ("projected_time", cfg.max_projected_time_regression),
+        ("kernels", cfg.max_kernel_regression),
+        ("fallbacks", cfg.max_fallback_increase),
+        ("graph_breaks", cfg.max_graph_break_increase),
+        ("recompiles", cfg.max_recompile_increase),
     ):
         if v is not None:
             res[k], src[k] = float(v), "command line"

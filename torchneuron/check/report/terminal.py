@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import formatting as F
+from . import exact_terminal
 
 _STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "skipped": "yellow"}
 
@@ -462,6 +463,7 @@ def baseline_table(b: dict | None) -> list:
             status_text("pass" if a.get("passed") else "fail"),
         )
     comp = b.get("compiled") or {}
+    exact_notes = exact_terminal.baseline_rows(t, b.get("exact"))
     _latency_rows(t, b.get("latency") or {}, "")
     cc = comp.get("compile") or {}
     if "note" in cc:
@@ -491,7 +493,10 @@ def baseline_table(b: dict | None) -> list:
         )
     for cells, res in F.training_baseline_rows(b.get("training") or {}):
         t.add_row(*cells, Text("info only", style="dim") if res == "info" else status_text(res))
-    out: list = [t]
+    out: list = [t, *exact_notes]
+    lat = b.get("latency") or {}
+    if lat.get("host_time_note"):
+        out.append(Text(f"latency: {lat['host_time_note']}", style="dim"))
     if b.get("reason"):
         out.append(Text(f"reason: {b['reason']}", style="yellow"))
     if mem:
@@ -539,7 +544,8 @@ def _latency_rows(t: Table, lat: dict, label: str) -> None:
         return
     st_all = lat.get("statistics") or {}
     t.add_row(
-        f"p50 latency{label} (raw, host-dependent)",
+        f"p50 latency{label} (emulator host time"
+        + (", shown only)" if lat.get("gated") is False else ", raw)"),
         F.ms(lat["baseline_p50_s"]),
         F.ms(lat["current_p50_s"]),
         F.signed_pct(lat["change"]),
@@ -719,6 +725,7 @@ def render(result: dict, console: Console | None = None) -> None:
         training_tables(result.get("training")),
         cost_table(result["cost"]),
         projection_tables(result.get("projection")),
+        exact_terminal.per_pass_table(result),
         baseline_table(result.get("baseline")),
     ):
         for x in part:

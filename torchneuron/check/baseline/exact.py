@@ -1,0 +1,151 @@
+"""The default performance gates: a run's exact quantities (``phases/exact.py``) against its
+baseline's. Exact, so an unchanged build reads equal values and never fails or stalls:
+
+- projected Trainium time of the eager pass (``projected_time``, a fraction; Trn2);
+- device launches per pass, eager and compiled (``kernels``, a fraction);
+- CPU fallback calls per pass, eager and compiled (``fallbacks``, calls);
+- graph breaks and recompiles of the compile check (``graph_breaks``, ``recompiles``: counts).
+
+A quantity regresses when it exceeds the baseline's by more than its threshold; the message
+names it and the ops whose counts changed ("aten::addmm x12 -> x36"). A quantity the
+baseline lacks (saved by an earlier version) is not compared, and the report says to save
+the baseline again. Host<->device copies and kernel signatures are listed, not gated.
+"""
+
+from __future__ import annotations
+
+
+def op_diff(base: dict, cur: dict, limit: int = 8) -> list[str]:
+    """``["aten::addmm x12 -> x36", ...]``: the ops whose counts changed, largest change first."""
+    names = sorted(set(base) | set(cur), key=lambda n: (-abs(cur.get(n, 0) - base.get(n, 0)), n))
+    out = [
+        f"{n} x{base.get(n, 0)} -> x{cur.get(n, 0)}"
+        for n in names
+        if base.get(n, 0) != cur.get(n, 0)
+    ]
+    return out[:limit] + ([f"and {len(out) - limit} more"] if len(out) > limit else [])
+
+
+def _row(quantity, base, cur, limit, threshold, unit, ops=None) -> dict:
+    return {
+        "quantity": quantity,
+        "baseline": base,
+        "current": cur,
+        "limit": limit,
+        "threshold": threshold,
+        "unit": unit,
+        "regressed": cur > limit,
+        "changed": cur != base,
+        "ops": ops or [],
+    }
+
+
+def _launches(side: dict) -> dict:
+    """Device launches by name: kernels, and compiled graphs as one name."""
+    by = dict(side.get("kernels_by_op") or {})
+    if side.get("graphs"):
+        by["compiled graph executions"] = side["graphs"]
+    return by
+
+
+def _side_rows(name: str, b: dict, c: dict, th: dict) -> list[dict]:
+    rows = []
+    bl, cl = _launches(b), _launches(c)
+    nb, nc = sum(bl.values()), sum(cl.values())
+    rows.append(
+        _row(
+            f"{name} device launches per pass",
+            nb,
+            nc,
+            nb * (1 + th["kernels"]),
+            th["kernels"],
+            "fraction",
+            op_diff(bl, cl),
+        )
+    )
+    fb, fc = b.get("fallbacks_by_op") or {}, c.get("fallbacks_by_op") or {}
+    rows.append(
+        _row(
+            f"{name} CPU fallback calls per pass",
+            b.get("fallback_calls", 0),
+            c.get("fallback_calls", 0),
+            b.get("fallback_calls", 0) + th["fallbacks"],
+            th["fallbacks"],
+            "calls",
+            op_diff(fb, fc),
+        )
+    )
+    if name == "eager":
+        pb = ((b.get("projection") or {}).get("trn2") or {}).get("latency_s")
+        pc = ((c.get("projection") or {}).get("trn2") or {}).get("latency_s")
+        if pb and pc:
+            r = _row(
+                "eager projected Trainium2 time per pass",
+                pb,
+                pc,
+                pb * (1 + th["projected_time"]),
+                th["projected_time"],
+                "seconds",
+                op_diff(bl, cl),
+            )
+            r["launch_us"] = {
+                "baseline": b["projection"]["trn2"].get("launch_us"),
+                "current": c["projection"]["trn2"].get("launch_us"),
+            }
+            rows.insert(0, r)
+    return rows
+
+
+def _compile_rows(bc: dict | None, cc: dict | None, th: dict) -> list[dict]:
+    if not bc or not cc or not bc.get("checked") or not cc.get("checked"):
+        return []
+    rows = []
+    for key, label in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles")):
+        b, c = bc.get(key), cc.get(key)
+        if b is None or c is None:
+            continue
+        rows.append(_row(label, b, c, b + th[key], th[key], "count"))
+    return rows
+
+
+def compare(bmx: dict, result: dict, th: dict) -> dict:
+    """The exact gates of a run (``result``) against a baseline's metrics (``bmx``):
+    ``{"rows", "regressions", "notes"}``."""
+    cur, base = result.get("exact") or {}, bmx.get("exact")
+    rows, notes = [], []
+    rows += _compile_rows(bmx.get("compile"), (result.get("phase1") or {}).get("compile"), th)
+    if not base:
+        notes.append(
+            "the baseline has no kernel trace (saved by an earlier version): projected time, "
+            "device launches and fallbacks were not compared; save it again"
+        )
+    elif cur.get("status") != "pass":
+        notes.append(f"this run's kernel trace failed ({cur.get('error')}): not compared")
+    else:
+        for side in ("eager", "compiled"):
+            b, c = base.get(side), cur.get(side)
+            if b and c:
+                rows += _side_rows(side, b, c, th)
+            elif b or c:
+                notes.append(
+                    f"{side}: not compared (traced "
+                    + ("in the baseline only" if b else "in this run only")
+                    + "; --mode differs or the compiled model did not run)"
+                )
+    regressions = [_message(r) for r in rows if r["regressed"]]
+    return {"rows": rows, "regressions": regressions, "notes": notes}
+
+
+def _fmt(v, unit: str) -> str:
+    return f"{v * 1e6:.1f} us" if unit == "seconds" else f"{v:g}"
+
+
+def _message(r: dict) -> str:
+    th = (
+        f"+{r['threshold']:.0%}" if r["unit"] in ("fraction", "seconds") else f"+{r['threshold']:g}"
+    )
+    msg = (
+        f"{r['quantity']}: {_fmt(r['current'], r['unit'])} vs the baseline's "
+        f"{_fmt(r['baseline'], r['unit'])} (threshold {th})"
+    )
+    return msg + (f"; changed: {', '.join(r['ops'])}" if r["ops"] else "")
