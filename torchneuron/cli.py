@@ -19,7 +19,8 @@ returns (model, example_inputs): a torch.nn.Module on the CPU and a tuple of ten
 (positional) or a dict of tensors (keywords). A factory may take batch_size and seed.
 
 exit codes: 0 pass; 1 a phase failed, a regression against --baseline was found or
---max-cost-per-million was exceeded; 2 bad usage or input.
+--max-cost-per-million was exceeded; 2 bad usage or input; 3 (--gate-host-latency only) the
+host was too noisy to decide latency.
 """
 
 

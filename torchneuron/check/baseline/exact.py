@@ -2,8 +2,8 @@
 baseline's. Exact, so an unchanged build reads equal values and never fails or stalls:
 
 - projected Trainium time of the eager pass (``projected_time``, a fraction; Trn2);
-- device launches per pass, eager and compiled (``kernels``, a fraction);
-- CPU fallback calls per pass, eager and compiled (``fallbacks``, calls);
+- device launches per pass and per training step, eager and compiled (``kernels``, a fraction);
+- CPU fallback calls per pass and per training step, eager and compiled (``fallbacks``, calls);
 - graph breaks and recompiles of the compile check (``graph_breaks``, ``recompiles``: counts).
 
 A quantity regresses when it exceeds the baseline's by more than its threshold; the message
@@ -48,13 +48,13 @@ def _launches(side: dict) -> dict:
     return by
 
 
-def _side_rows(name: str, b: dict, c: dict, th: dict) -> list[dict]:
+def _side_rows(name: str, b: dict, c: dict, th: dict, per: str = "per pass") -> list[dict]:
     rows = []
     bl, cl = _launches(b), _launches(c)
     nb, nc = sum(bl.values()), sum(cl.values())
     rows.append(
         _row(
-            f"{name} device launches per pass",
+            f"{name} device launches {per}",
             nb,
             nc,
             nb * (1 + th["kernels"]),
@@ -66,7 +66,7 @@ def _side_rows(name: str, b: dict, c: dict, th: dict) -> list[dict]:
     fb, fc = b.get("fallbacks_by_op") or {}, c.get("fallbacks_by_op") or {}
     rows.append(
         _row(
-            f"{name} CPU fallback calls per pass",
+            f"{name} CPU fallback calls {per}",
             b.get("fallback_calls", 0),
             c.get("fallback_calls", 0),
             b.get("fallback_calls", 0) + th["fallbacks"],
@@ -109,7 +109,8 @@ def _compile_rows(bc: dict | None, cc: dict | None, th: dict) -> list[dict]:
 
 
 def compare(bmx: dict, result: dict, th: dict) -> dict:
-    """The exact gates of a run (``result``) against a baseline's metrics (``bmx``):
+    """The exact gates of a run (``result``) against a baseline's metrics (``bmx``), per
+    forward pass and per training step (device launches, fallbacks):
     ``{"rows", "regressions", "notes"}``."""
     cur, base = result.get("exact") or {}, bmx.get("exact")
     rows, notes = [], []
@@ -132,6 +133,11 @@ def compare(bmx: dict, result: dict, th: dict) -> dict:
                     + ("in the baseline only" if b else "in this run only")
                     + "; --mode differs or the compiled model did not run)"
                 )
+    bt = (bmx.get("training") or {}).get("exact") or {}
+    ct = (result.get("training") or {}).get("exact") or {}
+    for side in ("eager", "compiled"):  # a training step, where both runs traced one
+        if bt.get(side) and ct.get(side):
+            rows += _side_rows(f"training ({side})", bt[side], ct[side], th, "per step")
     regressions = [_message(r) for r in rows if r["regressed"]]
     return {"rows": rows, "regressions": regressions, "notes": notes}
 

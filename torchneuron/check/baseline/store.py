@@ -335,7 +335,11 @@ def _training_figures(t: dict) -> dict | None:
     with the optimizer's state and the step times (shown on re-check, not decided)."""
     if t.get("status") != "pass":
         return None
-    return {"peak_allocated_bytes": t.get("peak_allocated_bytes"), "step_time": t.get("step_time")}
+    return {
+        "peak_allocated_bytes": t.get("peak_allocated_bytes"),
+        "step_time": t.get("step_time"),
+        "exact": t.get("exact"),  # the last step's kernel trace per mode (training.py)
+    }
 
 
 def _measured_now(p1: dict) -> str:

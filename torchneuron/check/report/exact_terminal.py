@@ -67,6 +67,16 @@ def per_pass_table(result: dict) -> list:
                 style="dim",
             )
         )
+    tr = (result.get("training") or {}).get("exact") or {}
+    for side, x in tr.items():
+        if x:
+            out.append(
+                Text(
+                    f"training step ({side}): {x['kernels']} kernels, {x['graphs']} graph "
+                    f"executions, {x['fallback_calls']} CPU fallback calls",
+                    style="dim",
+                )
+            )
     if e and e.get("kernels_by_op"):
         top = sorted(e["kernels_by_op"].items(), key=lambda kv: -kv[1])[:8]
         out.append(Text("eager kernels: " + ", ".join(f"{k} x{v}" for k, v in top), style="dim"))

@@ -506,6 +506,7 @@ def _baseline(b: dict | None) -> str:
             ]
         )
     comp = b.get("compiled") or {}
+    rows += exact_rows(b.get("exact"))
     rows += _latency_rows(b.get("latency") or {}, "")
     cc = comp.get("compile") or {}
     if "note" in cc:
@@ -573,6 +574,29 @@ def _baseline(b: dict | None) -> str:
     return out
 
 
+def exact_rows(ex: dict | None) -> list:
+    """The exact gates' rows (``baseline/exact.py``), the ops whose counts changed beside."""
+    rows = []
+    for r in (ex or {}).get("rows", []):
+        fmt = (lambda v: f"{v * 1e6:.4g} µs") if r["unit"] == "seconds" else str
+        th = (
+            f"+{r['threshold']:.0%}"
+            if r["unit"] in ("fraction", "seconds")
+            else f"+{r['threshold']:g}"
+        )
+        rows.append(
+            [
+                _e(r["quantity"]),
+                _e(fmt(r["baseline"])),
+                _e(fmt(r["current"])),
+                _e(", ".join(r["ops"])),
+                _e(th),
+                _status("fail" if r["regressed"] else "pass"),
+            ]
+        )
+    return rows
+
+
 def _latency_rows(lat: dict, label: str) -> list:
     """The rows of one latency comparison (eager: ``label`` "", compiled: " (compiled)")."""
     if "baseline_p50_s" not in lat:
@@ -589,7 +613,10 @@ def _latency_rows(lat: dict, label: str) -> list:
     st_all = lat.get("statistics") or {}
     rows = [
         [
-            _e(f"p50 latency{label} (raw, host-dependent)"),
+            _e(
+                f"p50 latency{label} (emulator host time"
+                + (", shown only)" if lat.get("gated") is False else ", raw)")
+            ),
             _e(F.ms(lat["baseline_p50_s"])),
             _e(F.ms(lat["current_p50_s"])),
             _e(F.signed_pct(lat["change"])),
