@@ -102,3 +102,13 @@ def test_op_diff_names_the_changed_ops():
         "aten::addmm x12 -> x36"
     ]
     assert op_diff({}, {"aten::sort": 1}) == ["aten::sort x0 -> x1"]
+
+
+def test_a_lookup_reads_the_rows_it_gathers_not_the_table():
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10000, 64)
+    ids = torch.tensor([[1, 5, 7]])
+    ks = [k for k in _traced(emb, ids) if k.kind == "kernel"]
+    assert [k.name for k in ks] == ["aten::index_select"]
+    # 3 rows of 64 float32 read and written, the 3 int64 indices read
+    assert kp.cost(ks[0])["hbm_bytes"] == 2 * 3 * 64 * 4 + 3 * 8

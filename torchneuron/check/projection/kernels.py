@@ -7,7 +7,8 @@ compiled projection's default ``--auto-cast matmult``), the ScalarEngine (transc
 elementwise ops) or the VectorEngine (other elementwise ops and reductions: one FLOP per
 input element); HBM bytes: every input read and the output written, since an eager kernel
 fuses nothing (the output taken as the largest input's size, a matmul's or convolution's
-computed, a reduction's left out). Time per kernel = max(FLOPs / rate, bytes / HBM
+computed, a reduction's left out), except lookups (``index_select``, ``embedding``), which
+read the rows they gather, not the table. Time per kernel = max(FLOPs / rate, bytes / HBM
 bandwidth per core) + a fixed cost per kernel launch.
 
 The launch cost is an ASSUMPTION (``DEFAULT_LAUNCH_US``), changed with
@@ -154,6 +155,14 @@ def cost(k: Kernel) -> dict:
         weights = sum(math.prod(s) for s, _ in ts[1:] if len(s) == 2)
         flops = 2.0 * tokens * weights + 4.0 * tokens * seq * dim
         return {"engine": "tensor", "flops": flops, "hbm_bytes": in_b + _bytes(x, dt)}
+    if op in ("index_select", "embedding") and len(ts) >= 2:
+        # a lookup reads the rows it gathers, not the table (the compiled projection's rule)
+        table, idx = (ts[0], ts[1]) if op == "embedding" else (ts[0], ts[-1])
+        dim = k.concrete[1] if op == "index_select" and len(k.concrete) > 1 else 0
+        dim = dim if isinstance(dim, int) and 0 <= dim < len(table[0]) else 0
+        row = math.prod(table[0]) // max(table[0][dim], 1) if table[0] else 1
+        out = _bytes([math.prod(idx[0]) * row], table[1])
+        return {"engine": "move", "flops": 0.0, "hbm_bytes": 2 * out + _bytes(*idx)}
     largest = max(ts, key=lambda t: math.prod(t[0]))
     if any(m in op for m in _MOVE):
         return {"engine": "move", "flops": 0.0, "hbm_bytes": in_b + _bytes(*largest)}
