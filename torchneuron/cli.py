@@ -160,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int,
         default=3,
         metavar="N",
-        help="measurement rounds before a latency comparison too noisy to decide is "
+        help="with --gate-host-latency only: measurement rounds before a latency comparison "
+        "too noisy to decide is "
         "reported inconclusive (exit code 3), and the rounds a --save-baseline run "
         "measures (default 3)",
     )
@@ -169,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int,
         default=3,
         metavar="N",
-        help="with --save-baseline: measure phase 3 in N processes (this one and N-1 fresh ones) "
+        help="with --gate-host-latency only. With --save-baseline: measure phase 3 in N processes (this one and N-1 fresh ones) "
         "and keep each one's figures: re-checks are read against their median and a "
         "regression must exceed their spread; with --baseline: a latency regression read "
         "in this process is measured again in up to N-1 fresh processes and decided on "

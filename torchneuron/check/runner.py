@@ -258,9 +258,9 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         "compiled first call (compile included)" if compiled_device else "eager first pass"
     )
     result["phase3"] = p3
-    if cfg.save_baseline and p3["status"] == "pass":
-        # A baseline is measured --max-rounds rounds (pooled): every later check is compared
-        # with it, so its own sampling error is in every interval (docs/check.md)
+    if cfg.save_baseline and p3["status"] == "pass" and cfg.gate_host_latency:
+        # A baseline for host-latency gates is measured --max-rounds rounds (pooled): every later
+        # check is compared with it, so its own sampling error is in every interval (docs/check.md)
         while p3["rounds"] < cfg.max_rounds:
             ui.step(
                 f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)"
@@ -453,8 +453,9 @@ def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:
 
     p3 = result["phase3"]
     own = baseline_runs.estimates(p3)
-    # --mode compile: the compiled figures are compared with their own margin, not these
-    if cfg.baseline_runs < 2 or not own or cfg.mode == "compile":
+    # --mode compile: the compiled figures are compared with their own margin, not these;
+    # without --gate-host-latency the host's figures decide nothing: one process is enough
+    if cfg.baseline_runs < 2 or not own or cfg.mode == "compile" or not cfg.gate_host_latency:
         p3["baseline_processes"] = baseline_runs.summary([own]) if own else None
         return
     extra = baseline_runs.measure(cfg, cfg.baseline_runs - 1, ui)

@@ -55,7 +55,14 @@ def _save(tmp_path_factory, name: str, run: list) -> str:
     # the processes' median, regressions past their spread); two, not the default three, for CI time
     d = tmp_path_factory.mktemp("noisy") / name
     code, out, err = cli(
-        "check", fixture("blocks"), *run, "--baseline-runs", "2", "--save-baseline", d
+        "check",
+        fixture("blocks"),
+        *run,
+        "--baseline-runs",
+        "2",
+        "--gate-host-latency",
+        "--save-baseline",
+        d,
     )
     assert code == 0, out + err
     return str(d)
