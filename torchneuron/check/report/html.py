@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from .. import formatting as F
+from . import exact_html
 from .html_parts import _e, _kv, _plt, _status, _svg, _table
 from .profile_html import html_section
 
@@ -863,6 +864,7 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 {_cost(result["cost"])}
 {_training(result.get("training"))}
 {_projection(result.get("projection"))}
+{exact_html.section(result)}
 <h2 id="baseline">Baseline comparison</h2>
 {_baseline(result.get("baseline"))}
 <h2 id="manifest">Manifest</h2>

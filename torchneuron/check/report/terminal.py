@@ -647,7 +647,7 @@ def training_tables(tr: dict | None, label: str = "") -> list:
     ] + compiled
 
 
-def projection_tables(p: dict | None) -> list:
+def projection_tables(p: dict | None, exact: dict | None = None) -> list:
     """The Trainium projection (nothing unless --projection was given)."""
     if not p or p.get("status") == "skipped":
         return []
@@ -673,6 +673,19 @@ def projection_tables(p: dict | None) -> list:
         ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"),
     ):
         t.add_row(label, fn(a), fn(b))
+    ep = ((exact or {}).get("eager") or {}).get("projection")
+    if ep:  # the eager pass from its kernel trace, beside the compiled graph's
+        n, us = ((exact or {}).get("compiled") or {}).get("graphs") or 1, ep["trn2"]["launch_us"]
+        t.add_row(
+            f"compiled pass + {n} launch(es) x {us:g} µs (assumed)",
+            f"{a['latency_s_per_core'] * 1e6 + n * us:.4g} µs",
+            f"{b['latency_s_per_core'] * 1e6 + n * us:.4g} µs",
+        )
+        t.add_row(
+            f"eager pass (kernel trace, {ep['trn2']['launches']} launches)",
+            f"{ep['trn2']['latency_s'] * 1e6:.4g} µs",
+            f"{ep['trn3']['latency_s'] * 1e6:.4g} µs",
+        )
     top = Table(
         title="Top operations by projected time (Trainium2)", title_justify="left", box=box.SIMPLE
     )
@@ -724,7 +737,7 @@ def render(result: dict, console: Console | None = None) -> None:
         phase3_tables(result["phase3"], result["config"]["reference"]),
         training_tables(result.get("training")),
         cost_table(result["cost"]),
-        projection_tables(result.get("projection")),
+        projection_tables(result.get("projection"), result.get("exact")),
         exact_terminal.per_pass_table(result),
         baseline_table(result.get("baseline")),
     ):
