@@ -203,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("--max-fallback-increase", "CPU fallback calls per pass"),
         ("--max-graph-break-increase", "graph breaks"),
         ("--max-recompile-increase", "recompiles"),
+        ("--max-new-signature-increase", "new kernel signatures after warm-up"),
     ):
         g.add_argument(
             flag,
@@ -321,6 +322,7 @@ def _config(a: argparse.Namespace, argv: list[str]):
         max_fallback_increase=a.max_fallback_increase,
         max_graph_break_increase=a.max_graph_break_increase,
         max_recompile_increase=a.max_recompile_increase,
+        max_new_signature_increase=a.max_new_signature_increase,
         gate_host_latency=a.gate_host_latency,
         launch_overhead_us=a.launch_overhead_us,
         instance=a.instance,

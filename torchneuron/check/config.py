@@ -37,6 +37,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "fallbacks": 0,
     "graph_breaks": 0,
     "recompiles": 0,
+    "new_signatures": 0,
 }
 
 
@@ -76,6 +77,7 @@ class CheckConfig:
     max_fallback_increase: int | None = None
     max_graph_break_increase: int | None = None
     max_recompile_increase: int | None = None
+    max_new_signature_increase: int | None = None
     gate_host_latency: bool = False  # the emulator's host latency decides (today's statistics)
     launch_overhead_us: float | None = None  # eager projection's cost per launch; None: default
     max_rounds: int = 3  # measurement rounds before "inconclusive"

@@ -108,6 +108,7 @@ def validate(cfg: CheckConfig) -> None:
         ("--max-fallback-increase", cfg.max_fallback_increase),
         ("--max-graph-break-increase", cfg.max_graph_break_increase),
         ("--max-recompile-increase", cfg.max_recompile_increase),
+        ("--max-new-signature-increase", cfg.max_new_signature_increase),
         ("--launch-overhead-us", cfg.launch_overhead_us),
     ]
     for (name, v), strict in [(x, True) for x in positive] + [(x, False) for x in fractions]:

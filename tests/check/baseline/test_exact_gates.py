@@ -120,6 +120,24 @@ def test_new_graph_break_is_caught(tmp_path_factory, burners, tmp_path, monkeypa
     )
 
 
+def test_shapes_changing_between_passes_are_caught(tmp_path_factory, tmp_path, monkeypatch):
+    d = tmp_path_factory.mktemp("exact") / "growing"
+    eager = ["--mode", "eager"]  # Dynamo would recompile on the changing attribute too
+    code, out, err = cli(
+        "check", fixture("growing"), *FAST, *eager, "--baseline-runs", "1", "--save-baseline", d
+    )
+    assert code == 0, out + err
+    assert _metrics(str(d))["exact"]["eager"]["new_signatures"] == []
+    monkeypatch.setenv("CHECK_FIXTURE_GROWING", "1")
+    code, out, r = _check(str(d), tmp_path, "growing", *eager)
+    assert code == 1, out
+    msg = _regression(r, "eager new kernel signatures after warm-up per pass")
+    # the zero rows' fill, a new shape each pass (a TensorList's shapes are not recorded: cat's
+    # signature is its name only)
+    assert msg and "vs the baseline's 0" in msg and "aten::zero_(float[" in msg, r["failures"]
+    assert r["baseline"]["accuracy"]["output"]["passed"]
+
+
 def test_older_baseline_is_compared_on_what_it_has(blocks_baseline, tmp_path, monkeypatch):
     b = tmp_path / "old"
     shutil.copytree(blocks_baseline, b)

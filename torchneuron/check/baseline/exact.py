@@ -4,7 +4,9 @@ baseline's. Exact, so an unchanged build reads equal values and never fails or s
 - projected Trainium time of the eager pass (``projected_time``, a fraction; Trn2);
 - device launches per pass and per training step, eager and compiled (``kernels``, a fraction);
 - CPU fallback calls per pass and per training step, eager and compiled (``fallbacks``, calls);
-- graph breaks and recompiles of the compile check (``graph_breaks``, ``recompiles``: counts).
+- graph breaks and recompiles of the compile check (``graph_breaks``, ``recompiles``: counts);
+- kernel signatures a pass (a training step) ran that the one before did not: shapes that
+  change between passes compile new kernels in the loop on Trainium (``new_signatures``).
 
 A quantity regresses when it exceeds the baseline's by more than its threshold; the message
 names it and the ops whose counts changed ("aten::addmm x12 -> x36"). A quantity the
@@ -75,6 +77,19 @@ def _side_rows(name: str, b: dict, c: dict, th: dict, per: str = "per pass") -> 
             op_diff(fb, fc),
         )
     )
+    sb, sc = b.get("new_signatures"), c.get("new_signatures")
+    if sb is not None and sc is not None:  # None: an older baseline, or one training step
+        rows.append(
+            _row(
+                f"{name} new kernel signatures after warm-up {per}",
+                len(sb),
+                len(sc),
+                len(sb) + th["new_signatures"],
+                th["new_signatures"],
+                "count",
+                sorted(set(sc) - set(sb))[:8],
+            )
+        )
     if name == "eager":
         pb = ((b.get("projection") or {}).get("trn2") or {}).get("latency_s")
         pc = ((c.get("projection") or {}).get("trn2") or {}).get("latency_s")

@@ -274,6 +274,7 @@ def thresholds(cfg, base: Baseline | None) -> dict:
         ("fallbacks", cfg.max_fallback_increase),
         ("graph_breaks", cfg.max_graph_break_increase),
         ("recompiles", cfg.max_recompile_increase),
+        ("new_signatures", cfg.max_new_signature_increase),
     ):
         if v is not None:
             res[k], src[k] = float(v), "command line"

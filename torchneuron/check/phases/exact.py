@@ -1,8 +1,9 @@
 """The exact quantities of a check: what the device runs per forward pass, eager and compiled.
 
-After phase 3 (the model warm), one traced pass of the eager model and one of the compiled
-model (``--mode both`` or ``compile``) give their kernel counts, CPU fallbacks, copies and
-graph executions (``trace.py``), and the eager pass's projected Trainium time
+After phase 3 (the model warm), two traced passes of the eager model and two of the compiled
+model (``--mode both`` or ``compile``) give the second pass's kernel counts, CPU fallbacks,
+copies and graph executions (``trace.py``), the kernel signatures it ran that the first did
+not (shapes changing between passes), and the eager pass's projected Trainium time
 (``projection/kernels.py``). Beside them: phase 1's compiled graphs, graph breaks and
 recompiles and its peak device memory in program order. None depends on the host's load:
 baselines gate on these (``baseline/exact.py``).
@@ -49,8 +50,11 @@ def run(session, cfg, p1: dict, ui=None) -> dict:
         for side, model in (("eager", eager), ("compiled", compiled)):
             if model is None:
                 continue
+            # two passes: the second's summary, and its signatures the first did not have
+            first = trace.trace_pass(model, session.inputs, session.device, cfg.torch_dtype)
             ks = trace.trace_pass(model, session.inputs, session.device, cfg.torch_dtype)
             out[side] = trace.summarize(ks)
+            out[side]["new_signatures"] = trace.new_signatures(first, ks)
             if side == "eager":
                 out[side]["projection"] = kproj.project_all(ks, launch_us)
     except Exception as e:  # an extra measurement: it must not sink the check

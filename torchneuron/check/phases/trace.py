@@ -105,6 +105,13 @@ def signature(k: Kernel) -> str:
     return f"{k.name}({ins})"
 
 
+def new_signatures(before: list[Kernel], after: list[Kernel]) -> list[str]:
+    """Kernel signatures of ``after`` not in ``before``: on Trainium each is a new kernel to
+    compile, so shapes that change from one pass to the next compile in the loop."""
+    seen = {signature(k) for k in before if k.kind == "kernel"}
+    return sorted({signature(k) for k in after if k.kind == "kernel"} - seen)
+
+
 def summarize(kernels: list[Kernel]) -> dict:
     """The exact quantities of a pass (JSON-ready)."""
     by_kind: dict[str, list[Kernel]] = {}

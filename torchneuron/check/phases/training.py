@@ -147,11 +147,11 @@ def _steps(
     opt = torch.optim.AdamW(_groups(params_of), lr=TRAIN_LR)
     dev_type = torch.device(device).type
     losses, gnorms, times = [], [], []
-    exact = None
+    exact, prev = None, None
     for i in range(steps):
         sync()
         t0 = time.perf_counter()
-        if traced and i == steps - 1:  # the last step's kernel trace (phases/trace.py)
+        if traced and i >= steps - 2:  # the last two steps' kernel traces (phases/trace.py)
             box: list = []
             ks = trace.record(
                 lambda: box.append(
@@ -161,6 +161,9 @@ def _steps(
             )
             loss, norms = box[0]
             exact = trace.summarize(ks)
+            # the last step's signatures the step before did not run (None: one step only)
+            exact["new_signatures"] = None if prev is None else trace.new_signatures(prev, ks)
+            prev = ks
         else:
             loss, norms = _step(model, inputs, loss_fn, step_fn, run, opt, dev_type, dtype)
             sync()
