@@ -78,12 +78,15 @@ def record(fn, sync) -> list[Kernel]:
     """Run ``fn()`` then ``sync()`` under torch.profiler; the device activities in order."""
     from torch.profiler import ProfilerActivity, profile
 
+    from .phase1 import _quiet_stderr_fd  # Kineto's profiler_start/stop lines, from C++
+
     sync()
-    with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=True
-    ) as prof:
-        fn()
-        sync()
+    with _quiet_stderr_fd():
+        with profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=True
+        ) as prof:
+            fn()
+            sync()
     events = prof.profiler.kineto_results.events()
     cpu = {e.correlation_id(): e for e in events if e.device_type() == DeviceType.CPU}
     out = []
