@@ -1,7 +1,8 @@
 """The default performance gates: a run's exact quantities (``phases/exact.py``) against its
 baseline's. Exact, so an unchanged build reads equal values and never fails or stalls:
 
-- projected Trainium time of the eager pass (``projected_time``, a fraction; Trn2);
+- projected Trainium time of the eager pass (``projected_time``, a fraction; Trn2), and of
+  the compiled graph where both runs had ``--projection``;
 - device launches per pass and per training step, eager and compiled (``kernels``, a fraction);
 - CPU fallback calls per pass and per training step, eager and compiled (``fallbacks``, calls);
 - graph breaks and recompiles of the compile check (``graph_breaks``, ``recompiles``: counts);
@@ -148,6 +149,18 @@ def compare(bmx: dict, result: dict, th: dict) -> dict:
                     + ("in the baseline only" if b else "in this run only")
                     + "; --mode differs or the compiled model did not run)"
                 )
+    pb, pc = (bmx.get("projection") or {}).get("trn2"), _projected_now(result)
+    if pb and pc:  # both ran --projection: the compiled graph's projection, from the StableHLO
+        rows.append(
+            _row(
+                "compiled projected Trainium2 time per pass (StableHLO)",
+                pb,
+                pc,
+                pb * (1 + th["projected_time"]),
+                th["projected_time"],
+                "seconds",
+            )
+        )
     bt = (bmx.get("training") or {}).get("exact") or {}
     ct = (result.get("training") or {}).get("exact") or {}
     for side in ("eager", "compiled"):  # a training step, where both runs traced one
@@ -155,6 +168,11 @@ def compare(bmx: dict, result: dict, th: dict) -> dict:
             rows += _side_rows(f"training ({side})", bt[side], ct[side], th, "per step")
     regressions = [_message(r) for r in rows if r["regressed"]]
     return {"rows": rows, "regressions": regressions, "notes": notes}
+
+
+def _projected_now(result: dict) -> float | None:
+    p = result.get("projection") or {}
+    return p["trn2"]["latency_s_per_core"] if p.get("status") == "pass" else None
 
 
 def _fmt(v, unit: str) -> str:

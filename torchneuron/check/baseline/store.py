@@ -137,6 +137,9 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
             "training": _training_figures(result.get("training") or {}),
             "fallback_ops": sorted(p1["fallback"]["ops"]),
+            # --projection: the compiled graph's projected seconds per pass (an exact function
+            # of the StableHLO), gated as the eager projection is (baseline/exact.py)
+            "projection": _projected(result.get("projection") or {}),
             # the exact quantities per pass the default gates compare (phases/exact.py)
             "exact": result.get("exact")
             if (result.get("exact") or {}).get("status") == "pass"
@@ -329,6 +332,12 @@ def _sig(inputs) -> str:
     if not inputs:
         return "none"
     return ", ".join(f"{i['name']}{i['shape']}:{i['dtype']}" for i in inputs)
+
+
+def _projected(p: dict) -> dict | None:
+    if p.get("status") != "pass":
+        return None
+    return {k: p[k]["latency_s_per_core"] for k in ("trn2", "trn3")}
 
 
 def _training_figures(t: dict) -> dict | None:
