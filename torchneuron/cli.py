@@ -19,7 +19,8 @@ returns (model, example_inputs): a torch.nn.Module on the CPU and a tuple of ten
 (positional) or a dict of tensors (keywords). A factory may take batch_size and seed.
 
 exit codes: 0 pass; 1 a phase failed, a regression against --baseline was found or
---max-cost-per-million was exceeded; 2 bad usage or input.
+--max-cost-per-million was exceeded; 2 bad usage or input; 3 (--gate-host-latency only) the
+host was too noisy to decide latency.
 """
 
 
@@ -159,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int,
         default=3,
         metavar="N",
-        help="measurement rounds before a latency comparison too noisy to decide is "
+        help="with --gate-host-latency only: measurement rounds before a latency comparison "
+        "too noisy to decide is "
         "reported inconclusive (exit code 3), and the rounds a --save-baseline run "
         "measures (default 3)",
     )
@@ -168,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int,
         default=3,
         metavar="N",
-        help="with --save-baseline: measure phase 3 in N processes (this one and N-1 fresh ones) "
+        help="with --gate-host-latency only. With --save-baseline: measure phase 3 in N processes (this one and N-1 fresh ones) "
         "and keep each one's figures: re-checks are read against their median and a "
         "regression must exceed their spread; with --baseline: a latency regression read "
         "in this process is measured again in up to N-1 fresh processes and decided on "
@@ -180,6 +182,35 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="fail when peak device memory exceeds the baseline's by more than this (default 0.10)",
     )
+    g.add_argument(
+        "--gate-host-latency",
+        action="store_true",
+        help="let the emulator's host latency decide against the baseline (statistics over "
+        "rounds and processes; exit code 3 when too noisy to decide). Without it the exact "
+        "quantities decide (kernels, fallbacks, projected time, graph breaks, recompiles, memory)",
+    )
+    for flag, what, default in (
+        ("--max-projected-time-regression", "the eager pass's projected Trainium2 time", "0.10"),
+        ("--max-kernel-regression", "device launches per pass", "0.10"),
+    ):
+        g.add_argument(
+            flag,
+            type=float,
+            metavar="FRACTION",
+            help=f"fail when {what} exceeds the baseline's by more than this (default {default})",
+        )
+    for flag, what in (
+        ("--max-fallback-increase", "CPU fallback calls per pass"),
+        ("--max-graph-break-increase", "graph breaks"),
+        ("--max-recompile-increase", "recompiles"),
+        ("--max-new-signature-increase", "new kernel signatures after warm-up"),
+    ):
+        g.add_argument(
+            flag,
+            type=_int,
+            metavar="N",
+            help=f"fail when {what} exceed the baseline's by more than N (default 0)",
+        )
     g = c.add_argument_group("cost")
     g.add_argument(
         "--instance", help="instance the device cost is priced as (default trn1.2xlarge)"
@@ -221,6 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="project Trainium2/Trainium3 latency, throughput and cost from the model's StableHLO "
         "(a roofline estimate, not a measurement)",
+    )
+    g.add_argument(
+        "--launch-overhead-us",
+        type=float,
+        metavar="US",
+        help="fixed cost per kernel launch in the eager Trainium projection (default 20: an "
+        "assumption, AWS publishes no figure; see docs/check.md)",
     )
     g.add_argument(
         "--sweep",
@@ -279,6 +317,14 @@ def _config(a: argparse.Namespace, argv: list[str]):
         save_baseline=a.save_baseline,
         max_latency_regression=a.max_latency_regression,
         max_memory_regression=a.max_memory_regression,
+        max_projected_time_regression=a.max_projected_time_regression,
+        max_kernel_regression=a.max_kernel_regression,
+        max_fallback_increase=a.max_fallback_increase,
+        max_graph_break_increase=a.max_graph_break_increase,
+        max_recompile_increase=a.max_recompile_increase,
+        max_new_signature_increase=a.max_new_signature_increase,
+        gate_host_latency=a.gate_host_latency,
+        launch_overhead_us=a.launch_overhead_us,
         instance=a.instance,
         price_per_hour=a.price_per_hour,
         reference_instance=a.reference_instance,

@@ -31,6 +31,13 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     # an increase must also exceed this many bytes: the peak of a tiny model moves by a few
     # allocator blocks between identical runs (frees are stream-ordered, so timing matters)
     "peak_memory_min_bytes": 1 << 20,
+    # the exact gates (baseline/exact.py): fractions, then increases in counts
+    "projected_time": 0.10,
+    "kernels": 0.10,
+    "fallbacks": 0,
+    "graph_breaks": 0,
+    "recompiles": 0,
+    "new_signatures": 0,
 }
 
 
@@ -63,6 +70,16 @@ class CheckConfig:
     save_baseline: str | None = None
     max_latency_regression: float | None = None  # None: baseline's or default
     max_memory_regression: float | None = None
+    max_projected_time_regression: float | None = (
+        None  # the exact gates: None: baseline's or default
+    )
+    max_kernel_regression: float | None = None
+    max_fallback_increase: int | None = None
+    max_graph_break_increase: int | None = None
+    max_recompile_increase: int | None = None
+    max_new_signature_increase: int | None = None
+    gate_host_latency: bool = False  # the emulator's host latency decides (today's statistics)
+    launch_overhead_us: float | None = None  # eager projection's cost per launch; None: default
     max_rounds: int = 3  # measurement rounds before "inconclusive"
     baseline_runs: int = 3  # --save-baseline: processes phase 3 is measured in; --baseline:
     # at most, to confirm a latency regression (baseline_runs.py)

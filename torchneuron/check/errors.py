@@ -10,8 +10,8 @@ EXIT_FAIL = 1
 #: returns the wrong thing, a model that fails on the reference device too, a baseline
 #: folder that is missing, partial or from another model.
 EXIT_USAGE = 2
-#: Inconclusive: the host was too noisy to decide a latency comparison with the baseline
-#: within ``--max-rounds`` rounds (the interval of the change straddles the threshold);
+#: Inconclusive (``--gate-host-latency`` only): the host was too noisy to decide a latency
+#: comparison with the baseline within ``--max-rounds`` rounds (the interval of the change straddles the threshold);
 #: nothing failed. CI may treat it as a pass, a retry or a failure.
 EXIT_INCONCLUSIVE = 3
 

@@ -103,6 +103,13 @@ def validate(cfg: CheckConfig) -> None:
     fractions = [
         ("--max-latency-regression", cfg.max_latency_regression),
         ("--max-memory-regression", cfg.max_memory_regression),
+        ("--max-projected-time-regression", cfg.max_projected_time_regression),
+        ("--max-kernel-regression", cfg.max_kernel_regression),
+        ("--max-fallback-increase", cfg.max_fallback_increase),
+        ("--max-graph-break-increase", cfg.max_graph_break_increase),
+        ("--max-recompile-increase", cfg.max_recompile_increase),
+        ("--max-new-signature-increase", cfg.max_new_signature_increase),
+        ("--launch-overhead-us", cfg.launch_overhead_us),
     ]
     for (name, v), strict in [(x, True) for x in positive] + [(x, False) for x in fractions]:
         if v is None:
@@ -252,9 +259,9 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         "compiled first call (compile included)" if compiled_device else "eager first pass"
     )
     result["phase3"] = p3
-    if cfg.save_baseline and p3["status"] == "pass":
-        # A baseline is measured --max-rounds rounds (pooled): every later check is compared
-        # with it, so its own sampling error is in every interval (docs/check.md)
+    if cfg.save_baseline and p3["status"] == "pass" and cfg.gate_host_latency:
+        # A baseline for host-latency gates is measured --max-rounds rounds (pooled): every later
+        # check is compared with it, so its own sampling error is in every interval (docs/check.md)
         while p3["rounds"] < cfg.max_rounds:
             ui.step(
                 f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)"
@@ -268,6 +275,14 @@ def run(cfg: CheckConfig, ui=None) -> dict:
             if skip is None
             else {"status": "skipped", "reason": skip}
         )
+    # exact quantities per pass (phases/exact.py): the default performance gates
+    from .phases import exact
+
+    result["exact"] = (
+        exact.run(session, cfg, p1, ui)
+        if skip is None and not cfg.baseline_process
+        else {"status": "skipped", "reason": skip or "a baseline's extra process"}
+    )
     result["warnings"] += p2.get("warnings", []) + p3.get("warnings", [])
     if p1.get("uncomparable_outputs"):
         result["warnings"].append(
@@ -314,7 +329,8 @@ def run(cfg: CheckConfig, ui=None) -> dict:
                 base, result, session.outputs, cfg.torch_dtype
             )
             while (
-                _undecided(result["baseline"])
+                cfg.gate_host_latency
+                and _undecided(result["baseline"])
                 and p3["status"] == "pass"
                 and p3["rounds"] < cfg.max_rounds
             ):
@@ -388,7 +404,8 @@ def run(cfg: CheckConfig, ui=None) -> dict:
             f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
             f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)"
         )
-    undecided = _undecided(result["baseline"] or {})
+    # exit 3 belongs to --gate-host-latency alone: the exact gates always decide
+    undecided = _undecided(result["baseline"] or {}) if cfg.gate_host_latency else []
     inconclusive = not fails and bool(undecided)
     if inconclusive:
         procs = max(
@@ -437,8 +454,9 @@ def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:
 
     p3 = result["phase3"]
     own = baseline_runs.estimates(p3)
-    # --mode compile: the compiled figures are compared with their own margin, not these
-    if cfg.baseline_runs < 2 or not own or cfg.mode == "compile":
+    # --mode compile: the compiled figures are compared with their own margin, not these;
+    # without --gate-host-latency the host's figures decide nothing: one process is enough
+    if cfg.baseline_runs < 2 or not own or cfg.mode == "compile" or not cfg.gate_host_latency:
         p3["baseline_processes"] = baseline_runs.summary([own]) if own else None
         return
     extra = baseline_runs.measure(cfg, cfg.baseline_runs - 1, ui)
@@ -456,7 +474,7 @@ def _confirm_regressions(result: dict, base, session, cfg: CheckConfig, ui) -> N
     process's offset is not a verdict, as a baseline is not one process's figure."""
     from .baseline import runs as baseline_runs
 
-    if result["phase3"]["status"] != "pass" or cfg.baseline_process:
+    if result["phase3"]["status"] != "pass" or cfg.baseline_process or not cfg.gate_host_latency:
         return
     conf = baseline_runs.confirm(result["baseline"].get("latency") or {}, cfg, ui)
     if conf is None:

@@ -146,7 +146,15 @@ def test_changed_integer_output_against_a_baseline_is_reported(tmp_path, monkeyp
 
 def test_planted_slowdown_is_caught(sleepy_baseline, monkeypatch):
     monkeypatch.setenv("CHECK_FIXTURE_SLEEP_MS", "30")  # the model now sleeps 30 ms on the device
-    code, out, err = cli("check", fixture("sleepy"), *FAST, *LOOSE, "--baseline", sleepy_baseline)
+    code, out, err = cli(
+        "check",
+        fixture("sleepy"),
+        *FAST,
+        *LOOSE,
+        "--gate-host-latency",
+        "--baseline",
+        sleepy_baseline,
+    )
     assert code == 1, out + err
     assert "regression: latency" in out
 
@@ -162,9 +170,22 @@ def test_planted_low_p50_in_baseline_is_caught_at_default_threshold(mlp_baseline
             m["metrics"][key]["device"] = [t / 5 for t in m["metrics"][key]["device"]]
 
     _edit_json(b, "baseline.json", faster)
-    code, out, err = cli("check", "mlp", *FAST, "--max-memory-regression", "0.5", "--baseline", b)
+    code, out, err = cli(
+        "check",
+        "mlp",
+        *FAST,
+        "--max-memory-regression",
+        "0.5",
+        "--gate-host-latency",
+        "--baseline",
+        b,
+    )
     assert code == 1, out + err
     assert "regression: latency" in out and "+10%" in out
+    # without --gate-host-latency the emulator's host time is shown, never decides
+    code, out, err = cli("check", "mlp", *FAST, "--max-memory-regression", "0.5", "--baseline", b)
+    assert code == 0, out + err
+    assert "regression: latency" not in out and "shown only" in out
 
 
 def test_memory_regression_is_caught(mlp_baseline, tmp_path):

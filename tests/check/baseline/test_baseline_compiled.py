@@ -59,7 +59,9 @@ def test_unchanged_recheck_compares_the_compiled_model(compiled_baseline, tmp_pa
     lat = c["latency"]
     assert lat["side"] == "compiled" and lat["decision"] == "pass"
     st = lat["statistics"]["compiled_alone"]
-    assert st["decides"] and st["statistic"] == "median paired work time compiled / reference"
+    # the emulator's host time is shown, not decided, without --gate-host-latency
+    assert lat["gated"] is False and not st["decides"]
+    assert st["statistic"] == "median paired work time compiled / reference"
     assert "model_or_inputs" not in lat["statistics"]  # eager's comparison decided it
     # on the process's CPU time (XLA:CPU's pool does the compiled graphs' work)
     assert lat["time_basis"].startswith("work time: the compiled model's process CPU seconds")
@@ -85,7 +87,9 @@ def test_compiled_only_slowdown_is_caught(compiled_baseline, tmp_path, monkeypat
     # after other tests had grown the device's reserved memory, a forward of this model took
     # about 30 ms on either path, and a 30 ms sleep read x3.5, inside the +300 % of LOOSE.
     monkeypatch.setenv("CHECK_FIXTURE_COMPILED_SLEEP_MS", "100")
-    code, out, r = _check(compiled_baseline, tmp_path, "--max-latency-regression", "1")
+    code, out, r = _check(
+        compiled_baseline, tmp_path, "--max-latency-regression", "1", "--gate-host-latency"
+    )
     assert code == 1, out
     assert "regression: latency (compiled), compiled alone" in out
     st = r["baseline"]["compiled"]["latency"]["statistics"]["compiled_alone"]

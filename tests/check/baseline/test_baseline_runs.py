@@ -72,7 +72,16 @@ def test_a_large_slowdown_is_still_caught_and_one_process_changes_nothing():
 def test_save_baseline_measures_fresh_processes(tmp_path):
     d = tmp_path / "b"
     code, out, err = cli(
-        "check", "mlp", *FAST, "--mode", "eager", "--baseline-runs", "2", "--save-baseline", d
+        "check",
+        "mlp",
+        *FAST,
+        "--mode",
+        "eager",
+        "--baseline-runs",
+        "2",
+        "--gate-host-latency",
+        "--save-baseline",
+        d,
     )
     assert code == 0, out + err
     p = json.load(open(os.path.join(d, "baseline.json")))["metrics"]["processes"]

@@ -11,6 +11,7 @@ import torch
 from .. import formatting as F
 from .. import manifest as manifest_mod
 from ..phases import memory as memory_mod
+from . import exact as exact_mod
 from . import runs as baseline_runs
 from . import setup as baseline_setup
 from .store import Baseline, _measured_now, measured
@@ -82,7 +83,8 @@ def compare(
             else "this run timed the compiled model only (--mode compile): it is compared with the baseline's "
             "compiled figures"
         )
-    res["regressions"] += res["latency"].get("regressions", [])
+    gate = bool(result["config"].get("gate_host_latency"))
+    res["regressions"] += res["latency"].get("regressions", []) if gate else []
     res["compiled"] = compiled(
         base,
         result,
@@ -91,8 +93,14 @@ def compare(
         skip=("model_or_inputs",)
         if "model_or_inputs" in (res["latency"].get("statistics") or {})
         else (),
+        gate=gate,
     )
     res["regressions"] += res["compiled"]["regressions"]
+    if not gate:  # the emulator's host time: shown, decided only under --gate-host-latency
+        for lat in (res["latency"], res["compiled"]["latency"]):
+            shown_only(lat)
+    res["exact"] = exact_mod.compare(bmx, result, th)
+    res["regressions"] += res["exact"]["regressions"]
     res["training"] = training(bmx, result.get("training") or {}, th)
     res["regressions"] += res["training"].get("regressions", [])
     cur_mem, cur_basis = memory_mod.measured_peak(result["phase1"])
@@ -272,14 +280,20 @@ def compile_success(base: Baseline, p1: dict) -> dict:
 
 
 def compiled(
-    base: Baseline, result: dict, threshold: float, seed: int = 0, skip: tuple = ()
+    base: Baseline,
+    result: dict,
+    threshold: float,
+    seed: int = 0,
+    skip: tuple = (),
+    gate: bool = True,
 ) -> dict:
     """The compiled model against the baseline's: compile success (``compile_success``) and its
     latency by ``latency``'s statistics and verdict rules, on the work-time basis with the
     process's CPU time as its clock (``workclock.COMPILED_SIDES``) where both runs measured it,
     else on wall seconds (``COMPILED_BASIS``). The compiled figures are phase 3's device figures under
     ``--mode compile`` and its ``compiled`` figures under ``--mode both``, on either side.
-    ``skip``: statistics not repeated here (``model_or_inputs``, when eager's decided it)."""
+    ``skip``: statistics not repeated here (``model_or_inputs``, when eager's decided it);
+    ``gate``: whether the latency's regressions fail (``--gate-host-latency``)."""
     res: dict[str, Any] = {"compile": compile_success(base, result["phase1"]), "regressions": []}
     res["regressions"] += res["compile"].get("regressions", [])
     bmx, p3 = base.meta["metrics"], result["phase3"] or {}
@@ -310,8 +324,27 @@ def compiled(
         res["latency"] = latency(
             b, c, threshold, seed, side="compiled", skip=skip, wall_reason=COMPILED_BASIS
         )
-    res["regressions"] += res["latency"].get("regressions", [])
+    res["regressions"] += res["latency"].get("regressions", []) if gate else []
     return res
+
+
+#: How a latency comparison is labelled when it does not decide.
+HOST_TIME_NOTE = (
+    "the emulator's host time: shown, not decided (it moves with the host's load and is not "
+    "Trainium's time; --gate-host-latency decides on it)"
+)
+
+
+def shown_only(lat: dict) -> None:
+    """Mark a latency comparison as shown, not deciding: its would-be regressions kept
+    apart (``host_time_regressions``), its statistics deciding nothing."""
+    lat["gated"] = False
+    lat["host_time_note"] = HOST_TIME_NOTE
+    lat["host_time_regressions"] = lat.get("regressions", [])
+    lat["regressions"] = []
+    lat["regressed"] = False
+    for st in (lat.get("statistics") or {}).values():
+        st["decides"] = False
 
 
 def _compiled_view(src: dict, fig: dict | None, key: str) -> dict | None:

@@ -137,6 +137,13 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
             "training": _training_figures(result.get("training") or {}),
             "fallback_ops": sorted(p1["fallback"]["ops"]),
+            # --projection: the compiled graph's projected seconds per pass (an exact function
+            # of the StableHLO), gated as the eager projection is (baseline/exact.py)
+            "projection": _projected(result.get("projection") or {}),
+            # the exact quantities per pass the default gates compare (phases/exact.py)
+            "exact": result.get("exact")
+            if (result.get("exact") or {}).get("status") == "pass"
+            else None,
             "narrowing": p1["narrowing"],
             "accuracy": {
                 k: {
@@ -265,6 +272,12 @@ def thresholds(cfg, base: Baseline | None) -> dict:
     for k, v in (
         ("latency_p50", cfg.max_latency_regression),
         ("peak_memory", cfg.max_memory_regression),
+        ("projected_time", cfg.max_projected_time_regression),
+        ("kernels", cfg.max_kernel_regression),
+        ("fallbacks", cfg.max_fallback_increase),
+        ("graph_breaks", cfg.max_graph_break_increase),
+        ("recompiles", cfg.max_recompile_increase),
+        ("new_signatures", cfg.max_new_signature_increase),
     ):
         if v is not None:
             res[k], src[k] = float(v), "command line"
@@ -321,12 +334,22 @@ def _sig(inputs) -> str:
     return ", ".join(f"{i['name']}{i['shape']}:{i['dtype']}" for i in inputs)
 
 
+def _projected(p: dict) -> dict | None:
+    if p.get("status") != "pass":
+        return None
+    return {k: p[k]["latency_s_per_core"] for k in ("trn2", "trn3")}
+
+
 def _training_figures(t: dict) -> dict | None:
     """What a baseline keeps of the training check (a passing one): the device's peak memory
     with the optimizer's state and the step times (shown on re-check, not decided)."""
     if t.get("status") != "pass":
         return None
-    return {"peak_allocated_bytes": t.get("peak_allocated_bytes"), "step_time": t.get("step_time")}
+    return {
+        "peak_allocated_bytes": t.get("peak_allocated_bytes"),
+        "step_time": t.get("step_time"),
+        "exact": t.get("exact"),  # the last step's kernel trace per mode (training.py)
+    }
 
 
 def _measured_now(p1: dict) -> str:

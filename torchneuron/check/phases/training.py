@@ -36,7 +36,7 @@ import torch
 from ..errors import CheckUsageError
 from ..model import tensors as T
 from ..stats import summary as stats
-from . import phase2
+from . import phase2, trace
 
 #: AdamW learning rate of the training check (small: a few steps must stay comparable).
 TRAIN_LR = 1e-4
@@ -141,41 +141,32 @@ def _steps(
     step_fn: Callable | None = None,
     params_of=None,
     run: str | None = None,
+    traced: bool = False,
 ) -> dict:
     params_of = params_of or model  # a compiled module's own parameters (no _orig_mod. prefix)
     opt = torch.optim.AdamW(_groups(params_of), lr=TRAIN_LR)
     dev_type = torch.device(device).type
     losses, gnorms, times = [], [], []
-    for _ in range(steps):
+    exact, prev = None, None
+    for i in range(steps):
         sync()
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with T.autocast_ctx(dev_type, dtype):
-            loss = _loss(model, inputs, loss_fn, step_fn, run)
-        try:
-            loss.backward()
-        except RuntimeError as e:  # a step that ran backward() through autograd.grad, say
-            if run and "backward through the graph a second time" in str(e):
-                raise CheckUsageError(
-                    f"training: {'step(model, inputs)' if step_fn else 'loss_fn(output)'} "
-                    "ran backward through the loss's graph itself (\"Trying to backward through "
-                    'the graph a second time"): return the loss without calling backward(); '
-                    "the check calls loss.backward()"
-                ) from e
-            raise
-        norms = []
-        for g in opt.param_groups:
-            # in float64 on the CPU: the device narrows 64-bit math (TorchNeuron's policy)
-            sq = [
-                p.grad.detach().to("cpu", torch.float64).pow(2).sum()
-                for p in g["params"]
-                if p.grad is not None
-            ]
-            norms.append(
-                torch.stack(sq).sum().sqrt() if sq else torch.zeros((), dtype=torch.float64)
+        if traced and i >= steps - 2:  # the last two steps' kernel traces (phases/trace.py)
+            box: list = []
+            ks = trace.record(
+                lambda: box.append(
+                    _step(model, inputs, loss_fn, step_fn, run, opt, dev_type, dtype)
+                ),
+                sync,
             )
-        opt.step()
-        sync()
+            loss, norms = box[0]
+            exact = trace.summarize(ks)
+            # the last step's signatures the step before did not run (None: one step only)
+            exact["new_signatures"] = None if prev is None else trace.new_signatures(prev, ks)
+            prev = ks
+        else:
+            loss, norms = _step(model, inputs, loss_fn, step_fn, run, opt, dev_type, dtype)
+            sync()
         times.append(time.perf_counter() - t0)
         losses.append(loss.detach().to("cpu"))
         gnorms.append(norms)
@@ -185,7 +176,37 @@ def _steps(
         "times_s": times,
         "params": {k: v.detach().to("cpu") for k, v in params_of.named_parameters()},
         "groups": [g["name"] for g in opt.param_groups],
+        "exact": exact,
     }
+
+
+def _step(model, inputs, loss_fn, step_fn, run, opt, dev_type, dtype):
+    """One optimizer step: (loss, gradient norms per group in float64 on the CPU)."""
+    opt.zero_grad(set_to_none=True)
+    with T.autocast_ctx(dev_type, dtype):
+        loss = _loss(model, inputs, loss_fn, step_fn, run)
+    try:
+        loss.backward()
+    except RuntimeError as e:  # a step that ran backward() through autograd.grad, say
+        if run and "backward through the graph a second time" in str(e):
+            raise CheckUsageError(
+                f"training: {'step(model, inputs)' if step_fn else 'loss_fn(output)'} "
+                "ran backward through the loss's graph itself (\"Trying to backward through "
+                'the graph a second time"): return the loss without calling backward(); '
+                "the check calls loss.backward()"
+            ) from e
+        raise
+    norms = []
+    for g in opt.param_groups:
+        # in float64 on the CPU: the device narrows 64-bit math (TorchNeuron's policy)
+        sq = [
+            p.grad.detach().to("cpu", torch.float64).pow(2).sum()
+            for p in g["params"]
+            if p.grad is not None
+        ]
+        norms.append(torch.stack(sq).sum().sqrt() if sq else torch.zeros((), dtype=torch.float64))
+    opt.step()
+    return loss, norms
 
 
 def _graph_counts() -> tuple[int, int]:
@@ -240,6 +261,7 @@ def _device_steps(loaded, cfg, steps: int, compiled: bool) -> dict:
             T.synchronizer(dev),
             loaded.train_step,
             params_of=model,
+            traced=True,
         )
     if compiled:
         runs1, fallbacks1 = _graph_counts()
@@ -476,6 +498,7 @@ def run(loaded, cfg, ui, steps: int) -> dict:
                 f"{str(e).splitlines()[0] if str(e) else ''}",
             }
         res |= _compare(d, r, g, steps, cfg, initial)
+        res["exact"] = {"eager": d.get("exact")}
     else:
         res |= {
             "status": "pass",
@@ -504,6 +527,7 @@ def run(loaded, cfg, ui, steps: int) -> dict:
                 if why
                 else _compare(dc, r, g, steps, cfg, initial) | {"graph_runs": dc["graph_runs"]}
             )
+            res.setdefault("exact", {})["compiled"] = dc.get("exact")
         except CheckUsageError:
             raise
         except Exception as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from .. import formatting as F
+from . import exact_html
 from .html_parts import _e, _kv, _plt, _status, _svg, _table
 from .profile_html import html_section
 
@@ -506,6 +507,7 @@ def _baseline(b: dict | None) -> str:
             ]
         )
     comp = b.get("compiled") or {}
+    rows += exact_rows(b.get("exact"))
     rows += _latency_rows(b.get("latency") or {}, "")
     cc = comp.get("compile") or {}
     if "note" in cc:
@@ -573,6 +575,29 @@ def _baseline(b: dict | None) -> str:
     return out
 
 
+def exact_rows(ex: dict | None) -> list:
+    """The exact gates' rows (``baseline/exact.py``), the ops whose counts changed beside."""
+    rows = []
+    for r in (ex or {}).get("rows", []):
+        fmt = (lambda v: f"{v * 1e6:.4g} µs") if r["unit"] == "seconds" else str
+        th = (
+            f"+{r['threshold']:.0%}"
+            if r["unit"] in ("fraction", "seconds")
+            else f"+{r['threshold']:g}"
+        )
+        rows.append(
+            [
+                _e(r["quantity"]),
+                _e(fmt(r["baseline"])),
+                _e(fmt(r["current"])),
+                _e(", ".join(r["ops"])),
+                _e(th),
+                _status("fail" if r["regressed"] else "pass"),
+            ]
+        )
+    return rows
+
+
 def _latency_rows(lat: dict, label: str) -> list:
     """The rows of one latency comparison (eager: ``label`` "", compiled: " (compiled)")."""
     if "baseline_p50_s" not in lat:
@@ -589,7 +614,10 @@ def _latency_rows(lat: dict, label: str) -> list:
     st_all = lat.get("statistics") or {}
     rows = [
         [
-            _e(f"p50 latency{label} (raw, host-dependent)"),
+            _e(
+                f"p50 latency{label} (emulator host time"
+                + (", shown only)" if lat.get("gated") is False else ", raw)")
+            ),
             _e(F.ms(lat["baseline_p50_s"])),
             _e(F.ms(lat["current_p50_s"])),
             _e(F.signed_pct(lat["change"])),
@@ -836,6 +864,7 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 {_cost(result["cost"])}
 {_training(result.get("training"))}
 {_projection(result.get("projection"))}
+{exact_html.section(result)}
 <h2 id="baseline">Baseline comparison</h2>
 {_baseline(result.get("baseline"))}
 <h2 id="manifest">Manifest</h2>

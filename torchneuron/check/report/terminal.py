@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import formatting as F
+from . import exact_terminal
 
 _STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "skipped": "yellow"}
 
@@ -462,6 +463,7 @@ def baseline_table(b: dict | None) -> list:
             status_text("pass" if a.get("passed") else "fail"),
         )
     comp = b.get("compiled") or {}
+    exact_notes = exact_terminal.baseline_rows(t, b.get("exact"))
     _latency_rows(t, b.get("latency") or {}, "")
     cc = comp.get("compile") or {}
     if "note" in cc:
@@ -491,7 +493,10 @@ def baseline_table(b: dict | None) -> list:
         )
     for cells, res in F.training_baseline_rows(b.get("training") or {}):
         t.add_row(*cells, Text("info only", style="dim") if res == "info" else status_text(res))
-    out: list = [t]
+    out: list = [t, *exact_notes]
+    lat = b.get("latency") or {}
+    if lat.get("host_time_note"):
+        out.append(Text(f"latency: {lat['host_time_note']}", style="dim"))
     if b.get("reason"):
         out.append(Text(f"reason: {b['reason']}", style="yellow"))
     if mem:
@@ -539,7 +544,8 @@ def _latency_rows(t: Table, lat: dict, label: str) -> None:
         return
     st_all = lat.get("statistics") or {}
     t.add_row(
-        f"p50 latency{label} (raw, host-dependent)",
+        f"p50 latency{label} (emulator host time"
+        + (", shown only)" if lat.get("gated") is False else ", raw)"),
         F.ms(lat["baseline_p50_s"]),
         F.ms(lat["current_p50_s"]),
         F.signed_pct(lat["change"]),
@@ -641,7 +647,7 @@ def training_tables(tr: dict | None, label: str = "") -> list:
     ] + compiled
 
 
-def projection_tables(p: dict | None) -> list:
+def projection_tables(p: dict | None, exact: dict | None = None) -> list:
     """The Trainium projection (nothing unless --projection was given)."""
     if not p or p.get("status") == "skipped":
         return []
@@ -667,6 +673,19 @@ def projection_tables(p: dict | None) -> list:
         ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"),
     ):
         t.add_row(label, fn(a), fn(b))
+    ep = ((exact or {}).get("eager") or {}).get("projection")
+    if ep:  # the eager pass from its kernel trace, beside the compiled graph's
+        n, us = ((exact or {}).get("compiled") or {}).get("graphs") or 1, ep["trn2"]["launch_us"]
+        t.add_row(
+            f"compiled pass + {n} launch(es) x {us:g} µs (assumed)",
+            f"{a['latency_s_per_core'] * 1e6 + n * us:.4g} µs",
+            f"{b['latency_s_per_core'] * 1e6 + n * us:.4g} µs",
+        )
+        t.add_row(
+            f"eager pass (kernel trace, {ep['trn2']['launches']} launches)",
+            f"{ep['trn2']['latency_s'] * 1e6:.4g} µs",
+            f"{ep['trn3']['latency_s'] * 1e6:.4g} µs",
+        )
     top = Table(
         title="Top operations by projected time (Trainium2)", title_justify="left", box=box.SIMPLE
     )
@@ -718,7 +737,8 @@ def render(result: dict, console: Console | None = None) -> None:
         phase3_tables(result["phase3"], result["config"]["reference"]),
         training_tables(result.get("training")),
         cost_table(result["cost"]),
-        projection_tables(result.get("projection")),
+        projection_tables(result.get("projection"), result.get("exact")),
+        exact_terminal.per_pass_table(result),
         baseline_table(result.get("baseline")),
     ):
         for x in part:

@@ -1,0 +1,75 @@
+"""baseline/exact.compare on hand-made figures: each quantity's rule and message, without a
+run (the runs are in test_exact_gates.py)."""
+
+from torchneuron.check.baseline import exact
+from torchneuron.check.config import DEFAULT_THRESHOLDS
+
+TH = dict(DEFAULT_THRESHOLDS)
+
+
+def _side(kernels, fallbacks=None, latency=None, new_signatures=None):
+    fb = fallbacks or {}
+    s = {
+        "kernels_by_op": kernels,
+        "kernels": sum(kernels.values()),
+        "graphs": 0,
+        "fallbacks_by_op": fb,
+        "fallback_calls": sum(fb.values()),
+        "new_signatures": new_signatures if new_signatures is not None else [],
+    }
+    if latency is not None:
+        s["projection"] = {"trn2": {"latency_s": latency, "launch_us": 20.0}}
+    return s
+
+
+def _compare(base_eager, cur_eager, bproj=None, cproj=None):
+    bmx = {"exact": {"eager": base_eager}, "projection": bproj}
+    result = {
+        "exact": {"status": "pass", "eager": cur_eager},
+        "projection": {"status": "pass", "trn2": {"latency_s_per_core": cproj}} if cproj else {},
+    }
+    return exact.compare(bmx, result, TH)
+
+
+def test_launches_at_the_threshold_pass_above_it_fail_naming_the_ops():
+    base = _side({"aten::addmm": 10})
+    at = _compare(base, _side({"aten::addmm": 11}))  # +10 %: the limit itself
+    assert not at["regressions"] and at["rows"][0]["changed"]
+    above = _compare(base, _side({"aten::addmm": 12}))
+    assert above["regressions"] == [
+        "eager device launches per pass: 12 vs the baseline's 10 (threshold +10%); "
+        "changed: aten::addmm x10 -> x12"
+    ]
+
+
+def test_one_more_fallback_call_fails():
+    out = _compare(_side({"aten::addmm": 2}), _side({"aten::addmm": 2}, {"aten::erfc.out": 1}))
+    assert out["regressions"] == [
+        "eager CPU fallback calls per pass: 1 vs the baseline's 0 (threshold +0); "
+        "changed: aten::erfc.out x0 -> x1"
+    ]
+
+
+def test_projected_times_eager_and_compiled():
+    base = _side({"aten::addmm": 2}, latency=100e-6)
+    out = _compare(
+        base, _side({"aten::addmm": 2}, latency=111e-6), bproj={"trn2": 50e-6}, cproj=56e-6
+    )
+    msgs = out["regressions"]
+    assert msgs[0].startswith(
+        "eager projected Trainium2 time per pass: 111.0 us vs the baseline's 100.0 us"
+    )
+    assert msgs[1].startswith("compiled projected Trainium2 time per pass (StableHLO): 56.0 us vs")
+    same = _compare(base, _side({"aten::addmm": 2}, latency=100e-6), {"trn2": 50e-6}, 50e-6)
+    assert not same["regressions"] and not any(r["changed"] for r in same["rows"])
+
+
+def test_new_signatures_and_an_older_baseline():
+    out = _compare(
+        _side({"aten::mm": 1}), _side({"aten::mm": 1}, new_signatures=["aten::mm(float[3, 4])"])
+    )
+    assert out["regressions"][0].startswith(
+        "eager new kernel signatures after warm-up per pass: 1 vs"
+    )
+    old = exact.compare({"compile": None}, {"exact": {"status": "pass"}}, TH)
+    assert old["rows"] == [] and "save it again" in old["notes"][0]

@@ -1,0 +1,190 @@
+"""The default performance gates: a run's exact quantities (``phases/exact.py``) against its
+baseline's. Exact, so an unchanged build reads equal values and never fails or stalls:
+
+- projected Trainium time of the eager pass (``projected_time``, a fraction; Trn2), and of
+  the compiled graph where both runs had ``--projection``;
+- device launches per pass and per training step, eager and compiled (``kernels``, a fraction);
+- CPU fallback calls per pass and per training step, eager and compiled (``fallbacks``, calls);
+- graph breaks and recompiles of the compile check (``graph_breaks``, ``recompiles``: counts);
+- kernel signatures a pass (a training step) ran that the one before did not: shapes that
+  change between passes compile new kernels in the loop on Trainium (``new_signatures``).
+
+A quantity regresses when it exceeds the baseline's by more than its threshold; the message
+names it and the ops whose counts changed ("aten::addmm x12 -> x36"). A quantity the
+baseline lacks (saved by an earlier version) is not compared, and the report says to save
+the baseline again. Host<->device copies and kernel signatures are listed, not gated.
+"""
+
+from __future__ import annotations
+
+
+def op_diff(base: dict, cur: dict, limit: int = 8) -> list[str]:
+    """``["aten::addmm x12 -> x36", ...]``: the ops whose counts changed, largest change first."""
+    names = sorted(set(base) | set(cur), key=lambda n: (-abs(cur.get(n, 0) - base.get(n, 0)), n))
+    out = [
+        f"{n} x{base.get(n, 0)} -> x{cur.get(n, 0)}"
+        for n in names
+        if base.get(n, 0) != cur.get(n, 0)
+    ]
+    return out[:limit] + ([f"and {len(out) - limit} more"] if len(out) > limit else [])
+
+
+def _row(quantity, base, cur, limit, threshold, unit, ops=None) -> dict:
+    return {
+        "quantity": quantity,
+        "baseline": base,
+        "current": cur,
+        "limit": limit,
+        "threshold": threshold,
+        "unit": unit,
+        "regressed": cur > limit,
+        "changed": cur != base,
+        "ops": ops or [],
+    }
+
+
+def _launches(side: dict) -> dict:
+    """Device launches by name: kernels, and compiled graphs as one name."""
+    by = dict(side.get("kernels_by_op") or {})
+    if side.get("graphs"):
+        by["compiled graph executions"] = side["graphs"]
+    return by
+
+
+def _side_rows(name: str, b: dict, c: dict, th: dict, per: str = "per pass") -> list[dict]:
+    rows = []
+    bl, cl = _launches(b), _launches(c)
+    nb, nc = sum(bl.values()), sum(cl.values())
+    rows.append(
+        _row(
+            f"{name} device launches {per}",
+            nb,
+            nc,
+            nb * (1 + th["kernels"]),
+            th["kernels"],
+            "fraction",
+            op_diff(bl, cl),
+        )
+    )
+    fb, fc = b.get("fallbacks_by_op") or {}, c.get("fallbacks_by_op") or {}
+    rows.append(
+        _row(
+            f"{name} CPU fallback calls {per}",
+            b.get("fallback_calls", 0),
+            c.get("fallback_calls", 0),
+            b.get("fallback_calls", 0) + th["fallbacks"],
+            th["fallbacks"],
+            "calls",
+            op_diff(fb, fc),
+        )
+    )
+    sb, sc = b.get("new_signatures"), c.get("new_signatures")
+    if sb is not None and sc is not None:  # None: an older baseline, or one training step
+        rows.append(
+            _row(
+                f"{name} new kernel signatures after warm-up {per}",
+                len(sb),
+                len(sc),
+                len(sb) + th["new_signatures"],
+                th["new_signatures"],
+                "count",
+                sorted(set(sc) - set(sb))[:8],
+            )
+        )
+    if name == "eager":
+        pb = ((b.get("projection") or {}).get("trn2") or {}).get("latency_s")
+        pc = ((c.get("projection") or {}).get("trn2") or {}).get("latency_s")
+        if pb and pc:
+            r = _row(
+                "eager projected Trainium2 time per pass",
+                pb,
+                pc,
+                pb * (1 + th["projected_time"]),
+                th["projected_time"],
+                "seconds",
+                op_diff(bl, cl),
+            )
+            r["launch_us"] = {
+                "baseline": b["projection"]["trn2"].get("launch_us"),
+                "current": c["projection"]["trn2"].get("launch_us"),
+            }
+            rows.insert(0, r)
+    return rows
+
+
+def _compile_rows(bc: dict | None, cc: dict | None, th: dict) -> list[dict]:
+    if not bc or not cc or not bc.get("checked") or not cc.get("checked"):
+        return []
+    rows = []
+    for key, label in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles")):
+        b, c = bc.get(key), cc.get(key)
+        if b is None or c is None:
+            continue
+        rows.append(_row(label, b, c, b + th[key], th[key], "count"))
+    return rows
+
+
+def compare(bmx: dict, result: dict, th: dict) -> dict:
+    """The exact gates of a run (``result``) against a baseline's metrics (``bmx``), per
+    forward pass and per training step (device launches, fallbacks):
+    ``{"rows", "regressions", "notes"}``."""
+    cur, base = result.get("exact") or {}, bmx.get("exact")
+    rows, notes = [], []
+    rows += _compile_rows(bmx.get("compile"), (result.get("phase1") or {}).get("compile"), th)
+    if not base:
+        notes.append(
+            "the baseline has no kernel trace (saved by an earlier version): projected time, "
+            "device launches and fallbacks were not compared; save it again"
+        )
+    elif cur.get("status") != "pass":
+        notes.append(f"this run's kernel trace failed ({cur.get('error')}): not compared")
+    else:
+        for side in ("eager", "compiled"):
+            b, c = base.get(side), cur.get(side)
+            if b and c:
+                rows += _side_rows(side, b, c, th)
+            elif b or c:
+                notes.append(
+                    f"{side}: not compared (traced "
+                    + ("in the baseline only" if b else "in this run only")
+                    + "; --mode differs or the compiled model did not run)"
+                )
+    pb, pc = (bmx.get("projection") or {}).get("trn2"), _projected_now(result)
+    if pb and pc:  # both ran --projection: the compiled graph's projection, from the StableHLO
+        rows.append(
+            _row(
+                "compiled projected Trainium2 time per pass (StableHLO)",
+                pb,
+                pc,
+                pb * (1 + th["projected_time"]),
+                th["projected_time"],
+                "seconds",
+            )
+        )
+    bt = (bmx.get("training") or {}).get("exact") or {}
+    ct = (result.get("training") or {}).get("exact") or {}
+    for side in ("eager", "compiled"):  # a training step, where both runs traced one
+        if bt.get(side) and ct.get(side):
+            rows += _side_rows(f"training ({side})", bt[side], ct[side], th, "per step")
+    regressions = [_message(r) for r in rows if r["regressed"]]
+    return {"rows": rows, "regressions": regressions, "notes": notes}
+
+
+def _projected_now(result: dict) -> float | None:
+    p = result.get("projection") or {}
+    return p["trn2"]["latency_s_per_core"] if p.get("status") == "pass" else None
+
+
+def _fmt(v, unit: str) -> str:
+    return f"{v * 1e6:.1f} us" if unit == "seconds" else f"{v:g}"
+
+
+def _message(r: dict) -> str:
+    th = (
+        f"+{r['threshold']:.0%}" if r["unit"] in ("fraction", "seconds") else f"+{r['threshold']:g}"
+    )
+    msg = (
+        f"{r['quantity']}: {_fmt(r['current'], r['unit'])} vs the baseline's "
+        f"{_fmt(r['baseline'], r['unit'])} (threshold {th})"
+    )
+    return msg + (f"; changed: {', '.join(r['ops'])}" if r["ops"] else "")

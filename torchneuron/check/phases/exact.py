@@ -1,0 +1,64 @@
+"""The exact quantities of a check: what the device runs per forward pass, eager and compiled.
+
+After phase 3 (the model warm), two traced passes of the eager model and two of the compiled
+model (``--mode both`` or ``compile``) give the second pass's kernel counts, CPU fallbacks,
+copies and graph executions (``trace.py``), the kernel signatures it ran that the first did
+not (shapes changing between passes), and the eager pass's projected Trainium time
+(``projection/kernels.py``). Beside them: phase 1's compiled graphs, graph breaks and
+recompiles and its peak device memory in program order. None depends on the host's load:
+baselines gate on these (``baseline/exact.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..projection import kernels as kproj
+from . import memory, trace
+
+
+def _compile_counts(p1: dict) -> dict | None:
+    c = p1.get("compile") or {}
+    if not c.get("checked"):
+        return None
+    return {k: c.get(k) for k in ("compiled_graphs", "graph_breaks", "recompiles")}
+
+
+def run(session, cfg, p1: dict, ui=None) -> dict:
+    """``{"status", "eager", "compiled", "compile", "peak_allocated_bytes", "launch_us"}``;
+    never raises (a failure is reported: the exact gates then compare nothing)."""
+    if ui is not None:
+        ui.step("Tracing one pass: device kernels, fallbacks, copies")
+    launch_us = (
+        kproj.DEFAULT_LAUNCH_US if cfg.launch_overhead_us is None else cfg.launch_overhead_us
+    )
+    out: dict = {
+        "status": "pass",
+        "launch_us": launch_us,
+        "compile": _compile_counts(p1),
+        "peak_allocated_bytes": memory.measured_peak(p1)[0],
+        "peak_allocated_basis": memory.measured_peak(p1)[1],
+        "eager": None,
+        "compiled": None,
+    }
+    # --mode compile: session.model is torch.compile's wrapper, its eager module _orig_mod
+    eager = getattr(session.model, "_orig_mod", session.model)
+    compiled = session.compiled_model
+    if compiled is None and eager is not session.model:
+        compiled = session.model
+    try:
+        for side, model in (("eager", eager), ("compiled", compiled)):
+            if model is None:
+                continue
+            # two passes: the second's summary, and its signatures the first did not have
+            first = trace.trace_pass(model, session.inputs, session.device, cfg.torch_dtype)
+            ks = trace.trace_pass(model, session.inputs, session.device, cfg.torch_dtype)
+            out[side] = trace.summarize(ks)
+            out[side]["new_signatures"] = trace.new_signatures(first, ks)
+            if side == "eager":
+                out[side]["projection"] = kproj.project_all(ks, launch_us)
+    except Exception as e:  # an extra measurement: it must not sink the check
+        out["status"] = "error"
+        out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    torch.neuron.synchronize(session.device)
+    return out

@@ -1,0 +1,216 @@
+"""The eager projection: Trainium time of a pass from its kernel trace (``phases/trace.py``).
+
+Each device kernel is costed from its ATen operator and the shapes and dtypes of its inputs,
+on the same roofline as the compiled projection (``roofline.py``, figures ``hardware.py``):
+FLOPs on the TensorEngine (matmuls, convolutions, attention, at the BF16 rate as the
+compiled projection's default ``--auto-cast matmult``), the ScalarEngine (transcendental
+elementwise ops) or the VectorEngine (other elementwise ops and reductions: one FLOP per
+input element); HBM bytes: every input read and the output written, since an eager kernel
+fuses nothing (the output taken as the largest input's size, a matmul's or convolution's
+computed, a reduction's left out), except lookups (``index_select``, ``embedding``), which
+read the rows they gather, not the table. Time per kernel = max(FLOPs / rate, bytes / HBM
+bandwidth per core) + a fixed cost per kernel launch.
+
+The launch cost is an ASSUMPTION (``DEFAULT_LAUNCH_US``), changed with
+``--launch-overhead-us``: AWS publishes no per-execution overhead of the Neuron runtime
+(searched Dec 2026: the Neuron runtime's performance tips, nrt and nrtpy API pages, the NKI
+performance guide and TorchNeuron's best practices give none). AWS's TorchNeuron runs each
+eager op as its own NEFF through the runtime ("ATen op -> NeuronDispatcher -> StableHLO ->
+neuronx-cc -> NEFF (cached) -> NRT", awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/
+reference/best-practices-pytorch-neuron.html), so each kernel pays one runtime execution:
+20 us is taken as the order of an accelerator launch through a runtime queue with its
+completion semaphore. Not projected: CPU fallbacks and host<->device copies (gated by count).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..phases.trace import DTYPE_BYTES, Kernel
+from .hardware import CORES, NeuronCore
+
+#: Fixed cost per kernel launch (microseconds): an assumption, see the module's docstring.
+DEFAULT_LAUNCH_US = 20.0
+
+_SCALAR = (
+    "exp",
+    "log",
+    "tanh",
+    "sigmoid",
+    "gelu",
+    "erf",
+    "sqrt",
+    "softmax",
+    "silu",
+    "sin",
+    "cos",
+    "pow",
+    "softplus",
+    "elu",
+    "mish",
+    "tan",
+)
+_MOVE = (
+    "copy",
+    "cat",
+    "stack",
+    "index",
+    "gather",
+    "scatter",
+    "embedding",
+    "clone",
+    "contiguous",
+    "fill",
+    "zero",
+    "pad",
+    "flip",
+    "roll",
+    "repeat",
+    "slice",
+    "masked_select",
+)
+_REDUCE = ("sum", "mean", "amax", "amin", "norm", "var", "std", "prod", "argmax", "argmin")
+_MATMUL = {
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "addbmm",
+    "matmul",
+    "mv",
+    "addmv",
+    "dot",
+    "vdot",
+    "linear",
+}
+
+
+def _bytes(shape: list[int], dtype: str) -> int:
+    return math.prod(shape) * DTYPE_BYTES.get(dtype, 4)
+
+
+def _matmul(op: str, ts: list) -> tuple[float, list[int]]:
+    """(FLOPs, output shape) of a matmul-family kernel from its inputs."""
+    if op in ("addmm", "baddbmm", "addbmm", "addmv"):
+        ts = ts[1:]  # the added term first
+    if op == "linear":
+        x, w = ts[0][0], ts[1][0]
+        return 2.0 * math.prod(x) * w[0], x[:-1] + [w[0]]
+    a, b = ts[0][0], ts[1][0]
+    if len(b) == 1:  # matrix-vector, dot
+        return 2.0 * math.prod(a), a[:-1]
+    m, k, n = (a[-2] if len(a) > 1 else 1), a[-1], b[-1]
+    batch = math.prod(a[:-2]) if op != "addbmm" else 1
+    flops = 2.0 * math.prod(a[:-2] or [1]) * m * k * n
+    return flops, ([batch] if len(a) > 2 and op != "addbmm" else []) + [m, n]
+
+
+def _conv(k: Kernel, ts: list) -> tuple[float, list[int]]:
+    """(FLOPs, output shape) of a convolution: stride, padding, dilation from its arguments."""
+    x, w = ts[0][0], ts[1][0]
+    nd = len(x) - 2
+    c = k.concrete + [None] * 9
+    stride, pad, dil = (
+        (list(v) if isinstance(v, (list, tuple)) and len(v) == nd else [d] * nd)
+        for v, d in ((c[3], 1), (c[4], 0), (c[5], 1))
+    )
+    spatial = [
+        (x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(nd)
+    ]
+    if c[6] is True:  # transposed: each input element spreads over the kernel window
+        return 2.0 * math.prod(x) * w[1] * math.prod(w[2:]), [x[0], w[1]] + [
+            x[2 + i] * stride[i] for i in range(nd)
+        ]
+    out = [x[0], w[0]] + spatial
+    return 2.0 * math.prod(out) * math.prod(w[1:]), out
+
+
+def cost(k: Kernel) -> dict:
+    """``{"engine", "flops", "hbm_bytes"}`` of one device kernel."""
+    ts = k.tensors()
+    op = k.name.split("::")[-1].split(".")[0].lstrip("_")
+    dt = ts[0][1] if ts else "float"
+    in_b = sum(_bytes(s, d) for s, d in ts)
+    if not ts:
+        return {"engine": "none", "flops": 0.0, "hbm_bytes": 0}
+    if op in _MATMUL and len(ts) >= 2:
+        flops, out = _matmul(op, ts)
+        return {"engine": "tensor", "flops": flops, "hbm_bytes": in_b + _bytes(out, dt)}
+    if "convolution" in op and len(ts) >= 2:
+        flops, out = _conv(k, ts)
+        return {"engine": "tensor", "flops": flops, "hbm_bytes": in_b + _bytes(out, dt)}
+    if "scaled_dot_product" in op and len(ts) >= 3:
+        q, kk, v = (t[0] for t in ts[:3])
+        bl = math.prod(q[:-1])
+        flops = 2.0 * bl * kk[-2] * (q[-1] + v[-1])
+        return {
+            "engine": "tensor",
+            "flops": flops,
+            "hbm_bytes": in_b + _bytes(q[:-1] + [v[-1]], dt),
+        }
+    if "transformer_encoder_layer" in op:
+        # projections and FFN: 2 FLOPs per token per weight; attention 4 per token pair per dim
+        x = ts[0][0]
+        tokens, seq, dim = math.prod(x[:-1]), x[-2] if len(x) > 1 else 1, x[-1]
+        weights = sum(math.prod(s) for s, _ in ts[1:] if len(s) == 2)
+        flops = 2.0 * tokens * weights + 4.0 * tokens * seq * dim
+        return {"engine": "tensor", "flops": flops, "hbm_bytes": in_b + _bytes(x, dt)}
+    if op in ("index_select", "embedding") and len(ts) >= 2:
+        # a lookup reads the rows it gathers, not the table (the compiled projection's rule)
+        table, idx = (ts[0], ts[1]) if op == "embedding" else (ts[0], ts[-1])
+        dim = k.concrete[1] if op == "index_select" and len(k.concrete) > 1 else 0
+        dim = dim if isinstance(dim, int) and 0 <= dim < len(table[0]) else 0
+        row = math.prod(table[0]) // max(table[0][dim], 1) if table[0] else 1
+        out = _bytes([math.prod(idx[0]) * row], table[1])
+        return {"engine": "move", "flops": 0.0, "hbm_bytes": 2 * out + _bytes(*idx)}
+    largest = max(ts, key=lambda t: math.prod(t[0]))
+    if any(m in op for m in _MOVE):
+        return {"engine": "move", "flops": 0.0, "hbm_bytes": in_b + _bytes(*largest)}
+    flops = float(math.prod(largest[0]))
+    if any(r == op or op.startswith(r + "_") for r in _REDUCE):
+        return {"engine": "vector", "flops": flops, "hbm_bytes": in_b}
+    engine = "scalar" if any(s in op for s in _SCALAR) else "vector"
+    return {"engine": engine, "flops": flops, "hbm_bytes": in_b + _bytes(*largest)}
+
+
+def project(
+    kernels: list[Kernel], core: NeuronCore, launch_us: float = DEFAULT_LAUNCH_US, top: int = 5
+) -> dict:
+    """Projected seconds of the traced pass on one ``core``: the sum over its device kernels
+    of the roofline time plus ``launch_us`` each (graph executions pay a launch too)."""
+    rates = {"tensor": core.tensor_bf16, "vector": core.vector_fp32, "scalar": core.scalar_fp32}
+    bw = core.hbm_bytes_per_s_core
+    by_op: dict[str, dict] = {}
+    for k in kernels:
+        if k.kind != "kernel":
+            continue
+        c = cost(k)
+        t = max(c["flops"] / rates.get(c["engine"], math.inf), c["hbm_bytes"] / bw)
+        row = by_op.setdefault(
+            k.name, {"op": k.name, "kernels": 0, "flops": 0.0, "hbm_bytes": 0, "roofline_s": 0.0}
+        )
+        row["kernels"] += 1
+        row["flops"] += c["flops"]
+        row["hbm_bytes"] += c["hbm_bytes"]
+        row["roofline_s"] += t
+    n = sum(r["kernels"] for r in by_op.values())
+    launches = n + sum(k.kind == "graph" for k in kernels)
+    roof = sum(r["roofline_s"] for r in by_op.values())
+    launch_s = launches * launch_us * 1e-6
+    return {
+        "core": core.name,
+        "chip": core.chip,
+        "latency_s": roof + launch_s,
+        "roofline_s": roof,
+        "launches": launches,
+        "launch_s": launch_s,
+        "launch_us": launch_us,
+        "flops": sum(r["flops"] for r in by_op.values()),
+        "hbm_bytes": sum(r["hbm_bytes"] for r in by_op.values()),
+        "top_ops": sorted(by_op.values(), key=lambda r: r["roofline_s"], reverse=True)[:top],
+    }
+
+
+def project_all(kernels: list[Kernel], launch_us: float = DEFAULT_LAUNCH_US) -> dict:
+    """``project`` on NeuronCore-v3 (Trn2) and NeuronCore-v4 (Trn3)."""
+    return {key: project(kernels, CORES[key], launch_us) for key in ("trn2", "trn3")}
