@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from ..phases.trace import DTYPE_BYTES, Kernel
+from ..kernel import DTYPE_BYTES, Kernel
 from .hardware import CORES, NeuronCore
 
 #: Fixed cost per kernel launch (microseconds): an assumption, see the module's docstring.
