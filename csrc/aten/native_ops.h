@@ -8,7 +8,7 @@ namespace torchneuron {
 
 // Computed asynchronously on the current stream by ATen's CPU kernel over
 // device memory; result shapes come from that CPU kernel, probed once per
-// signature on zero-filled host copies (native_kernel.cpp's probe_geometry).
+// signature on zero-filled host copies (native_geometry.cpp's probe_geometry).
 inline constexpr const char* kNativeOps[] = {
     // matmul family
     "mm",

@@ -23,11 +23,11 @@ void reset_narrowing_stats();
 
 // A compiled graph's launch (torchneuron/compiler/passes/policy/narrow_64bit.py): `calls`
 // narrowed (or full-width) uses of `op`, counted and warned once per op as eager's
-// calls are (native_kernel.cpp).
+// calls are (native_narrowing.cpp).
 void note_compiled_narrowing(const std::string& op, int64_t calls, bool full_width);
 
 // Calls whose narrowed dtype has no CPU kernel, computed at full width
-// (native_kernel.cpp).
+// (native_narrowing.cpp).
 std::map<std::string, int64_t> full_width_stats();
 void reset_full_width_stats();
 

@@ -1,0 +1,208 @@
+// Result geometry: the CPU kernel's own results, learned once per signature on zero-filled
+// host copies (probe_geometry) and cached by a key of everything that can change it.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+
+#include <mutex>
+#include <sstream>
+
+#include "aten/context.h"
+#include "aten/ivalue_tensors.h"
+#include "aten/native_kernel.h"
+
+namespace torchneuron::native {
+namespace {
+
+// Results of the operators computed asynchronously depend only on the
+// arguments' metadata, non-tensor values and global state, so their geometry
+// is learned once per signature (as a graph compiler compiles per input
+// shapes) and cached.
+class GeometryCache {
+ public:
+  std::shared_ptr<const Geometry> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second;
+  }
+  std::shared_ptr<const Geometry> insert(const std::string& key, Geometry g) {
+    auto p = std::make_shared<const Geometry>(std::move(g));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() >= kMaxEntries) map_.clear();  // bounded; refills as used
+    map_.emplace(key, p);
+    return p;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 1 << 16;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const Geometry>> map_;
+};
+
+GeometryCache& geometry_cache() {
+  static GeometryCache* c = new GeometryCache();
+  return *c;
+}
+
+template <class T>
+void put(std::string& k, const T& v) {
+  k.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+void put_tensor(std::string& k, const at::Tensor& t) {
+  if (!t.defined()) return k.push_back('N');
+  k.push_back(t.device().type() == kNeuron ? 'T' : 'C');
+  put(k, t.scalar_type());
+  put(k, t.unsafeGetTensorImpl()->is_wrapped_number());
+  put(k, int64_t(t.dim()));
+  for (auto s : t.sizes()) put(k, s);
+  for (auto s : t.strides()) put(k, s);
+  // A CPU integer scalar's value can decide whether the narrowed kernel runs
+  // (x % 2**33: the divisor wraps to 0 at 32 bits, so it computes at full
+  // width); keyed by shape alone, x % 3 after it had run at full width too.
+  // Only what narrowing changes is keyed (not the value: a new key re-probes).
+  if (t.device().is_cpu() && t.dim() == 0 && c10::isIntegralType(t.scalar_type(), false)) {
+    const int64_t v = t.item<int64_t>();
+    put(k, v == int64_t(static_cast<int32_t>(v)));
+    put(k, static_cast<int32_t>(v) == 0);
+  }
+}
+
+void put_ivalue(std::string& k, const IValue& v) {
+  if (v.isTensor()) return put_tensor(k, v.toTensor());
+  if (v.isNone()) return k.push_back('n');
+  if (v.isInt()) return k.push_back('i'), put(k, v.toInt());
+  if (v.isDouble()) return k.push_back('d'), put(k, v.toDouble());
+  if (v.isBool()) return k.push_back('b'), put(k, v.toBool());
+  if (v.isString()) return k.push_back('s'), k.append(v.toStringRef()), k.push_back('\0');
+  if (v.isGenerator()) return k.push_back('g');
+  if (v.isList()) {
+    k.push_back('[');
+    for (const IValue& e : v.toListRef()) put_ivalue(k, e);
+    return k.push_back(']');
+  }
+  if (v.isComplexDouble()) {
+    auto c = v.toComplexDouble();
+    return k.push_back('c'), put(k, c.real()), put(k, c.imag());
+  }
+  if (v.isDevice()) return k.push_back('D'), k.append(v.toDevice().str()), k.push_back('\0');
+  // Anything else: its printed form (rare argument kinds).
+  std::ostringstream os;
+  os << v;
+  k.push_back('?');
+  k.append(os.str());
+  k.push_back('\0');
+}
+
+}  // namespace
+
+std::shared_ptr<const Geometry> find_geometry(const std::string& key) {
+  return geometry_cache().find(key);
+}
+std::shared_ptr<const Geometry> insert_geometry(const std::string& key, Geometry g) {
+  return geometry_cache().insert(key, std::move(g));
+}
+
+std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t base, size_t n) {
+  std::string k;
+  k.reserve(256);
+  put(k, static_cast<const void*>(&op.schema()));
+  // Global state that changes a result's dtype, shape or strides (or which
+  // kernel runs): default dtype (bool / int division, scalar promotion), grad
+  // and inference mode, deterministic algorithms, the 64-bit policy.
+  put(k, c10::typeMetaToScalarType(c10::get_default_dtype()));
+  put(k, c10::GradMode::is_enabled());
+  put(k, c10::InferenceMode::is_enabled());
+  put(k, at::globalContext().deterministicAlgorithms());
+  put(k, narrow_64bit_enabled());
+  for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i]);
+  // Which tensors share device memory, and where (out= aliasing an input is
+  // an error for some ops, in-place computation for others).
+  std::vector<std::pair<const void*, int64_t>> seen;  // (storage, byte offset)
+  for (size_t i = 0; i < n; ++i)
+    map_tensors(st[base + i], [&](const at::Tensor& t) {
+      if (!t.defined() || t.device().type() != kNeuron || t.numel() == 0) return t;
+      const void* storage = t.storage().data();
+      const int64_t offset = t.storage_offset() * t.dtype().itemsize();
+      for (size_t j = 0; j < seen.size(); ++j)
+        if (seen[j].first == storage) {
+          k.push_back('A');
+          put(k, seen.size());
+          put(k, j);
+          put(k, offset - seen[j].second);
+          break;
+        }
+      seen.emplace_back(storage, offset);
+      return t;
+    });
+  return k;
+}
+
+ResultGeometry geometry_of(const at::Tensor& t) {
+  ResultGeometry r;
+  r.defined = true;
+  r.sizes = t.sizes().vec();
+  r.strides = t.strides().vec();
+  r.dtype = t.scalar_type();
+  return r;
+}
+
+// Result geometry: the CPU kernel's own results (the truth; ATen's Meta
+// kernels disagree with it on some dtypes, shapes and strides), learned once
+// per signature by running it on zero-filled host copies of the inputs: no
+// device access, so the call stays asynchronous, and no Python meta kernel
+// (whose first use imports torch._dynamo and sympy, seconds). Only operators
+// whose result sizes follow from metadata are computed this way (the others
+// are kSyncNativeOps). With narrowing, a second probe at 32 bits checks that
+// the narrowed kernel exists and agrees in shape; else the signature computes
+// at full width. nullopt: the CPU kernel rejects the call (or its zeros);
+// the caller computes with the data synchronously, which raises the CPU's
+// error at the call.
+std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan& plan,
+                                       const Stack& stack, size_t base, bool narrow,
+                                       c10::DeviceIndex device) {
+  const auto& s = op.schema();
+  const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
+  std::vector<IValue> args(stack.begin() + base, stack.begin() + base + plan.num_args);
+  std::vector<IValue> got;
+  try {
+    got = run_cpu_host_outs(compute, plan, args, false, device, /*probe=*/true);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  Geometry geo;
+  for (size_t r = 0; r < got.size(); ++r) {
+    const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
+    ResultGeometry rg;
+    if (alias >= 0) {
+      const at::Tensor& t = args[alias].toTensor();
+      rg = geometry_of(t);
+      if (is_out_arg(s, alias) && got[r].isTensor() && got[r].toTensor().defined() &&
+          got[r].toTensor().sizes() != t.sizes()) {
+        rg.sizes = got[r].toTensor().sizes().vec();  // resize_ makes it contiguous
+        rg.strides = dense_strides(rg.sizes);
+      }
+    } else if (got[r].isTensor() && got[r].toTensor().defined()) {
+      const at::Tensor& h = got[r].toTensor();
+      rg = geometry_of(h);
+      if (!h.is_non_overlapping_and_dense()) rg.strides = dense_strides(rg.sizes);
+    }
+    geo.results.push_back(std::move(rg));
+  }
+  if (narrow) {
+    std::vector<IValue> n;
+    try {
+      n = run_cpu_host_outs(compute, plan, args, true, device, /*probe=*/true);
+    } catch (const std::exception&) {
+      geo.full_width = true;  // no 32-bit kernel (int64 convolution, avg_pool2d)
+    }
+    for (size_t r = 0; r < n.size() && !geo.full_width; ++r)
+      if (r < got.size() && got[r].isTensor() && n[r].isTensor() &&
+          got[r].toTensor().defined() == n[r].toTensor().defined() && got[r].toTensor().defined() &&
+          got[r].toTensor().sizes() != n[r].toTensor().sizes())
+        geo.full_width = true;
+  }
+  return geo;
+}
+
+}  // namespace torchneuron::native
