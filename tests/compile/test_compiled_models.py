@@ -7,6 +7,7 @@ import copy
 import torch
 import torch.nn.functional as F
 from compile_support import fresh_compile_state  # noqa: F401
+from torch._dynamo.utils import counters
 
 import torchneuron  # noqa: F401
 from torchneuron import models
@@ -39,12 +40,15 @@ def test_gpt2_generate_static_cache_same_tokens_as_eager():
     with torch.no_grad():
         eager = model.generate(ids, **kw).cpu()
         model.forward = torch.compile(model.forward, backend="neuron", fullgraph=True)
+        counters.clear()
         compiled = model.generate(ids, **kw).cpu()
     assert compiled.shape == (1, 28)
     assert torch.equal(compiled, eager)
     assert len(set(eager[0, 8:].tolist())) > 3  # a varied sequence, not one token repeated
     # prefill and decode: two executables (two shapes); the decode steps reuse theirs
     assert len({r["graph_id"] for r in torch.neuron.get_dynamo_metrics()}) == 2
+    # and Dynamo traced two graphs for 20 tokens: no recompile per token (issue 25)
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
 
 
 def test_resnet_compiled_logits_match_cpu():
