@@ -257,8 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--launch-overhead-us",
         type=float,
         metavar="US",
-        help="fixed cost per kernel launch in the eager Trainium projection (default 20: an "
-        "assumption, AWS publishes no figure; see docs/check.md)",
+        help="fixed cost per kernel launch in the eager Trainium projection (default: the "
+        "compiled projection's cost per execution, fitted to AWS's published latencies; "
+        "torchneuron/check/projection/overheads.py)",
     )
     g.add_argument(
         "--sweep",

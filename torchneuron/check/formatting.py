@@ -158,15 +158,17 @@ def projected_serial(x: dict) -> str:
 
 
 def projected_top(x: dict, n: int) -> list:
-    """The first ``n`` top ops, and the serial HBM row when it ranks lower."""
+    """The first ``n`` top ops, and the serial HBM row and the fixed cost per execution
+    when they rank lower."""
     rows = x["top_ops"][:n]
-    return rows + [r for r in x["top_ops"][n:] if r["engine"] == "dma"]
+    return rows + [r for r in x["top_ops"][n:] if r["engine"] in ("dma", "runtime")]
 
 
 def projected_rest(x: dict, shown: list) -> tuple[str, str]:
     """The ops not shown in a projection's top table: ``("N other operations", "T µs")``, so
     the table's times add up to the pass."""
-    n = x["operations"] + 1 - len(shown)  # + 1: the serial HBM row
+    # + the serial HBM row, + the fixed cost per execution (a projection saved before it: none)
+    n = x["operations"] + 1 + any(r["engine"] == "runtime" for r in x["top_ops"]) - len(shown)
     rest = x["latency_s_per_core"] - sum(r["time_s"] for r in shown)
     return f"{n} other operations", f"{max(rest, 0.0) * 1e6:.3g} µs"
 

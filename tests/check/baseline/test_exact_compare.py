@@ -73,3 +73,30 @@ def test_new_signatures_and_an_older_baseline():
     )
     old = exact.compare({"compile": None}, {"exact": {"status": "pass"}}, TH)
     assert old["rows"] == [] and "save it again" in old["notes"][0]
+
+
+def test_projected_times_under_other_fixed_costs_are_not_compared():
+    # a baseline saved before projection/overheads.py: its eager projection had no roofline
+    # factor, its compiled one no fixed cost; comparing would read the model as a regression
+    base = _side({"aten::addmm": 2}, latency=100e-6)
+    cur = _side({"aten::addmm": 2}, latency=300e-6)
+    cur["projection"]["trn2"]["roofline_factor"] = 2.0
+    fitted = {"execution_us": 60.0, "roofline_factor": 2.0}
+    bmx = {"exact": {"eager": base}, "projection": {"trn2": 50e-6}}
+    result = {
+        "exact": {"status": "pass", "eager": cur},
+        "projection": {
+            "status": "pass",
+            "trn2": {"latency_s_per_core": 200e-6, "overheads": fitted},
+        },
+    }
+    out = exact.compare(bmx, result, TH)
+    assert not out["regressions"]
+    assert not [r for r in out["rows"] if "projected" in r["quantity"]]
+    assert any("eager projected time not compared" in n and "x1" in n for n in out["notes"])
+    assert any("compiled projected time not compared" in n for n in out["notes"])
+    # saved again, with the same fixed costs: compared, and a heavier pass regresses
+    bmx["projection"]["overheads"] = fitted
+    base["projection"]["trn2"]["roofline_factor"] = 2.0
+    again = exact.compare(bmx, result, TH)
+    assert len(again["regressions"]) == 2 and not again["notes"]

@@ -11,6 +11,7 @@ import torch
 from torchneuron.check.baseline.exact import op_diff
 from torchneuron.check.phases import trace
 from torchneuron.check.projection import kernels as kp
+from torchneuron.check.projection import overheads
 from torchneuron.check.projection.hardware import CORES
 
 
@@ -80,9 +81,9 @@ def test_eager_flops_agree_with_the_stablehlo_projection():
     model = torch.nn.Sequential(*(torch.nn.Linear(128, 128) for _ in range(4)))
     x = torch.randn(32, 128)
     ks = _traced(model, x)
-    eager = kp.project(ks, CORES["trn2"], launch_us=0)
+    eager = kp.project(ks, CORES["trn2"], launch_us=0, roofline_factor=1.0)
     text, _ = stablehlo.lower(copy.deepcopy(model).eval(), (x,))
-    compiled = roofline.project(text, CORES["trn2"], 32)
+    compiled = roofline.project(text, CORES["trn2"], 32, overheads=overheads.NONE)
     # the same matmuls: StableHLO adds its bias adds as separate ops (about 0.4 % more)
     assert eager["flops"] == pytest.approx(compiled["total_flops"], rel=0.01)
     # eager reads and writes every intermediate in HBM and fuses nothing: never faster
@@ -95,6 +96,22 @@ def test_launch_cost_is_per_kernel():
     a = kp.project(ks, CORES["trn2"], launch_us=0)
     b = kp.project(ks, CORES["trn2"], launch_us=20)
     assert b["launches"] == 2 and b["latency_s"] - a["latency_s"] == pytest.approx(40e-6)
+
+
+def test_the_roofline_factor_scales_each_kernel_as_the_compiled_projection():
+    torch.manual_seed(0)
+    ks = _traced(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), torch.randn(2, 8))
+    bare = kp.project(ks, CORES["trn2"], launch_us=0, roofline_factor=1.0)
+    scaled = kp.project(ks, CORES["trn2"], launch_us=0, roofline_factor=2.5)
+    assert scaled["latency_s"] == pytest.approx(2.5 * bare["latency_s"])
+    # the defaults: the fitted factor of overheads.py, and its cost per execution per launch
+    d = kp.project(ks, CORES["trn2"])
+    assert (
+        d["roofline_factor"] == overheads.ROOFLINE_FACTOR and d["launch_us"] == kp.DEFAULT_LAUNCH_US
+    )
+    assert d["latency_s"] == pytest.approx(
+        overheads.ROOFLINE_FACTOR * bare["latency_s"] + 2 * kp.DEFAULT_LAUNCH_US * 1e-6
+    )
 
 
 def test_op_diff_names_the_changed_ops():

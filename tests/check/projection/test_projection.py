@@ -7,7 +7,7 @@ import pytest
 import torch
 from check_support import FIXTURES, cli
 
-from torchneuron.check.projection import hardware
+from torchneuron.check.projection import hardware, overheads
 from torchneuron.check.projection import roofline as projection
 
 CONV = (
@@ -46,7 +46,7 @@ def test_parse_counts_flops_and_engines():
 
 def test_roofline_compute_and_memory_bound():
     core = hardware.NEURONCORE_V3
-    r = projection.project(MODULE, core, batch=4)
+    r = projection.project(MODULE, core, batch=4, overheads=overheads.NONE)
     dot = next(x for x in r["top_ops"] if x["op"] == "dot_general")
     assert dot["bound"] == "compute" and dot["time_s"] == pytest.approx(
         2 * 4 * 32 * 64 / core.tensor_bf16
@@ -63,6 +63,7 @@ def test_roofline_compute_and_memory_bound():
         f"{body}\n  }}\n}}",
         core,
         batch=1,
+        overheads=overheads.NONE,
     )
     ops2 = {x["op"]: x for x in r2["top_ops"]}
     op = ops2["transpose"]
@@ -199,7 +200,7 @@ GATHER = """module {
 
 def test_a_gathered_table_counts_the_rows_read():
     core = hardware.NEURONCORE_V3
-    r = projection.project(GATHER, core, batch=4, top=100)
+    r = projection.project(GATHER, core, batch=4, top=100, overheads=overheads.NONE)
     gathers = [x for x in r["top_ops"] if x["op"] == "gather"]
     # the 1000 x 64 table is only gathered from: 4 x 8 rows of 64 float32 read, not the table
     rows_read = 4 * 8 * 64 * 4
@@ -207,21 +208,73 @@ def test_a_gathered_table_counts_the_rows_read():
     assert gathers[0]["time_s"] == pytest.approx(rows_read / core.hbm_bytes_per_s_core)
     # the 64 x 64 table also feeds a matmul: read whole, in the serial row, its gather adds nothing
     assert gathers[1]["hbm_bytes"] == 0
-    # serial: the indices (4 x 8 int64), the unused %arg1 not at all, the 64 x 64 weight, the output
-    serial = 4 * 8 * 8 + 64 * 64 * 4 + 4 * 8 * 64 * 4
+    # serial: the indices (4 x 8 int64), the unused %arg1 not at all, the 64 x 64 weight (cast
+    # to BF16 at compile time: 2 bytes an element, --auto-cast matmult), the output
+    serial = 4 * 8 * 8 + 64 * 64 * 2 + 4 * 8 * 64 * 4
     row = next(x for x in r["top_ops"] if x["op"] == projection.WEIGHTS_ROW)
     assert row["hbm_bytes"] == serial and r["gathered_bytes"] == rows_read
     assert (
-        r["weights_and_inputs_bytes"] == 4 * 8 * 8 + 64 * 64 * 4
+        r["weights_and_inputs_bytes"] == 4 * 8 * 8 + 64 * 64 * 2
         and r["outputs_bytes"] == 4 * 8 * 64 * 4
     )
+    fp32 = projection.project(GATHER, core, batch=4, matmul_dtype="fp32", top=100)
+    assert fp32["weights_and_inputs_bytes"] == 4 * 8 * 8 + 64 * 64 * 4
     assert r["latency_s_per_core"] == pytest.approx(sum(x["time_s"] for x in r["top_ops"]))
     assert r["weights_and_inputs_share"] == pytest.approx(row["time_s"] / r["latency_s_per_core"])
 
 
-def test_the_serial_hbm_row_is_always_listed():
+def test_the_serial_hbm_row_and_the_fixed_cost_are_always_listed():
     r = projection.project(GATHER, hardware.NEURONCORE_V3, batch=4, top=1)
-    assert projection.WEIGHTS_ROW in [x["op"] for x in r["top_ops"]]
+    assert {projection.WEIGHTS_ROW, projection.FIXED_ROW} <= {x["op"] for x in r["top_ops"]}
+
+
+ONE_MATMUL = """module {
+  func.func @main(%arg0: tensor<128x512xbf16>) -> tensor<128x256xbf16> {
+    %cst = stablehlo.constant dense_resource<__elided__> : tensor<512x256xf32>
+    %cst_0 = stablehlo.constant dense_resource<__elided__> : tensor<256xf32>
+    %0 = stablehlo.convert %cst : (tensor<512x256xf32>) -> tensor<512x256xbf16>
+    %1 = stablehlo.dot_general %arg0, %0, contracting_dims = [1] x [0] : (tensor<128x512xbf16>, tensor<512x256xbf16>) -> tensor<128x256xbf16>
+    %2 = stablehlo.convert %cst_0 : (tensor<256xf32>) -> tensor<256xbf16>
+    return %1 : tensor<128x256xbf16>
+  }
+}"""
+
+
+def test_fixed_costs_by_hand():
+    # one 128x512 @ 512x256 matmul on NeuronCore-v2: 2 x 128 x 256 x 512 FLOPs at 95 TFLOP/s,
+    # x the roofline factor; serially the input (128x512 bf16), the weight (512x256 f32 read
+    # as bf16), the 1-D bias as f32 (not a matmul's), and the output (128x256 bf16) at
+    # 410 GiB/s per core; plus the fixed cost of one execution
+    core = hardware.NEURONCORE_V2
+    ovh = overheads.Overheads(execution_us=50.0, roofline_factor=2.0)
+    r = projection.project(ONE_MATMUL, core, batch=128, overheads=ovh, top=100)
+    matmul_s = 2 * 128 * 256 * 512 / 95e12
+    serial_b = 128 * 512 * 2 + 512 * 256 * 2 + 256 * 4 + 128 * 256 * 2
+    serial_s = serial_b / (820 * 2**30 / 2)
+    assert r["weights_and_inputs_bytes"] + r["outputs_bytes"] == serial_b
+    assert r["latency_s_per_core"] == pytest.approx(50e-6 + 2.0 * matmul_s + serial_s)
+    assert r["fixed_s"] == pytest.approx(50e-6) and r["overheads"] == ovh.as_dict()
+    fixed = next(x for x in r["top_ops"] if x["op"] == projection.FIXED_ROW)
+    assert fixed["engine"] == "runtime" and fixed["time_s"] == pytest.approx(50e-6)
+    bare = projection.project(ONE_MATMUL, core, batch=128, overheads=overheads.NONE)
+    assert bare["latency_s_per_core"] == pytest.approx(matmul_s + serial_s)
+    assert r["throughput_per_core"] == pytest.approx(128 / r["latency_s_per_core"])
+
+
+def test_check_projects_with_the_fitted_fixed_costs():
+    # what `torchneuron check --projection` and the projected_time gate read (project_all):
+    # the fitted fixed cost and factor, not the bare roofline; dropping either fails here
+    assert overheads.EXECUTION_US > 0 and overheads.ROOFLINE_FACTOR > 1
+    core = hardware.NEURONCORE_V3
+    p = projection.project_all(ONE_MATMUL, 128)["trn2"]
+    bare = projection.project(ONE_MATMUL, core, 128, overheads=overheads.NONE)
+    assert p["overheads"] == overheads.FITTED.as_dict()
+    ops_s = bare["latency_s_per_core"] - bare["weights_and_inputs_s"]
+    assert p["latency_s_per_core"] == pytest.approx(
+        overheads.EXECUTION_US * 1e-6
+        + overheads.ROOFLINE_FACTOR * ops_s
+        + bare["weights_and_inputs_s"]
+    )
 
 
 def test_torch_mlirs_erf_polynomial_is_one_scalar_op():
@@ -257,3 +310,21 @@ def test_ops_on_constants_only_are_folded():
 }"""
     ops = {o.name: o for o in projection.parse(text)}
     assert ops["rsqrt"].flops == 0 and ops["multiply"].flops == 64
+
+
+def test_a_shared_weight_is_read_by_every_matmul_that_uses_it():
+    # ALBERT's layers share one set of weights: the transpose is computed once and feeds each
+    # layer's matmul; each matmul streams the weight from HBM again (SBUF keeps no weight
+    # across layers), so the 64 x 64 weight (bf16: 2 bytes) counts twice, the input once
+    text = """module {
+  func.func @main(%arg0: tensor<8x64xbf16>) -> tensor<8x64xbf16> {
+    %cst = stablehlo.constant dense_resource<__elided__> : tensor<64x64xf32>
+    %0 = stablehlo.transpose %cst, dims = [1, 0] : (tensor<64x64xf32>) -> tensor<64x64xf32>
+    %1 = stablehlo.convert %0 : (tensor<64x64xf32>) -> tensor<64x64xbf16>
+    %2 = stablehlo.dot_general %arg0, %1, contracting_dims = [1] x [0] : (tensor<8x64xbf16>, tensor<64x64xbf16>) -> tensor<8x64xbf16>
+    %3 = stablehlo.dot_general %2, %1, contracting_dims = [1] x [0] : (tensor<8x64xbf16>, tensor<64x64xbf16>) -> tensor<8x64xbf16>
+    return %3 : tensor<8x64xbf16>
+  }
+}"""
+    r = projection.project(text, hardware.NEURONCORE_V2, batch=8, overheads=overheads.NONE)
+    assert r["weights_and_inputs_bytes"] == 2 * 64 * 64 * 2 + 8 * 64 * 2

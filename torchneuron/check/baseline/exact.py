@@ -12,7 +12,8 @@ baseline's. Exact, so an unchanged build reads equal values and never fails or s
 A quantity regresses when it exceeds the baseline's by more than its threshold; the message
 names it and the ops whose counts changed ("aten::addmm x12 -> x36"). A quantity the
 baseline lacks (saved by an earlier version) is not compared, and the report says to save
-the baseline again. Host<->device copies and kernel signatures are listed, not gated.
+the baseline again; so is a projected time whose fixed costs (``projection/overheads.py``:
+the cost per execution or launch, the roofline factor) differ from the baseline's. Host<->device copies and kernel signatures are listed, not gated.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def _side_rows(name: str, b: dict, c: dict, th: dict, per: str = "per pass") -> 
     if name == "eager":
         pb = ((b.get("projection") or {}).get("trn2") or {}).get("latency_s")
         pc = ((c.get("projection") or {}).get("trn2") or {}).get("latency_s")
-        if pb and pc:
+        if pb and pc and _same_overheads(b["projection"]["trn2"], c["projection"]["trn2"]):
             r = _row(
                 "eager projected Trainium2 time per pass",
                 pb,
@@ -110,6 +111,42 @@ def _side_rows(name: str, b: dict, c: dict, th: dict, per: str = "per pass") -> 
             }
             rows.insert(0, r)
     return rows
+
+
+def _eager_overheads(p: dict) -> tuple:
+    """What an eager projection's seconds include besides the trace: the cost per launch and
+    the roofline factor (1 before ``projection/overheads.py``)."""
+    return p.get("launch_us"), p.get("roofline_factor", 1.0)
+
+
+def _same_overheads(b: dict, c: dict) -> bool:
+    return _eager_overheads(b) == _eager_overheads(c)
+
+
+def _overhead_notes(bmx: dict, result: dict) -> list[str]:
+    """Why a projected time was not compared: its fixed costs differ from the baseline's (a
+    baseline saved before ``projection/overheads.py``, or another ``--launch-overhead-us``)."""
+    notes = []
+    b = (((bmx.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
+    c = (((result.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
+    if b and c and not _same_overheads(b, c):
+        notes.append(
+            "eager projected time not compared: the baseline's fixed costs (launch "
+            f"{_eager_overheads(b)[0]:g} us, roofline x{_eager_overheads(b)[1]:g}) differ from "
+            f"this run's ({_eager_overheads(c)[0]:g} us, x{_eager_overheads(c)[1]:g}); save the "
+            "baseline again (or pass its --launch-overhead-us)"
+        )
+    pb, pc = bmx.get("projection") or {}, result.get("projection") or {}
+    if pb.get("trn2") and pc.get("status") == "pass" and not _same_compiled(pb, pc):
+        notes.append(
+            "compiled projected time not compared: the baseline was projected without this "
+            "version's fixed costs (projection/overheads.py); save it again"
+        )
+    return notes
+
+
+def _same_compiled(pb: dict, pc: dict) -> bool:
+    return pb.get("overheads") == pc["trn2"].get("overheads")
 
 
 def _compile_rows(bc: dict | None, cc: dict | None, th: dict) -> list[dict]:
@@ -149,8 +186,10 @@ def compare(bmx: dict, result: dict, th: dict) -> dict:
                     + ("in the baseline only" if b else "in this run only")
                     + "; --mode differs or the compiled model did not run)"
                 )
+    notes += _overhead_notes(bmx, result)
     pb, pc = (bmx.get("projection") or {}).get("trn2"), _projected_now(result)
-    if pb and pc:  # both ran --projection: the compiled graph's projection, from the StableHLO
+    if pb and pc and _same_compiled(bmx["projection"], result["projection"]):
+        # both ran --projection: the compiled graph's projection, from the StableHLO
         rows.append(
             _row(
                 "compiled projected Trainium2 time per pass (StableHLO)",

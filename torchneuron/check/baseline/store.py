@@ -337,7 +337,10 @@ def _sig(inputs) -> str:
 def _projected(p: dict) -> dict | None:
     if p.get("status") != "pass":
         return None
-    return {k: p[k]["latency_s_per_core"] for k in ("trn2", "trn3")}
+    out = {k: p[k]["latency_s_per_core"] for k in ("trn2", "trn3")}
+    # the fixed costs the times include (projection/overheads.py): compared only under the same
+    out["overheads"] = p["trn2"].get("overheads")
+    return out
 
 
 def _training_figures(t: dict) -> dict | None:

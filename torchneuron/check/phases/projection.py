@@ -1,5 +1,6 @@
 """The projection step of a check (``--projection``): lower the model to StableHLO and
-project its Trainium2/Trainium3 time and cost (``projection.py``). An estimate, labelled."""
+project its Trainium2/Trainium3 time and cost (``roofline.py``, with the fixed costs of
+``overheads.py``). An estimate, labelled."""
 
 from __future__ import annotations
 
@@ -45,11 +46,13 @@ def run(loaded, cfg, ui) -> dict:
             if res[key]["price_per_hour"]
             else None
         )
+    ovh = res["trn2"]["overheads"]
     note = (
-        "ESTIMATE from a roofline model of the StableHLO graph (figures from AWS's NeuronCore architecture "
-        "pages), not a measurement on Trainium; fixed costs per execution (launching the NEFF, DMA "
-        "descriptors, synchronization) are not modelled, so a pass projected at a few microseconds is a lower "
-        "bound"
+        "ESTIMATE from a roofline model of the StableHLO graph (figures from AWS's NeuronCore "
+        "architecture pages), not a measurement on Trainium; with fixed costs per execution "
+        f"(launching the NEFF, DMA descriptors, synchronization: {ovh['execution_us']:g} µs) and "
+        f"the operations at 1/{ovh['roofline_factor']:g} of the roofline, both fitted to AWS's "
+        "published Trn1 latencies (projection/overheads.py)"
     )
     if (
         getattr(loaded, "loss_fn", None) is not None

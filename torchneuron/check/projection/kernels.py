@@ -9,17 +9,19 @@ input element); HBM bytes: every input read and the output written, since an eag
 fuses nothing (the output taken as the largest input's size, a matmul's or convolution's
 computed, a reduction's left out), except lookups (``index_select``, ``embedding``), which
 read the rows they gather, not the table. Time per kernel = max(FLOPs / rate, bytes / HBM
-bandwidth per core) + a fixed cost per kernel launch.
+bandwidth per core) x the roofline factor + a fixed cost per kernel launch.
 
-The launch cost is an ASSUMPTION (``DEFAULT_LAUNCH_US``), changed with
-``--launch-overhead-us``: AWS publishes no per-execution overhead of the Neuron runtime
-(searched Dec 2026: the Neuron runtime's performance tips, nrt and nrtpy API pages, the NKI
-performance guide and TorchNeuron's best practices give none). AWS's TorchNeuron runs each
-eager op as its own NEFF through the runtime ("ATen op -> NeuronDispatcher -> StableHLO ->
-neuronx-cc -> NEFF (cached) -> NRT", awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/
-reference/best-practices-pytorch-neuron.html), so each kernel pays one runtime execution:
-20 us is taken as the order of an accelerator launch through a runtime queue with its
-completion semaphore. Not projected: CPU fallbacks and host<->device copies (gated by count).
+The launch cost (``DEFAULT_LAUNCH_US``, changed with ``--launch-overhead-us``) is the compiled
+projection's fixed cost per execution (``overheads.EXECUTION_US``): AWS publishes no
+per-execution or per-launch figure of the Neuron runtime (searched Dec 2026: the runtime's
+performance tips, the nrt and nrtpy API pages, the NKI performance guide and TorchNeuron's
+best practices give none), so that cost is FITTED to AWS's published Trn1 latencies
+(``overheads.py``). AWS's TorchNeuron runs each eager op as its own NEFF through the runtime
+("ATen op -> NeuronDispatcher -> StableHLO -> neuronx-cc -> NEFF (cached) -> NRT",
+awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/best-practices-pytorch-neuron.html),
+so each kernel pays one execution, priced as the compiled graph's one. Each kernel's roofline
+time is scaled by ``overheads.ROOFLINE_FACTOR``, as the compiled projection's operations are.
+Not projected: CPU fallbacks and host<->device copies (gated by count).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from __future__ import annotations
 import math
 
 from ..kernel import DTYPE_BYTES, Kernel
+from . import overheads
 from .hardware import CORES, NeuronCore
 
-#: Fixed cost per kernel launch (microseconds): an assumption, see the module's docstring.
-DEFAULT_LAUNCH_US = 20.0
+#: Fixed cost per kernel launch (microseconds): one execution, ``overheads.EXECUTION_US``
+#: (fitted to AWS's published latencies; the module's docstring).
+DEFAULT_LAUNCH_US = overheads.EXECUTION_US
 
 _SCALAR = (
     "exp",
@@ -174,10 +178,15 @@ def cost(k: Kernel) -> dict:
 
 
 def project(
-    kernels: list[Kernel], core: NeuronCore, launch_us: float = DEFAULT_LAUNCH_US, top: int = 5
+    kernels: list[Kernel],
+    core: NeuronCore,
+    launch_us: float = DEFAULT_LAUNCH_US,
+    top: int = 5,
+    roofline_factor: float = overheads.ROOFLINE_FACTOR,
 ) -> dict:
     """Projected seconds of the traced pass on one ``core``: the sum over its device kernels
-    of the roofline time plus ``launch_us`` each (graph executions pay a launch too)."""
+    of the roofline time x ``roofline_factor`` (``overheads.py``, as the compiled
+    projection) plus ``launch_us`` each (graph executions pay a launch too)."""
     rates = {"tensor": core.tensor_bf16, "vector": core.vector_fp32, "scalar": core.scalar_fp32}
     bw = core.hbm_bytes_per_s_core
     by_op: dict[str, dict] = {}
@@ -186,6 +195,7 @@ def project(
             continue
         c = cost(k)
         t = max(c["flops"] / rates.get(c["engine"], math.inf), c["hbm_bytes"] / bw)
+        t *= roofline_factor
         row = by_op.setdefault(
             k.name, {"op": k.name, "kernels": 0, "flops": 0.0, "hbm_bytes": 0, "roofline_s": 0.0}
         )
@@ -205,6 +215,7 @@ def project(
         "launches": launches,
         "launch_s": launch_s,
         "launch_us": launch_us,
+        "roofline_factor": roofline_factor,
         "flops": sum(r["flops"] for r in by_op.values()),
         "hbm_bytes": sum(r["hbm_bytes"] for r in by_op.values()),
         "top_ops": sorted(by_op.values(), key=lambda r: r["roofline_s"], reverse=True)[:top],

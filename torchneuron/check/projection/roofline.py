@@ -13,9 +13,13 @@ input, the bytes it reads (``hbm_reads``). Time per op = max(FLOPs / engine rate
 HBM bandwidth per core): compute- or memory-bound. The pass = the sum of the ops' times
 (no engine overlap) + one serial row (``WEIGHTS_ROW``): every other weight and input read
 from HBM once, and the outputs written once, at the core's HBM bandwidth, overlapping
-nothing. torch-mlir emits erf (GELU) as a ~25-op polynomial: it is costed as one ScalarE
-op per element (``_fold_erf``). Not modelled: DMA and instruction overheads, fixed costs
-per execution, collectives. Figures: ``hardware.py``.
+nothing; a weight of rank 2 or more (a matmul's or convolution's) is read at the matmul
+dtype's width: the compiler casts FP32 matmuls, weights included, to BF16 by default
+(``--auto-cast matmult``, neuronx-cc-training-mixed-precision.html). torch-mlir emits erf
+(GELU) as a ~25-op polynomial: it is costed as one ScalarE op per element (``_fold_erf``).
+What the roofline does not see (``overheads.py``, fitted to AWS's published latencies):
+each operation's time x ``roofline_factor``, and a fixed cost per execution (``FIXED_ROW``).
+Not modelled: collectives. Figures: ``hardware.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from .hardware import ASSUMED_INSTANCES, CORES, INSTANCES, NeuronCore
+from .overheads import FITTED, Overheads
 
 _DTYPE_BYTES = {
     "f64": 8,
@@ -124,6 +129,10 @@ FUSION_ROOTS = REDUCE_OPS | {
 
 #: The top-ops row of the serial read of weights and inputs (engine "dma").
 WEIGHTS_ROW = "HBM: weights and inputs read, outputs written"
+#: The top-ops row of the fixed cost per execution (engine "runtime"; ``overheads.py``).
+FIXED_ROW = "fixed cost per execution: launch, DMA descriptors, synchronization"
+#: Bytes per element of a weight cast to the matmul dtype (``--auto-cast matmult``).
+_MATMUL_BYTES = {"bf16": 2, "fp8": 1, "fp32": 4}
 
 _TENSOR = re.compile(r"tensor<([^<>]*(?:<[^<>]*>)?)>")
 _OP = re.compile(
@@ -147,6 +156,7 @@ class Op:
     constant_operands: bool = False  # every operand a constant (a weight): folded at compile time
     operands: list = field(default_factory=list)  # SSA names, e.g. ["%cst_1", "%arg0"]
     lines: str = ""  # the source lines when several ops were costed as one (erf)
+    result: str = ""  # the SSA name it defines, e.g. "%3"
 
 
 def parse_tensor(t: str) -> tuple[list[int], str]:
@@ -259,6 +269,7 @@ def parse(module_text: str) -> list[Op]:
                 line.strip(),
                 const,
                 operands,
+                result=(re.match(r"\s*(%[\w#]+)", line) or [""])[0].strip(),
             )
         )
     return _fold_erf(ops, splats)
@@ -312,10 +323,13 @@ def _fold_erf(ops: list[Op], splats: dict[str, float]) -> list[Op]:
     return out
 
 
-def _hbm_values(module_text: str) -> dict[str, int]:
+def _hbm_values(module_text: str, matmul_dtype: str = "fp32") -> dict[str, int]:
     """``{name: bytes}`` of what starts in HBM: the function's arguments (``%arg0``) and its
-    non-splat constants (weights, ``dense_resource``)."""
+    non-splat constants (weights, ``dense_resource``). A floating-point weight of rank 2 or
+    more (a matmul's or convolution's; biases and norm scales are 1-D) counts at the matmul
+    dtype's width when that is narrower: the compiler casts it once, at compile time."""
     vals: dict[str, int] = {}
+    width = _MATMUL_BYTES.get(matmul_dtype, 4)
     m = re.search(r"func\.func @\w+\((.*?)\)\s*->", module_text, re.S)
     if m:
         for name, t in re.findall(r"(%[\w#]+)\s*:\s*tensor<([^<>]*(?:<[^<>]*>)?)>", m.group(1)):
@@ -324,7 +338,13 @@ def _hbm_values(module_text: str) -> dict[str, int]:
         if "stablehlo.constant" in line and "dense_resource" in line:
             name, ts = re.match(r"\s*(%[\w#]+)", line), _TENSOR.findall(line)
             if name and ts:
-                vals[name.group(1)] = _bytes(*parse_tensor(ts[-1]))
+                dims, dt = parse_tensor(ts[-1])
+                cast = (
+                    len(dims) >= 2
+                    and dt.startswith(("f", "bf"))
+                    and width < _DTYPE_BYTES.get(dt, 4)
+                )
+                vals[name.group(1)] = math.prod(dims) * width if cast else _bytes(dims, dt)
     return vals
 
 
@@ -338,15 +358,41 @@ def _output_bytes(module_text: str) -> int:
     return sum(_bytes(*parse_tensor(t)) for t in _TENSOR.findall(m.group(1))) if m else 0
 
 
-def hbm_reads(module_text: str, ops: list[Op]) -> tuple[int, dict[int, int]]:
-    """What the pass reads of the values that start in HBM (``_hbm_values``), each once:
+#: Ops whose result is their operand's data, rearranged or cast (a weight passes through them).
+_SAME_DATA = {"transpose", "reshape", "convert", "bitcast_convert", "broadcast_in_dim"}
+
+
+def _matmul_uses(name: str, users: dict[str, list[int]], ops: list[Op]) -> int:
+    """How many matmuls/convolutions read ``name``, directly or through ``_SAME_DATA`` ops
+    (a weight's transpose, computed once, feeds every layer that shares the weight)."""
+    count, todo, seen = 0, [name], {name}
+    while todo:
+        for i in users.get(todo.pop(), []):
+            op = ops[i]
+            if op.engine == "tensor":
+                count += 1
+            elif op.name in _SAME_DATA and op.result not in seen:
+                seen.add(op.result)
+                todo.append(op.result)
+    return count
+
+
+def hbm_reads(
+    module_text: str, ops: list[Op], matmul_dtype: str = "fp32"
+) -> tuple[int, dict[int, int]]:
+    """What the pass reads of the values that start in HBM (``_hbm_values``):
     ``(serial_bytes, {op index: bytes})``. A value read only as the first operand of
     gathers or slices (an embedding table) counts the bytes those ops read, attributed to
-    them; any other used value counts whole in ``serial_bytes``; an unused one counts 0."""
-    vals = _hbm_values(module_text)
+    them; any other used value counts whole in ``serial_bytes``, once per matmul or
+    convolution that reads it (weights are streamed through SBUF per matmul, not kept across
+    layers: ALBERT's one shared layer is read 12 times a pass) and at least once; an unused
+    one counts 0."""
+    vals = _hbm_values(module_text, matmul_dtype)
     uses: dict[str, list[tuple[int, int]]] = {}
+    users: dict[str, list[int]] = {}
     for i, op in enumerate(ops):
         for k, name in enumerate(op.operands):
+            users.setdefault(name, []).append(i)
             if name in vals:
                 uses.setdefault(name, []).append((i, k))
     serial, partial = 0, {}
@@ -355,42 +401,15 @@ def hbm_reads(module_text: str, ops: list[Op]) -> tuple[int, dict[int, int]]:
             for i, _ in us:
                 partial[i] = partial.get(i, 0) + min(ops[i].out_bytes, vals[name])
         else:
-            serial += vals[name]
+            serial += vals[name] * max(1, _matmul_uses(name, users, ops))
     return serial, partial
 
 
-def project(
-    module_text: str,
-    core: NeuronCore,
-    batch: int,
-    matmul_dtype: str = "bf16",
-    price_per_hour: float | None = None,
-    chips_per_instance: int = 1,
-    instance: str | None = None,
-    top: int = 10,
-) -> dict:
-    """Roofline projection of one forward pass of ``module_text`` on one ``core``.
-
-    ``batch``: samples per forward pass; ``matmul_dtype``: bf16 | fp8 | fp32, the TensorE
-    rate used for dot_general/convolution. Returns seconds per pass on one core, samples/s
-    per core and per instance (every core serving its own replica), USD per million
-    samples when ``price_per_hour`` is known, and the ``top`` ops by projected time, each
-    compute- or memory-bound, with the serial HBM row (``WEIGHTS_ROW``) always among them;
-    the pass's seconds are the sum of every op row and that row. Raises ValueError when
-    the module has no costed operation.
-    """
-    ops = parse(module_text)
-    if not ops:
-        raise ValueError("the StableHLO module has no operation to cost")
-    rate = {"bf16": core.tensor_bf16, "fp8": core.tensor_fp8, "fp32": core.tensor_fp32}[
-        matmul_dtype
-    ]
+def _op_rows(ops: list[Op], partial: dict[int, int], core: NeuronCore, rate: float, factor: float):
+    """One row per op: its roofline time (compute- or memory-bound) x ``factor``."""
     rates = {"tensor": rate, "vector": core.vector_fp32, "scalar": core.scalar_fp32}
     bw = core.hbm_bytes_per_s_core
     resident = core.sbuf_bytes / 2  # an intermediate up to this size stays on chip
-    read_b, partial = hbm_reads(module_text, ops)
-    out_b = _output_bytes(module_text)
-    serial_b = read_b + out_b
     rows = []
     for i, op in enumerate(ops):
         # fused: elementwise chains stream through SBUF with their producer; only a fusion
@@ -407,47 +426,82 @@ def project(
         t_compute = op.flops / rates[op.engine] if op.engine in rates else 0.0
         t_mem = hbm / bw
         rows.append(
-            {
-                "line": op.line,
-                "op": op.name,
-                "engine": op.engine,
-                "shape": op.shape,
-                "dtype": op.dtype,
-                "flops": op.flops,
-                "hbm_bytes": hbm,
-                "compute_s": t_compute,
-                "memory_s": t_mem,
-                "time_s": max(t_compute, t_mem),
-                "bound": "compute" if t_compute >= t_mem else "memory",
-            }
+            _row(op.line, op.name, op.engine, op.shape, op.dtype, op.flops, hbm, t_compute, t_mem)
+            | {"time_s": max(t_compute, t_mem) * factor}
         )
-    io_s = serial_b / bw  # the other weights and inputs read once, the outputs written once
-    rows.append(
-        {
-            "line": None,
-            "op": WEIGHTS_ROW,
-            "engine": "dma",
-            "shape": "",
-            "dtype": "",
-            "flops": 0.0,
-            "hbm_bytes": serial_b,
-            "compute_s": 0.0,
-            "memory_s": io_s,
-            "time_s": io_s,
-            "bound": "memory",
-        }
-    )
-    total = sum(r["time_s"] for r in rows)
-    per_engine = {}
+    return rows
+
+
+def _row(line, op, engine, shape, dtype, flops, hbm, compute_s, memory_s) -> dict:
+    return {
+        "line": line,
+        "op": op,
+        "engine": engine,
+        "shape": shape,
+        "dtype": dtype,
+        "flops": flops,
+        "hbm_bytes": hbm,
+        "compute_s": compute_s,
+        "memory_s": memory_s,
+        "time_s": max(compute_s, memory_s),
+        "bound": "compute" if compute_s >= memory_s else "memory",
+    }
+
+
+def _by_engine(rows: list[dict]) -> dict[str, float]:
+    out: dict[str, float] = {}
     for r in rows:
-        per_engine[r["engine"]] = per_engine.get(r["engine"], 0.0) + r["time_s"]
+        out[r["engine"]] = out.get(r["engine"], 0.0) + r["time_s"]
+    return out
+
+
+def project(
+    module_text: str,
+    core: NeuronCore,
+    batch: int,
+    matmul_dtype: str = "bf16",
+    price_per_hour: float | None = None,
+    chips_per_instance: int = 1,
+    instance: str | None = None,
+    top: int = 10,
+    overheads: Overheads = FITTED,
+) -> dict:
+    """Projection of one forward pass of ``module_text`` on one ``core``: the roofline
+    of its ops x ``overheads.roofline_factor``, the serial HBM row (``WEIGHTS_ROW``) and
+    the fixed cost of one execution (``FIXED_ROW``, ``overheads.execution_us``).
+
+    ``batch``: samples per forward pass; ``matmul_dtype``: bf16 | fp8 | fp32, the TensorE
+    rate used for dot_general/convolution and the width its weights are read at. Returns
+    seconds per pass on one core, samples/s per core and per instance (every core serving
+    its own replica), USD per million samples when ``price_per_hour`` is known, and the
+    ``top`` ops by projected time, each compute- or memory-bound, with the serial HBM row
+    and the fixed cost always among them; the pass's seconds are the sum of every row.
+    Raises ValueError when the module has no costed operation."""
+    ops = parse(module_text)
+    if not ops:
+        raise ValueError("the StableHLO module has no operation to cost")
+    rate = {"bf16": core.tensor_bf16, "fp8": core.tensor_fp8, "fp32": core.tensor_fp32}[
+        matmul_dtype
+    ]
+    bw = core.hbm_bytes_per_s_core
+    read_b, partial = hbm_reads(module_text, ops, matmul_dtype)
+    out_b = _output_bytes(module_text)
+    serial_b = read_b + out_b
+    rows = _op_rows(ops, partial, core, rate, overheads.roofline_factor)
+    io_s = serial_b / bw  # the other weights and inputs read once, the outputs written once
+    rows.append(_row(None, WEIGHTS_ROW, "dma", "", "", 0.0, serial_b, 0.0, io_s))
+    fixed_s = overheads.execution_us * 1e-6
+    rows.append(_row(None, FIXED_ROW, "runtime", "", "", 0.0, 0, fixed_s, 0.0))
+    total = sum(r["time_s"] for r in rows)
+    per_engine = _by_engine(rows)
     cores = core.cores_per_chip * chips_per_instance
     thr_core = batch / total if total > 0 else None
     thr_inst = thr_core * cores if thr_core else None
     usd = (price_per_hour / 3600 * 1e6 / thr_inst) if (price_per_hour and thr_inst) else None
     rows.sort(key=lambda r: r["time_s"], reverse=True)
     return {
-        "estimate": "ESTIMATE from a roofline model of the StableHLO graph, not a measurement",
+        "estimate": "ESTIMATE from a roofline model of the StableHLO graph with fixed costs "
+        "fitted to AWS's published latencies, not a measurement",
         "core": core.name,
         "chip": core.chip,
         "matmul_dtype": matmul_dtype,
@@ -466,16 +520,19 @@ def project(
         "weights_and_inputs_s": io_s,
         "weights_and_inputs_share": io_s / total if total > 0 else None,
         "gathered_bytes": sum(partial.values()),
+        "fixed_s": fixed_s,
+        "overheads": overheads.as_dict(),
         "time_by_engine_s": per_engine,
         "operations": len(ops),
-        # the serial weights-and-inputs read is always listed (ranked, or last when below the top)
-        "top_ops": rows[:top] + [r for r in rows[top:] if r["op"] == WEIGHTS_ROW],
+        # the serial row and the fixed cost are always listed (ranked, or last when below the top)
+        "top_ops": rows[:top] + [r for r in rows[top:] if r["engine"] in ("dma", "runtime")],
         "constants": {
             "tensor_flops": rate,
             "vector_flops": core.vector_fp32,
             "scalar_flops": core.scalar_fp32,
             "hbm_bytes_per_s_core": bw,
             "sbuf_bytes": core.sbuf_bytes,
+            **overheads.as_dict(),
         },
         "sources": core.sources,
     }
