@@ -18,7 +18,9 @@ FAST = ["--iterations", "5", "--max-warmup", "5", "--train-steps", "4"]
 
 def test_training_steps_match_the_reference(tmp_path):
     j, h = tmp_path / "r.json", tmp_path / "r.html"
-    code, out, err = cli("check", fixture("trainable"), *FAST, "--json", j, "--html", h)
+    code, out, err = cli(
+        "check", fixture("trainable"), *FAST, "--details", "--json", j, "--html", h
+    )
     assert code == 0, out + err
     tr = json.loads(j.read_text())["training"]
     assert tr["status"] == "pass" and tr["steps"] == 4 and len(tr["per_step"]) == 4
@@ -56,7 +58,9 @@ def test_loss_fn_must_be_callable():
 def test_builtin_llama_tiny_train(tmp_path):
     # --mode both: eager and compiled training (the rotary embedding's backward needs
     # passes/legalize/clamp_slice_bounds.py to lower)
-    code, out, err = cli("check", "llama-tiny-train", *FAST, "--json", str(tmp_path / "r.json"))
+    code, out, err = cli(
+        "check", "llama-tiny-train", *FAST, "--details", "--json", str(tmp_path / "r.json")
+    )
     assert code == 0, out + err
     assert "Training — 4 steps" in out and "PASS" in out
     import json
@@ -120,7 +124,16 @@ def test_compiled_training_divergence_is_caught(tmp_path):
 def test_compiled_training_in_every_report(tmp_path):
     j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
     code, out, err = cli(
-        "check", fixture("trainable_step"), *FAST, "--json", j, "--html", h, "--junit", x
+        "check",
+        fixture("trainable_step"),
+        *FAST,
+        "--details",
+        "--json",
+        j,
+        "--html",
+        h,
+        "--junit",
+        x,
     )
     assert code == 0, out + err
     assert "Training — 4 steps" in out and "Training (compiled, backend neuron) — 4 steps" in out
@@ -194,7 +207,14 @@ def test_compiled_steps_that_run_no_compiled_graph_fail(tmp_path):
     wrapper: the compiled steps are eager ones and must not pass as compiled."""
     j = tmp_path / "r.json"
     code, out, err = cli(
-        "check", fixture("trainable_step_inner"), *FAST, "--mode", "compile", "--json", j
+        "check",
+        fixture("trainable_step_inner"),
+        *FAST,
+        "--mode",
+        "compile",
+        "--details",
+        "--json",
+        j,
     )
     assert code == 1, out + err
     c = json.loads(j.read_text())["training"]["compiled"]

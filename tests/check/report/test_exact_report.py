@@ -25,7 +25,7 @@ def test_html_has_the_kernels_by_op_eager_and_compiled(good):
 
 def test_terminal_shows_the_eager_projection_beside_the_compiled_one(good):
     con = Console(record=True, width=200)
-    terminal.render(good, con)
+    terminal.render(good, con, details=True)
     text = con.export_text()
     ep = good["exact"]["eager"]["projection"]["trn2"]
     assert ep["launches"] == 3 and ep["latency_s"] > 3 * ep["launch_us"] * 1e-6

@@ -1,15 +1,19 @@
 """The HTML report (``--html FILE``): one self-contained page (inline CSS, plots as inline
-SVG, no scripts, nothing fetched) with the verdict, the three phases, the cost, the
-baseline comparison, the plots (warm-up curve, latency histogram, host time per operator
-with CPU fallbacks highlighted) and the manifest."""
+SVG, no scripts, nothing fetched) in the terminal's order: the verdict, one row per phase,
+the findings (``summary_html.py``); then the details: the three phases, the cost, the
+projection, the per-pass trace, the baseline comparison with the kernel trace diff, the
+plots (warm-up curve, latency histogram, host time per operator with CPU fallbacks
+highlighted) and the manifest."""
 
 from __future__ import annotations
 
 import json
 
 from .. import formatting as F
-from . import exact_html
-from .html_parts import _e, _kv, _plt, _status, _svg, _table
+from . import exact_html, summary_html
+from .html_baseline import _baseline
+from .html_parts import _e, _kv, _status, _table
+from .html_plots import plot_histogram, plot_ops, plot_warmup
 from .profile_html import html_section
 
 CSS = """
@@ -17,6 +21,8 @@ body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;c
 main{max-width:1180px;margin:0 auto;padding:24px}
 h1{font-size:1.6em;margin:0 0 4px} h2{margin:28px 0 8px;font-size:1.25em;border-bottom:2px solid #dde1e7;padding-bottom:4px}
 .sub{color:#5a6372;margin:0 0 16px}
+h2.details{font-size:1.5em;margin-top:40px;border-bottom:3px solid #1d2330}
+tr.changed td{background:#fff3f0}
 .verdict{border-radius:8px;padding:14px 18px;margin:16px 0;color:#fff}
 .verdict.v-pass{background:#1f8a4c}.verdict.v-inconclusive{background:#b7791f}.verdict.v-fail{background:#c0392b}
 .verdict b{font-size:1.4em}.verdict ul{margin:6px 0 0 18px;padding:0}
@@ -30,131 +36,6 @@ pre{background:#1d2330;color:#e8ebf0;padding:10px;overflow:auto;font-size:.82em;
 .plot svg{max-width:100%;height:auto}
 .caption{color:#5a6372;font-size:.85em;max-width:1100px}
 """
-
-
-# ---------------------------------------------------------------- plots (inline SVG)
-
-
-def _side_axes(p3: dict):
-    """(figure, [(axis, label, phase-3 side)]) with one panel per measured device, or None."""
-    sides = [(k, p3.get(k)) for k in ("device", "reference") if p3.get(k)]
-    if not sides:
-        return None
-    fig, axes = _plt().subplots(1, len(sides), figsize=(5.6 * len(sides), 3.2), squeeze=False)
-    return fig, [(ax, label, x) for ax, (label, x) in zip(axes[0], sides)]
-
-
-def plot_warmup(p3: dict) -> str | None:
-    """Iteration time (ms) over iterations: warm-up then measurement, per device."""
-    panels = _side_axes(p3)
-    if panels is None:
-        return None
-    fig, panels = panels
-    for ax, label, x in panels:
-        w = [t * 1e3 for t in x["warmup"]["times_s"]]
-        m = [t * 1e3 for t in x["times_s"]]
-        ax.plot(range(1, len(w) + 1), w, ".-", color="#e67e22", lw=1, ms=3, label="warm-up")
-        ax.plot(
-            range(len(w) + 1, len(w) + len(m) + 1),
-            m,
-            ".-",
-            color="#2c7fb8",
-            lw=1,
-            ms=3,
-            label="measured",
-        )
-        if w:
-            ax.axvline(len(w) + 0.5, color="#555", ls="--", lw=0.8)
-        ax.axhline(
-            x["p50_s"] * 1e3,
-            color="#2c7fb8",
-            ls=":",
-            lw=0.8,
-            label=f"p50 {x['p50_s'] * 1e3:.3g} ms",
-        )
-        stable = "stable" if x["warmup"]["stable"] else "NOT stable"
-        ax.set_title(f"{label} ({x['device']}): warm-up {len(w)} it, {stable}")
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("iteration time (ms)")
-        ax.legend(loc="upper right", fontsize=8)
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return _svg(fig)
-
-
-def plot_histogram(p3: dict) -> str | None:
-    """Histogram of steady-state iteration times (ms), p50/p90/p99 marked."""
-    panels = _side_axes(p3)
-    if panels is None:
-        return None
-    fig, panels = panels
-    for ax, label, x in panels:
-        m = [t * 1e3 for t in x["times_s"]]
-        ax.hist(
-            m,
-            bins=min(40, max(5, len(m) // 3)),
-            color="#2c7fb8" if label == "device" else "#7f8c8d",
-            edgecolor="white",
-        )
-        for q, ls in (("p50_s", "-"), ("p90_s", "--"), ("p99_s", ":")):
-            ax.axvline(
-                x[q] * 1e3, color="#c0392b", ls=ls, lw=1, label=f"{q[:3]} {x[q] * 1e3:.3g} ms"
-            )
-        ax.set_title(f"{label} ({x['device']}): {len(m)} measured iterations")
-        ax.set_xlabel("latency (ms)")
-        ax.set_ylabel("iterations")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return _svg(fig)
-
-
-def _base_op(name: str) -> str:
-    # aten::sort.values_stable -> aten::sort (the profiler reports the overload-free name)
-    return name.split(".")[0]
-
-
-def plot_ops(p1: dict, top: int = 20) -> str | None:
-    """Horizontal bars: host time per ATen op (torch.profiler self time) over one forward
-    pass; CPU-fallback ops in red with their fallback seconds from fallback_stats."""
-    rows = p1.get("op_profile") or []
-    fb = p1.get("fallback", {}).get("ops", {})
-    if not rows and not fb:
-        return None
-    fb_base = {_base_op(k): v for k, v in fb.items()}
-    items = [
-        (r["op"], r["self_host_s"] * 1e3, r["op"] in fb_base or r["op"] in fb) for r in rows[:top]
-    ]
-    listed = {i[0] for i in items}
-    for k, v in fb.items():  # fallback ops the profile did not list still show
-        if _base_op(k) not in listed and k not in listed:
-            calls = max(v["calls"], 1)
-            items.append((k, v["seconds"] * 1e3 / calls, True))
-    items.sort(key=lambda i: i[1])
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 0.28 * len(items) + 1.2))
-    ax.barh(
-        [i[0] for i in items],
-        [i[1] for i in items],
-        color=["#c0392b" if i[2] else "#2c7fb8" for i in items],
-    )
-    for y, i in enumerate(items):
-        if i[2]:
-            v = fb_base.get(i[0]) or fb.get(i[0])
-            ax.text(
-                i[1],
-                y,
-                f"  CPU fallback: {v['calls']} calls, {v['seconds'] * 1e3:.2f} ms in phase 1",
-                va="center",
-                fontsize=7,
-                color="#c0392b",
-            )
-    ax.set_xlabel("host time per forward pass (ms), self time")
-    ax.set_title("Host dispatch time per op (torch.profiler CPU activity) — red: CPU fallback")
-    ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    return _svg(fig)
-
 
 # ---------------------------------------------------------------- sections
 
@@ -483,188 +364,6 @@ def _cost(c: dict) -> str:
     return out
 
 
-def _baseline(b: dict | None) -> str:
-    if not b:
-        return "<p>No baseline given (<code>--baseline DIR</code>).</p>"
-    if b.get("status") == "skipped":
-        return _kv(
-            [
-                ("baseline", _e(b["path"])),
-                ("result", _status("skipped")),
-                ("reason", _e(b.get("reason"))),
-            ]
-        )
-    rows = []
-    for name, a in b.get("accuracy", {}).items():
-        rows.append(
-            [
-                _e(f"accuracy {name}"),
-                "reference + fp64 outputs",
-                _e(f"max abs {F.num(a.get('max_abs'))}"),
-                "identical" if a.get("identical_to_baseline_device") else "",
-                _e(a.get("decided_by")),
-                _status("pass" if a.get("passed") else "fail"),
-            ]
-        )
-    comp = b.get("compiled") or {}
-    rows += exact_rows(b.get("exact"))
-    rows += _latency_rows(b.get("latency") or {}, "")
-    cc = comp.get("compile") or {}
-    if "note" in cc:
-        rows.append(
-            [
-                "compiles (torch.compile)",
-                "",
-                "",
-                "",
-                "",
-                f'<span class="warn">{_e(cc["note"])}</span>',
-            ]
-        )
-    elif cc:
-        rows.append(
-            [
-                "compiles (torch.compile)",
-                *map(_e, F.compile_cells(cc)),
-                _e(
-                    f"{cc['graph_breaks']['baseline']} → {cc['graph_breaks']['current']} graph break(s)"
-                ),
-                "must compile",
-                _status("fail" if cc["regressed"] else "pass"),
-            ]
-        )
-    if comp:
-        rows += _latency_rows(comp.get("latency") or {}, " (compiled)")
-    mem = b.get("memory") or {}
-    if mem.get("note"):  # not compared (a compiled peak against an eager one)
-        rows.append(["peak memory (allocated)", "", "", _e(mem["note"]), "", "not compared"])
-        mem = {}
-    elif mem:
-        rows.append(
-            [
-                _e(F.peak_label(mem)),
-                _e(F.nbytes(mem["baseline_peak_allocated_bytes"])),
-                _e(F.nbytes(mem["current_peak_allocated_bytes"])),
-                _e(F.signed_pct(mem["change"])),
-                _e(f"+{mem['threshold']:.0%} and +{F.nbytes(mem['min_increase_bytes'])}"),
-                _status("fail" if mem["regressed"] else "pass"),
-            ]
-        )
-    rows += [
-        [_e(x) for x in cells] + ["info only" if res == "info" else _status(res)]
-        for cells, res in F.training_baseline_rows(b.get("training") or {})
-    ]
-    out = f"<p>Baseline <code>{_e(b['path'])}</code>, saved {_e(b.get('created_utc'))}.</p>"
-    out += _table(["check", "baseline", "current", "change", "threshold", "result"], rows)
-    if mem:
-        out += (
-            f'<p class="caption">Peak memory: a regression needs both +{mem["threshold"]:.0%} and at least '
-            f"{_e(F.nbytes(mem['min_increase_bytes']))} more (<code>peak_memory_min_bytes</code>): a small "
-            "model's peak is a few allocator blocks, and a baseline saved before the program-order peak holds "
-            "the run-ahead one, which moves by several blocks between identical runs (frees follow the device "
-            "queue).</p>"
-        )
-    ch = b.get("changes", {})
-    if ch.get("new_fallback_ops"):
-        out += f'<div class="note">New CPU fallback ops since the baseline: {_e(", ".join(ch["new_fallback_ops"]))}</div>'
-    if ch.get("manifest"):
-        out += "<h3>Changed since the baseline</h3>" + _table(
-            ["manifest entry", "baseline", "current"],
-            [[_e(m["key"]), _e(m["baseline"]), _e(m["current"])] for m in ch["manifest"]],
-        )
-    return out
-
-
-def exact_rows(ex: dict | None) -> list:
-    """The exact gates' rows (``baseline/exact.py``), the ops whose counts changed beside."""
-    rows = []
-    for r in (ex or {}).get("rows", []):
-        fmt = (lambda v: f"{v * 1e6:.4g} µs") if r["unit"] == "seconds" else str
-        th = (
-            f"+{r['threshold']:.0%}"
-            if r["unit"] in ("fraction", "seconds")
-            else f"+{r['threshold']:g}"
-        )
-        rows.append(
-            [
-                _e(r["quantity"]),
-                _e(fmt(r["baseline"])),
-                _e(fmt(r["current"])),
-                _e(", ".join(r["ops"])),
-                _e(th),
-                _status("fail" if r["regressed"] else "pass"),
-            ]
-        )
-    return rows
-
-
-def _latency_rows(lat: dict, label: str) -> list:
-    """The rows of one latency comparison (eager: ``label`` "", compiled: " (compiled)")."""
-    if "baseline_p50_s" not in lat:
-        return [
-            [
-                _e(f"p50 latency{label}"),
-                "",
-                "",
-                "",
-                "",
-                f'<span class="warn">{_e(lat.get("note", "not compared"))}</span>',
-            ]
-        ]
-    st_all = lat.get("statistics") or {}
-    rows = [
-        [
-            _e(
-                f"p50 latency{label} (emulator host time"
-                + (", shown only)" if lat.get("gated") is False else ", raw)")
-            ),
-            _e(F.ms(lat["baseline_p50_s"])),
-            _e(F.ms(lat["current_p50_s"])),
-            _e(F.signed_pct(lat["change"])),
-            "" if st_all else _e(f"+{lat['threshold']:.0%}"),
-            "" if st_all else _status("fail" if lat["regressed"] else "pass"),
-        ]
-    ]
-    if lat.get("baseline_throughput_samples_per_s") and lat.get("current_throughput_samples_per_s"):
-        bt, ct = lat["baseline_throughput_samples_per_s"], lat["current_throughput_samples_per_s"]
-        rows.append(
-            [
-                _e(f"throughput{label} (samples/s, raw)"),
-                _e(F.num(bt)),
-                _e(F.num(ct)),
-                _e(F.signed_pct(ct / bt - 1)),
-                "",
-                "",
-            ]
-        )
-    for name, st in st_all.items():
-        ci = st["ci"]
-        change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
-        res = (
-            "info only"
-            if not st.get("decides")
-            else _status("fail")
-            if st["decision"] == "regressed"
-            else _status("pass")
-            if st["decision"] == "pass"
-            else '<span class="warn">undecided</span>'
-        )
-        rows.append(
-            [
-                _e(f"latency{label} {name.replace('_', ' ')} ({st['statistic']})"),
-                _e(F.num(st["baseline_value"])),
-                _e(F.num(st["current_value"])),
-                _e(change),
-                _e(f"+{st['threshold']:.0%}"),
-                res,
-            ]
-        )
-        conf = F.confirmation_row(name, st)
-        if conf:
-            rows.append([_e(x) for x in conf] + [""])
-    return rows
-
-
 def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str:
     """The training check section (empty for an inference model); the compiled mode's
     steps (``tr["compiled"]``) in a section of their own."""
@@ -801,9 +500,6 @@ def render(result: dict) -> str:
     ds = result["manifest"]["device_stack"]
     p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
     verdict = result["verdict"]
-    fails = "".join(f"<li>{_e(f)}</li>" for f in result["failures"])
-    if result.get("inconclusive"):
-        fails += f"<li>{_e(result['inconclusive'])}</li>"
     notes = ""
     if ds.get("emulated"):
         notes += (
@@ -843,9 +539,9 @@ def render(result: dict) -> str:
 <p class="sub">{_e(m["description"])}<br>batch {_e(m["batch_size"])} · {_e(m["dtype"])} · seed {_e(m["seed"])} ·
 {m["parameters"]:,} parameters · device {_e(p1["device"])} ({_e(ds["device_name"])}, runtime {_e(ds["runtime"])}
 {_e(ds["runtime_version"])}) · reference {_e(result["config"]["reference"])} · {_e(result["manifest"]["created_utc"])}</p>
-<div class="verdict v-{verdict}" id="verdict"><b>{_e(verdict.upper())}</b> — exit code {result["exit_code"]}
-{"<ul>" + fails + "</ul>" if fails else "<div>all phases passed" + (", no regression against the baseline" if result.get("baseline") else "") + "</div>"}</div>
+{summary_html.section(result)}
 {notes}{saved}
+<h2 id="details" class="details">Details</h2>
 <h2 id="phase1">Phase 1 — does it run on the device {_status(p1["status"])}</h2>
 {_phase1(p1)}
 <h3>Host dispatch time per op</h3>
