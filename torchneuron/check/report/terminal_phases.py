@@ -32,21 +32,8 @@ def _kv_table(title: str) -> Table:
     return t
 
 
-def phase1_tables(p1: dict) -> list:
-    """Renderables of phase 1: its table, the fallback ops, device warnings, the failure."""
-    t = _kv_table("Phase 1 — does it run on the device")
-    t.add_row("result", status_text(p1["status"]))
-    t.add_row("device", p1["device"])
-    comp = p1.get("compile", {})
-    t.add_row(
-        "mode",
-        (
-            "eager and compile (torch.compile backend 'neuron'); phases 2 and 3 "
-            + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager")
-        )
-        if comp.get("checked")
-        else f"eager  ({comp.get('note')})",
-    )
+def _compile_rows(t: Table, comp: dict) -> None:
+    """Phase 1's torch.compile row: graphs, breaks with reasons, compile times, or where it failed."""
     if comp.get("checked") and comp.get("ok"):
         t.add_row(
             "torch.compile",
@@ -67,6 +54,24 @@ def phase1_tables(p1: dict) -> list:
             + (f", op {e['op']}" if e.get("op") else "")
             + (f", from {e['raised_at']}" if e.get("raised_at") else ""),
         )
+
+
+def phase1_tables(p1: dict) -> list:
+    """Renderables of phase 1: its table, the fallback ops, device warnings, the failure."""
+    t = _kv_table("Phase 1 — does it run on the device")
+    t.add_row("result", status_text(p1["status"]))
+    t.add_row("device", p1["device"])
+    comp = p1.get("compile", {})
+    t.add_row(
+        "mode",
+        (
+            "eager and compile (torch.compile backend 'neuron'); phases 2 and 3 "
+            + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager")
+        )
+        if comp.get("checked")
+        else f"eager  ({comp.get('note')})",
+    )
+    _compile_rows(t, comp)
     t.add_row("fallback mode", p1.get("fallback_mode") or "–")
     if p1.get("cold_latency_s") is not None:
         t.add_row(
@@ -161,6 +166,36 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join((["..."] if len(ls) > lines else []) + ls[-lines:])
 
 
+def _phase2_narrow(p2: dict, title: str) -> list:
+    """Below 130 columns: one row per metric, one column per output."""
+    t = Table(
+        title=title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAVY,
+        caption=f"rule: {p2['rule']}; tol {p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}",
+        caption_justify="left",
+    )
+    t.add_column("", style="cyan", no_wrap=True)
+    outs = list(p2["outputs"].items())
+    for name, _ in outs:
+        t.add_column(name, justify="right", overflow="fold")
+    rows = [
+        ("shape", lambda o: str(o.get("shape", ""))),
+        ("max abs", lambda o: F.num(o.get("max_abs"))),
+        ("max rel", lambda o: F.num(o.get("max_rel"))),
+        ("cosine", lambda o: "–" if o.get("cosine") is None else f"{o['cosine']:.7f}"),
+        ("RMSE device vs fp64", lambda o: F.num(o.get("rmse_device_fp64"))),
+        ("RMSE reference vs fp64", lambda o: F.num(o.get("rmse_reference_fp64"))),
+        ("RMSE bound", lambda o: F.num(o.get("rmse_bound"))),
+        ("decided by", lambda o: o.get("decided_by", "")),
+    ]
+    for label, fn in rows:
+        t.add_row(label, *[fn(o) for _, o in outs])
+    t.add_row("result", *[status_text("pass" if o.get("passed") else "fail") for _, o in outs])
+    return [t]
+
+
 def phase2_tables(p2: dict, width: int = 200, label: str = "") -> list:
     """The accuracy table: one row per output, or one column per output below 130 columns;
     the compiled model's (``--mode both``) in a second table."""
@@ -183,33 +218,8 @@ def phase2_tables(p2: dict, width: int = 200, label: str = "") -> list:
         t.add_row("result", status_text("skipped"))
         t.add_row("reason", p2.get("reason") or "")
         return [t]
-    if width < 130:  # one row per metric, one column per output
-        t = Table(
-            title=title,
-            title_justify="left",
-            title_style="bold",
-            box=box.SIMPLE_HEAVY,
-            caption=f"rule: {p2['rule']}; tol {p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}",
-            caption_justify="left",
-        )
-        t.add_column("", style="cyan", no_wrap=True)
-        outs = list(p2["outputs"].items())
-        for name, _ in outs:
-            t.add_column(name, justify="right", overflow="fold")
-        rows = [
-            ("shape", lambda o: str(o.get("shape", ""))),
-            ("max abs", lambda o: F.num(o.get("max_abs"))),
-            ("max rel", lambda o: F.num(o.get("max_rel"))),
-            ("cosine", lambda o: "–" if o.get("cosine") is None else f"{o['cosine']:.7f}"),
-            ("RMSE device vs fp64", lambda o: F.num(o.get("rmse_device_fp64"))),
-            ("RMSE reference vs fp64", lambda o: F.num(o.get("rmse_reference_fp64"))),
-            ("RMSE bound", lambda o: F.num(o.get("rmse_bound"))),
-            ("decided by", lambda o: o.get("decided_by", "")),
-        ]
-        for label, fn in rows:
-            t.add_row(label, *[fn(o) for _, o in outs])
-        t.add_row("result", *[status_text("pass" if o.get("passed") else "fail") for _, o in outs])
-        return [t]
+    if width < 130:
+        return _phase2_narrow(p2, title)
     t = Table(
         title=title,
         title_justify="left",
@@ -246,6 +256,20 @@ def phase2_tables(p2: dict, width: int = 200, label: str = "") -> list:
             status_text("pass" if o.get("passed") else "fail"),
         )
     return [t]
+
+
+def _warmup(x: dict | None) -> str:
+    if not x:
+        return "–"
+    w = x["warmup"]
+    cv = "–" if w["final_cv"] is None else f"{w['final_cv']:.3f}"
+    return f"{w['iterations']} it, " + ("stable" if w["stable"] else "NOT stable") + f" (CV {cv})"
+
+
+def _ci(x: dict | None) -> str:
+    if not x or not x.get("median_ci95_s"):
+        return "–"
+    return f"{F.ms(x['median_ci95_s'][0])} – {F.ms(x['median_ci95_s'][1])}"
 
 
 def phase3_tables(p3: dict, reference: str) -> list:
@@ -286,25 +310,9 @@ def phase3_tables(p3: dict, reference: str) -> list:
         def add_row(label, *cells, key=None, cx=None):
             t.add_row(label, *cells)
 
-    def wu(x):
-        if not x:
-            return "–"
-        w = x["warmup"]
-        cv = "–" if w["final_cv"] is None else f"{w['final_cv']:.3f}"
-        return (
-            f"{w['iterations']} it, " + ("stable" if w["stable"] else "NOT stable") + f" (CV {cv})"
-        )
-
-    def ci(x):
-        return (
-            "–"
-            if not x or not x.get("median_ci95_s")
-            else f"{F.ms(x['median_ci95_s'][0])} – {F.ms(x['median_ci95_s'][1])}"
-        )
-
     g = lambda k: r.get(k) if r else None
     add_row(F.cold_label(p3), F.ms(d.get("cold_s")), F.ms(g("cold_s")), "", key="cold_s")
-    add_row("warm-up", wu(d), wu(r), "", cx=(wu(c), ""))
+    add_row("warm-up", _warmup(d), _warmup(r), "", cx=(_warmup(c), ""))
     add_row(
         "measured iterations",
         str(d["iterations"]),
@@ -315,7 +323,7 @@ def phase3_tables(p3: dict, reference: str) -> list:
     for k, label in (("p50_s", "p50 latency"), ("p90_s", "p90 latency"), ("p99_s", "p99 latency")):
         rat = F.ratio(d[k] / r[k]) if r and r.get(k) else ""
         add_row(label, F.ms(d[k]), F.ms(g(k)), rat, key=k)
-    add_row("95% CI of the median", ci(d), ci(r), "")
+    add_row("95% CI of the median", _ci(d), _ci(r), "")
     add_row(
         "throughput (samples/s)",
         F.num(d["throughput_samples_per_s"]),
