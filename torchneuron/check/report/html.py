@@ -40,6 +40,45 @@ pre{background:#1d2330;color:#e8ebf0;padding:10px;overflow:auto;font-size:.82em;
 # ---------------------------------------------------------------- sections
 
 
+def _compile_cell(comp: dict) -> str:
+    """Phase 1's torch.compile cell: graphs, breaks, compile times, or where it failed."""
+    if comp.get("ok"):
+        return _status("pass") + _e(
+            f" {F.graphs_ran(comp)}, {comp.get('graph_breaks')} graph break(s), "
+            f"{comp.get('recompiles')} recompile(s); cold compile {F.ms(comp.get('compile_s'), 1)}, "
+            f"warm (cache hit) {F.ms(comp.get('warm_compile_s'), 1)}; max |Δ| vs eager "
+            f"{comp.get('max_abs_diff_vs_eager')}"
+        )
+    err = comp.get("error") or {}
+    return _status("fail") + _e(
+        " at "
+        + str(err.get("compile_stage") or err.get("stage"))
+        + (f", op {err['op']}" if err.get("op") else "")
+    )
+
+
+def _failure(e: dict | None) -> str:
+    """Phase 1's failure: type, stage, failing op, where raised, message, traceback."""
+    if not e:
+        return ""
+    return (
+        f'<h3 class="fail">Failure: {_e(e["type"])} during {_e(e["stage"])}</h3>'
+        + _kv(
+            [
+                (
+                    "failing op",
+                    _e(e["op"] or "none identified (raised outside an ATen operator)")
+                    + (f" <small>({_e(e.get('op_source'))})</small>" if e.get("op_source") else ""),
+                ),
+                ("raised at", _e(e.get("raised_at"))),
+            ]
+            + ([("reference", _e(e["reference"]))] if e.get("reference") else [])
+            + [("message", f"<pre>{_e(e['message'])}</pre>")]
+        )
+        + f"<pre>{_e(e['traceback'])}</pre>"
+    )
+
+
 def _phase1(p1: dict) -> str:
     comp = p1.get("compile", {})
     m = p1["memory"]
@@ -57,38 +96,7 @@ def _phase1(p1: dict) -> str:
             if comp.get("checked")
             else "eager" + f" — {_e(comp.get('note'))}",
         ),
-        *(
-            [
-                (
-                    "torch.compile",
-                    (
-                        _status("pass")
-                        + _e(
-                            f" {F.graphs_ran(comp)}, {comp.get('graph_breaks')} graph break(s), "
-                            f"{comp.get('recompiles')} recompile(s); cold compile {F.ms(comp.get('compile_s'), 1)}, "
-                            f"warm (cache hit) {F.ms(comp.get('warm_compile_s'), 1)}; max |Δ| vs eager "
-                            f"{comp.get('max_abs_diff_vs_eager')}"
-                        )
-                    )
-                    if comp.get("ok")
-                    else _status("fail")
-                    + _e(
-                        " at "
-                        + str(
-                            (comp.get("error") or {}).get("compile_stage")
-                            or (comp.get("error") or {}).get("stage")
-                        )
-                        + (
-                            f", op {comp['error']['op']}"
-                            if (comp.get("error") or {}).get("op")
-                            else ""
-                        )
-                    ),
-                )
-            ]
-            if comp.get("checked")
-            else []
-        ),
+        *([("torch.compile", _compile_cell(comp))] if comp.get("checked") else []),
         ("fallback mode", _e(p1.get("fallback_mode"))),
         (
             "cold latency (" + ("eager " if comp.get("checked") else "") + "first iteration)",
@@ -135,29 +143,7 @@ def _phase1(p1: dict) -> str:
             + "".join(f"<li><code>{_e(w)}</code></li>" for w in p1["warnings"])
             + "</ul>"
         )
-    e = p1.get("error")
-    if e:
-        out += (
-            f'<h3 class="fail">Failure: {_e(e["type"])} during {_e(e["stage"])}</h3>'
-            + _kv(
-                [
-                    (
-                        "failing op",
-                        _e(e["op"] or "none identified (raised outside an ATen operator)")
-                        + (
-                            f" <small>({_e(e.get('op_source'))})</small>"
-                            if e.get("op_source")
-                            else ""
-                        ),
-                    ),
-                    ("raised at", _e(e.get("raised_at"))),
-                ]
-                + ([("reference", _e(e["reference"]))] if e.get("reference") else [])
-                + [("message", f"<pre>{_e(e['message'])}</pre>")]
-            )
-            + f"<pre>{_e(e['traceback'])}</pre>"
-        )
-    return out
+    return out + _failure(p1.get("error"))
 
 
 def _compiled_perf(p3: dict, cost: dict) -> str:
