@@ -146,7 +146,7 @@ def test_baseline_without_compiled_figures_says_not_compared(compiled_baseline, 
         del m["metrics"][key]
     del m["metrics"]["samples"]["compiled"]
     json.dump(m, open(path, "w"))
-    code, out, r = _check(b, tmp_path)
+    code, out, r = _check(b, tmp_path, "--details")
     assert code == 0, out
     c = r["baseline"]["compiled"]
     assert c["latency"]["note"].startswith("not compared: the baseline has no compiled figures")

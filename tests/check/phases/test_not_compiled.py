@@ -54,7 +54,9 @@ def test_a_partial_fallback_passes_and_is_shown(tmp_path, monkeypatch):
     monkeypatch.setenv("CHECK_FIXTURE_UNLOWERABLE", "1")
     monkeypatch.setenv("CHECK_FIXTURE_COMPILED_SLEEP_MS", "1")
     j = tmp_path / "r.json"
-    code, out, err = cli("check", fixture("compiled_only"), *FAST, "--mode", "compile", "--json", j)
+    code, out, err = cli(
+        "check", fixture("compiled_only"), *FAST, "--mode", "compile", "--details", "--json", j
+    )
     assert code == 0, out + err
     c = json.loads(j.read_text())["phase1"]["compile"]
     assert (
@@ -63,7 +65,12 @@ def test_a_partial_fallback_passes_and_is_shown(tmp_path, monkeypatch):
         and len(c["fallback_graphs"]) == 1
         and c["graph_runs"] >= 2
     )
-    assert "ok, 1 graph(s) ran compiled (1 fell back to eager)" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert "ok, 1 graph(s) ran compiled (1 fell back to eager)" in text  # the phase 1 table
+    # and on the first screen: the run line, and a finding
+    first = text[: text.index("Phase 1 — does it run")]
+    assert "eager and compiled (1 graph(s) ran compiled (1 fell back to eager)" in first
+    assert "graphs run eagerly: 1 of 2 graph(s) fell back to eager" in first
 
 
 def test_a_compile_sweep_point_that_runs_no_compiled_graph_fails(tmp_path):

@@ -207,6 +207,14 @@ def _baseline_line(b: dict) -> tuple[str, str, list[str]]:
     out = [text]
     for n in (b.get("exact") or {}).get("notes") or []:
         out.append(n)
+    # gates that could not be compared: the reader may need to save the baseline again
+    cc = (b.get("compiled") or {}).get("compile") or {}
+    for what, note in (
+        ("compile", cc.get("note")),
+        ("memory", (b.get("memory") or {}).get("note")),
+    ):
+        if note:
+            out.append(f"{what}: {note}")
     return ("baseline", "regression" if regs else "pass", out)
 
 
@@ -265,6 +273,17 @@ def _compile_findings(comp: dict, clean: list) -> list:
         )
     else:
         clean.append("no graph break")
+    fell = comp.get("fallback_graphs")
+    if fell:  # ran by the backend op by op: not what Trainium would run compiled
+        n = len(fell) if isinstance(fell, list) else fell
+        out.append(
+            (
+                "graphs run eagerly",
+                f"{n} of {comp.get('compiled_graphs')} graph(s) fell back to eager",
+                "the backend could not compile them (phase1.compile.fallback_graphs in the JSON "
+                "says why); on Trainium they would run op by op",
+            )
+        )
     if comp.get("recompiles"):
         out.append(
             (
