@@ -321,11 +321,14 @@ def _signature_findings(ex: dict, clean: list) -> list:
 def _projection_findings(result: dict) -> list:
     proj = result.get("projection") or {}
     ep = (((result.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
+    if result["phase1"]["status"] != "pass":
+        return []  # nothing ran to project
     if proj.get("status") != "pass":
+        asked = (result.get("config") or {}).get("projection")
         why = (
-            "run with --projection for throughput and cost"
-            if not proj or proj.get("status") == "skipped"
-            else f"projection failed: {proj.get('reason')}"
+            f"not projected: {proj.get('reason')}"
+            if asked
+            else "run with --projection for throughput and cost"
         )
         if ep:
             return [("projected Trainium2", f"eager pass {us(ep['latency_s'])}; {why}", None)]
