@@ -7,7 +7,7 @@ after 20 warm-up iterations, one intra-op thread), and records per step the wall
 the work CPU seconds (``check/workclock.py``: the device's busy time, the host thread's). Then, per
 estimator, the log standard deviation of the run's figure between runs of the unchanged
 build, and the planted changes relative to the unchanged runs' mean: device alone +30 %
-(`d`) and the forward 3x on both sides (`m`). docs/check.md ("Limits, measured") quotes it.
+(`d`) and the forward 3x on both sides (`m`). docs/design/check-measurement.md ("Limits, measured") quotes it.
 Prints figures only; nothing asserts.
 
     .venv/bin/python bench/bench_latency_estimators.py [--plan 0,0,d,0,0,m,0,0,d,0,0,m] [--iterations 80]

@@ -278,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", metavar="FILE", help="write the whole result as JSON")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    g.add_argument(
+        "--details",
+        action="store_true",
+        help="after the first screen (verdict, phases, findings), print the full tables: "
+        "phases 1-3, cost, projection, the per-pass kernel trace, the baseline comparison",
+    )
     g.add_argument("--quiet", action="store_true", help="print only the verdict line")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
     g.add_argument(
@@ -396,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             + "".join(f"\n  {f}" for f in result["failures"])
         )
     else:
-        report_terminal.render(result, _console())
+        report_terminal.render(result, _console(), details=a.details)
         for opt, path in (
             ("JSON", cfg.json_path),
             ("JUnit XML", cfg.junit_path),

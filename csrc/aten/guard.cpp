@@ -145,7 +145,7 @@ void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn)
   // this, `torch.set_num_threads(1)` after the first device op left the
   // emulated core on 2 threads, whose parallel regions wait a scheduler slice
   // whenever the second thread is descheduled (torchneuron check measured a
-  // 2-thread worker: docs/check.md, "The latency statistic"). Set on the
+  // 2-thread worker: docs/design/check-measurement.md, "The latency statistic"). Set on the
   // worker thread only (intraop_threads.h): the user's process-wide count stays.
   // Read without ATen's per-thread lazy init: a launch must not fix the
   // launching thread's count (torch.get_num_threads() would then differ from a

@@ -27,11 +27,16 @@ def test_help_and_version():
     assert code == 0 and "torchneuron" in out
 
 
-def test_pass_prints_three_phases():
-    code, out, err = cli("check", "mlp", *FAST)
+def test_pass_prints_the_first_screen_then_with_details_the_tables():
+    code, out, err = cli("check", "mlp", *FAST, "--details")
     assert code == 0, err
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert lines[0].startswith("PASS torchneuron check mlp · exit code 0"), lines[0]
+    first = out[: out.index("Phase 1 — does it run")]  # the first screen, before the tables
+    for part in ("Phases", "Findings", "Details", "the full tables are below"):
+        assert part in first
     for title in ("Phase 1", "Phase 2", "Phase 3", "Cost per million", "verdict: PASS"):
-        assert title in out
+        assert title in out[len(first) :]
     assert "torch.compile" in out and "warm (cache hit)" in out  # compiled mode checked
     assert "not Trainium" in out
 

@@ -50,3 +50,21 @@ def test_readme_example_runs():
     diff = float(re.search(r"max difference: (\S+)", out).group(1))
     assert diff < 1e-4, out
     assert "CPU fallbacks: {}" in out, out  # the example's operators all run natively
+
+
+def test_check_guide_is_short_and_documents_every_option():
+    """docs/check.md is a user's guide (at most 500 lines; the measurement notes are in
+    docs/design/), and names every option of `torchneuron check`."""
+    from torchneuron.cli import build_parser
+
+    text = (REPO / "docs" / "check.md").read_text()
+    assert len(text.splitlines()) <= 500, len(text.splitlines())
+    sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices)
+    options = {
+        o for a in sub.choices["check"]._actions for o in a.option_strings if o.startswith("--")
+    }
+    assert "--details" in options and "--gate-host-latency" in options
+    missing = [
+        o for o in sorted(options - {"--help"}) if not re.search(rf"(?<![\w-]){o}(?![\w-])", text)
+    ]
+    assert not missing, missing

@@ -23,7 +23,7 @@ from .projection import cost as cost_mod
 
 SCHEMA = "torchneuron.check.result/1"
 
-#: What a baseline does not decide (docs/check.md, "Baselines and regressions", "Training").
+#: What a baseline does not decide (docs/design/check-measurement.md, "Baselines and regressions", "Training").
 TRAINING_NOT_BASELINED = (
     "training step times are saved in a baseline and shown on re-check, not decided: only "
     "the training's peak memory (with the optimizer's state) is compared"
@@ -261,7 +261,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     result["phase3"] = p3
     if cfg.save_baseline and p3["status"] == "pass" and cfg.gate_host_latency:
         # A baseline for host-latency gates is measured --max-rounds rounds (pooled): every later
-        # check is compared with it, so its own sampling error is in every interval (docs/check.md)
+        # check is compared with it, so its own sampling error is in every interval (docs/design/check-measurement.md)
         while p3["rounds"] < cfg.max_rounds:
             ui.step(
                 f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)"

@@ -180,7 +180,7 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
             "graphs_ran_compiled": comp.get("graphs_ran_compiled"),
             "p50_s": d.get("p50_s"),
             # batch / p50: points run minutes apart on a shared host, and the mean of a
-            # point's iterations is dominated by its preemption spikes (docs/check.md, Sweep)
+            # point's iterations is dominated by its preemption spikes (docs/design/check-measurement.md, Sweep)
             "throughput_samples_per_s": thr,
             "throughput_basis": THROUGHPUT_BASIS,
             "throughput_mean_samples_per_s": d.get("throughput_samples_per_s"),

@@ -183,7 +183,9 @@ def test_planted_low_p50_in_baseline_is_caught_at_default_threshold(mlp_baseline
     assert code == 1, out + err
     assert "regression: latency" in out and "+10%" in out
     # without --gate-host-latency the emulator's host time is shown, never decides
-    code, out, err = cli("check", "mlp", *FAST, "--max-memory-regression", "0.5", "--baseline", b)
+    code, out, err = cli(
+        "check", "mlp", *FAST, "--max-memory-regression", "0.5", "--baseline", b, "--details"
+    )
     assert code == 0, out + err
     assert "regression: latency" not in out and "shown only" in out
 

@@ -52,7 +52,7 @@ def test_baseline_keeps_the_compiled_figures(compiled_baseline):
 
 
 def test_unchanged_recheck_compares_the_compiled_model(compiled_baseline, tmp_path):
-    code, out, r = _check(compiled_baseline, tmp_path)
+    code, out, r = _check(compiled_baseline, tmp_path, "--details")
     assert code == 0, out
     c = r["baseline"]["compiled"]
     assert c["compile"]["decision"] == "pass" and c["compile"]["current_ok"]
@@ -121,7 +121,7 @@ def test_falling_off_the_compiled_path_is_a_compile_regression(
     # "compiles", but no graph ran compiled; the baseline's did
     monkeypatch.setenv("CHECK_FIXTURE_UNLOWERABLE", "1")
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
-    code, out, r = _check(compiled_baseline, tmp_path)
+    code, out, r = _check(compiled_baseline, tmp_path, "--details")
     assert code == 1, out
     cc = r["baseline"]["compiled"]["compile"]
     assert (
@@ -146,7 +146,7 @@ def test_baseline_without_compiled_figures_says_not_compared(compiled_baseline, 
         del m["metrics"][key]
     del m["metrics"]["samples"]["compiled"]
     json.dump(m, open(path, "w"))
-    code, out, r = _check(b, tmp_path)
+    code, out, r = _check(b, tmp_path, "--details")
     assert code == 0, out
     c = r["baseline"]["compiled"]
     assert c["latency"]["note"].startswith("not compared: the baseline has no compiled figures")

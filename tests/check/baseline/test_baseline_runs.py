@@ -141,7 +141,7 @@ def _fresh(c, *ratios):
 
 
 def test_a_regression_of_one_process_is_decided_on_the_median_of_the_processes():
-    # docs/check.md: one of seven unchanged re-checks read model_or_inputs x1.56 (x1.50-x1.59):
+    # docs/design/check-measurement.md: one of seven unchanged re-checks read model_or_inputs x1.56 (x1.50-x1.59):
     # that process ran the model slower on both sides; the other processes did not
     c = _model_regression()
     d = baseline_runs.confirmed(c, "model_or_inputs", _fresh(c, 1.01, 0.98), 0.10)

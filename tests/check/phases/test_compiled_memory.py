@@ -53,6 +53,7 @@ def test_compile_mode_figures_are_the_compiled_models(tmp_path):
         "1",
         "--save-baseline",
         base,
+        "--details",
         "--json",
         j,
     )

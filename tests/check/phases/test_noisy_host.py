@@ -128,7 +128,7 @@ def test_baseline_keeps_interleaved_samples(quiet_baseline):
 @pytest.mark.noisy_host
 def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_path):
     # at the default +10 %: measured with bench/bench_check_verdicts.py on the 2-core
-    # development host (docs/check.md, "Limits, measured"), unchanged re-checks pass
+    # development host (docs/design/check-measurement.md, "Limits, measured"), unchanged re-checks pass
     code, out, r = _check(quiet_baseline, tmp_path)
     lat = r["baseline"]["latency"]
     assert not lat["regressions"], out
@@ -203,7 +203,7 @@ def test_model_slowdown_on_both_sides_is_caught_on_a_loaded_host(
 def test_slowdown_of_one_process_only_is_not_a_regression(
     quiet_baseline, burners, tmp_path, monkeypatch
 ):
-    # docs/check.md ("Between processes"): one of seven unchanged re-checks read model_or_inputs
+    # docs/design/check-measurement.md ("Between processes"): one of seven unchanged re-checks read model_or_inputs
     # x1.56, a false regression: in that process the model ran slower on both sides. Planted: the
     # forward 3x in this process only; the re-check's fresh processes run it at the normal speed
     monkeypatch.setenv("CHECK_FIXTURE_WORK", "3")

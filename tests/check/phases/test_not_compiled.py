@@ -8,8 +8,7 @@ import json
 import pytest
 from check_support import FAST, FAST_KW, cli, fixture, result
 
-from torchneuron.check import formatting as F
-from torchneuron.check import sweep
+from torchneuron.check import formatting, sweep
 from torchneuron.check.baseline import compare as baseline_mod
 from torchneuron.check.baseline.store import Baseline
 
@@ -54,7 +53,9 @@ def test_a_partial_fallback_passes_and_is_shown(tmp_path, monkeypatch):
     monkeypatch.setenv("CHECK_FIXTURE_UNLOWERABLE", "1")
     monkeypatch.setenv("CHECK_FIXTURE_COMPILED_SLEEP_MS", "1")
     j = tmp_path / "r.json"
-    code, out, err = cli("check", fixture("compiled_only"), *FAST, "--mode", "compile", "--json", j)
+    code, out, err = cli(
+        "check", fixture("compiled_only"), *FAST, "--mode", "compile", "--details", "--json", j
+    )
     assert code == 0, out + err
     c = json.loads(j.read_text())["phase1"]["compile"]
     assert (
@@ -63,7 +64,12 @@ def test_a_partial_fallback_passes_and_is_shown(tmp_path, monkeypatch):
         and len(c["fallback_graphs"]) == 1
         and c["graph_runs"] >= 2
     )
-    assert "ok, 1 graph(s) ran compiled (1 fell back to eager)" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert "ok, 1 graph(s) ran compiled (1 fell back to eager)" in text  # the phase 1 table
+    # and on the first screen: the run line, and a finding
+    first = text[: text.index("Phase 1 — does it run")]
+    assert "eager and compiled (1 graph(s) ran compiled (1 fell back to eager)" in first
+    assert "graphs run eagerly: 1 of 2 graph(s) fell back to eager" in first
 
 
 def test_a_compile_sweep_point_that_runs_no_compiled_graph_fails(tmp_path):
@@ -107,7 +113,7 @@ def test_more_graphs_falling_back_than_the_baseline_is_a_compile_regression():
     out = _compare(_entry(graphs=2), _entry(graphs=2, fell_back=1))
     assert out["regressed"] and out["fallback_graphs"] == {"baseline": 0, "current": 1}
     assert "1 more graph(s) fell back to eager than in the baseline" in out["regressions"][0]
-    assert F.compile_cells(out) == (
+    assert formatting.compile_cells(out) == (
         "yes, 2 graph(s)",
         "yes, 1 graph(s) ran compiled (1 fell back to eager)",
     )

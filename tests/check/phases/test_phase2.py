@@ -225,7 +225,7 @@ def test_planted_accuracy_regression_is_caught():
 
 
 def test_planted_accuracy_regression_exit_code():
-    code, out, err = cli("check", fixture("perturbed"), *FAST)
+    code, out, err = cli("check", fixture("perturbed"), *FAST, "--details")
     assert code == 1, err
     assert "Phase 2" in out and "FAIL" in out
 

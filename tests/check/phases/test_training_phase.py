@@ -18,7 +18,9 @@ FAST = ["--iterations", "5", "--max-warmup", "5", "--train-steps", "4"]
 
 def test_training_steps_match_the_reference(tmp_path):
     j, h = tmp_path / "r.json", tmp_path / "r.html"
-    code, out, err = cli("check", fixture("trainable"), *FAST, "--json", j, "--html", h)
+    code, out, err = cli(
+        "check", fixture("trainable"), *FAST, "--details", "--json", j, "--html", h
+    )
     assert code == 0, out + err
     tr = json.loads(j.read_text())["training"]
     assert tr["status"] == "pass" and tr["steps"] == 4 and len(tr["per_step"]) == 4
@@ -56,7 +58,9 @@ def test_loss_fn_must_be_callable():
 def test_builtin_llama_tiny_train(tmp_path):
     # --mode both: eager and compiled training (the rotary embedding's backward needs
     # passes/legalize/clamp_slice_bounds.py to lower)
-    code, out, err = cli("check", "llama-tiny-train", *FAST, "--json", str(tmp_path / "r.json"))
+    code, out, err = cli(
+        "check", "llama-tiny-train", *FAST, "--details", "--json", str(tmp_path / "r.json")
+    )
     assert code == 0, out + err
     assert "Training — 4 steps" in out and "PASS" in out
     import json
@@ -120,7 +124,16 @@ def test_compiled_training_divergence_is_caught(tmp_path):
 def test_compiled_training_in_every_report(tmp_path):
     j, h, x = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.xml"
     code, out, err = cli(
-        "check", fixture("trainable_step"), *FAST, "--json", j, "--html", h, "--junit", x
+        "check",
+        fixture("trainable_step"),
+        *FAST,
+        "--details",
+        "--json",
+        j,
+        "--html",
+        h,
+        "--junit",
+        x,
     )
     assert code == 0, out + err
     assert "Training — 4 steps" in out and "Training (compiled, backend neuron) — 4 steps" in out
@@ -194,7 +207,14 @@ def test_compiled_steps_that_run_no_compiled_graph_fail(tmp_path):
     wrapper: the compiled steps are eager ones and must not pass as compiled."""
     j = tmp_path / "r.json"
     code, out, err = cli(
-        "check", fixture("trainable_step_inner"), *FAST, "--mode", "compile", "--json", j
+        "check",
+        fixture("trainable_step_inner"),
+        *FAST,
+        "--mode",
+        "compile",
+        "--details",
+        "--json",
+        j,
     )
     assert code == 1, out + err
     c = json.loads(j.read_text())["training"]["compiled"]
@@ -412,19 +432,19 @@ def test_training_memory_is_compared_with_the_baseline(tmp_path):
 def test_training_memory_threshold_reads_the_same_in_the_table_and_the_regression():
     # the threshold cell said "more than the floor" where the row above said "+1.00 MiB", and the
     # regression "at least 1024 KiB"
-    from torchneuron.check import formatting as F
+    from torchneuron.check import formatting
     from torchneuron.check.baseline import compare as baseline_mod
 
     th = {"peak_memory": 0.10, "peak_memory_min_bytes": 1 << 20}
     bmx = {"training": {"peak_allocated_bytes": 4 << 20}}
     out = baseline_mod.training(bmx, {"status": "pass", "peak_allocated_bytes": 6 << 20}, th)
-    ((cells, verdict),) = F.training_baseline_rows(out)
+    ((cells, verdict),) = formatting.training_baseline_rows(out)
     assert verdict == "fail" and cells[4] == "+10% and +1.00 MiB"
     assert out["regressions"][0].endswith("(threshold +10% and +1.00 MiB)"), out["regressions"]
     # a result written before the threshold was kept: its limit, never "the floor"
     old = {k: v for k, v in out.items() if k not in ("threshold", "min_increase_bytes")}
-    ((cells, _),) = F.training_baseline_rows(old)
-    assert cells[4] == f"above {F.nbytes(out['limit_bytes'])}" == "above 5.00 MiB"
+    ((cells, _),) = formatting.training_baseline_rows(old)
+    assert cells[4] == f"above {formatting.nbytes(out['limit_bytes'])}" == "above 5.00 MiB"
 
 
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}

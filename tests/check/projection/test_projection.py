@@ -127,7 +127,16 @@ def test_check_projection_section(tmp_path):
     pytest.importorskip("torch_mlir")
     j = tmp_path / "r.json"
     code, out, err = cli(
-        "check", "mlp", "--iterations", "5", "--max-warmup", "5", "--projection", "--json", j
+        "check",
+        "mlp",
+        "--iterations",
+        "5",
+        "--max-warmup",
+        "5",
+        "--projection",
+        "--details",
+        "--json",
+        j,
     )
     assert code == 0, out + err
     p = json.loads(j.read_text())["projection"]
@@ -167,6 +176,7 @@ def test_projection_prices_with_the_users_price(tmp_path):
         "trn2.48xlarge",
         "--price-per-hour",
         "40",
+        "--details",
         "--json",
         j,
     )

@@ -26,10 +26,24 @@ def test_html_has_the_kernels_by_op_eager_and_compiled(good):
 
 def test_terminal_shows_the_eager_projection_beside_the_compiled_one(good):
     con = Console(record=True, width=200)
-    terminal.render(good, con)
+    terminal.render(good, con, details=True)
     text = con.export_text()
     ep = good["exact"]["eager"]["projection"]["trn2"]
     assert ep["launches"] == 3 and ep["latency_s"] > 3 * ep["launch_us"] * 1e-6
     assert "eager pass (kernel trace, 3 launches)" in text
-    assert f"compiled pass + 1 launch(es) x {DEFAULT_LAUNCH_US:g} µs" in text
+    # one graph: the StableHLO projection already holds its execution's fixed cost
+    assert f"compiled pass (+ 0 more graph launch(es) x {DEFAULT_LAUNCH_US:g} µs)" in text
     assert "Per forward pass: what the device ran" in text
+
+
+def test_compiled_pass_adds_the_launches_of_further_graphs():
+    from torchneuron.check.report import summary
+
+    proj = {"status": "pass", "trn2": {"latency_s_per_core": 100e-6}}
+    eager = {"projection": {"trn2": {"launch_us": 83.0}}}
+    one = {"projection": proj, "exact": {"eager": eager, "compiled": {"graphs": 1}}}
+    three = {"projection": proj, "exact": {"eager": eager, "compiled": {"graphs": 3}}}
+    # the StableHLO projection holds one execution; a pass split in three pays two more
+    assert summary.compiled_pass_s(one) == 100e-6
+    assert abs(summary.compiled_pass_s(three) - (100e-6 + 2 * 83e-6)) < 1e-12
+    assert summary.compiled_pass_s({"projection": {"status": "skipped"}}) is None

@@ -36,7 +36,15 @@ def test_short_message_and_hints():
 def test_phase1_failure_report_is_short_and_has_no_cost_table(tmp_path):
     j = tmp_path / "r.json"
     code, out, err = cli(
-        "check", fixture("raises_on_device"), "--iterations", "5", "--max-warmup", "5", "--json", j
+        "check",
+        fixture("raises_on_device"),
+        "--iterations",
+        "5",
+        "--max-warmup",
+        "5",
+        "--details",
+        "--json",
+        j,
     )
     assert code == 1, out + err
     assert (
@@ -44,6 +52,10 @@ def test_phase1_failure_report_is_short_and_has_no_cost_table(tmp_path):
         and "full message and traceback: --json" in out
     )
     assert "Cost: not computed (phase 3 did not run)" in out and "USD per 1M samples" not in out
+    # the first screen, before the tables: the failure panel, not the cost
+    first = out[: out.index("details")]
+    assert "phase 1 failure" in first and "this model refuses the neuron device" in first
+    assert "Cost" not in first
     e = json.loads(j.read_text())["phase1"]["error"]
     assert e["short_message"] == "this model refuses the neuron device" and e["hint"] is None
     assert "Traceback" in e["traceback"]

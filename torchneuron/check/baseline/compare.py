@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .. import formatting as F
+from .. import formatting
 from .. import manifest as manifest_mod
 from ..phases import memory as memory_mod
 from . import exact as exact_mod
@@ -139,7 +139,7 @@ def compare(
                 f"memory: peak allocated {cur_mem / 2**20:.2f} MiB is {change:+.1%} vs "
                 f"the baseline's {bmx['peak_allocated_bytes'] / 2**20:.2f} MiB "
                 f"(threshold +{th['peak_memory']:.0%} and "
-                f"+{F.nbytes(th['peak_memory_min_bytes'])})"
+                f"+{formatting.nbytes(th['peak_memory_min_bytes'])})"
             )
     cur_fb, old_fb = set(result["phase1"]["fallback"]["ops"]), set(bmx.get("fallback_ops") or [])
     res["changes"] = {
@@ -198,7 +198,7 @@ def training(bmx: dict, t: dict, th: dict) -> dict:
         out["regressions"].append(
             f"training memory: peak allocated with the optimizer's state {cur_mem / 2**20:.2f} MiB is "
             f"{out['change']:+.1%} vs the baseline's {base_mem / 2**20:.2f} MiB (threshold +{th['peak_memory']:.0%} "
-            f"and +{F.nbytes(th['peak_memory_min_bytes'])})"
+            f"and +{formatting.nbytes(th['peak_memory_min_bytes'])})"
         )
     return out
 
@@ -255,14 +255,14 @@ def compile_success(base: Baseline, p1: dict) -> dict:
     )
     out["regressed"] = bool(bc.get("ok")) and (not cc.get("ok") or fell_off)
     out["decision"] = "regressed" if out["regressed"] else "pass"
-    e, was = cc.get("error") or {}, F.graphs_ran(bc)
+    e, was = cc.get("error") or {}, formatting.graphs_ran(bc)
     out["current_not_compiled"] = (
         e.get("type") == "NotCompiled"
     )  # it ran, but no graph ran compiled
     if fell_off:
         out["regressions"].append(
             f"compile: {nfb[1] - nfb[0]} more graph(s) fell back to eager than in the baseline ({was}; now "
-            f"{F.graphs_ran(cc)}): the model partly fell off the compiled path"
+            f"{formatting.graphs_ran(cc)}): the model partly fell off the compiled path"
         )
     elif out["regressed"] and e.get("type") == "NotCompiled":
         out["regressions"].append(

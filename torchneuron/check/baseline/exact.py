@@ -206,7 +206,27 @@ def compare(bmx: dict, result: dict, th: dict) -> dict:
         if bt.get(side) and ct.get(side):
             rows += _side_rows(f"training ({side})", bt[side], ct[side], th, "per step")
     regressions = [_message(r) for r in rows if r["regressed"]]
-    return {"rows": rows, "regressions": regressions, "notes": notes}
+    return {
+        "rows": rows,
+        "regressions": regressions,
+        "notes": notes,
+        "by_op": _by_op(base, cur) if base and cur.get("status") == "pass" else {},
+    }
+
+
+def by_op_table(base: dict, cur: dict) -> list[dict]:
+    """The kernel trace diff of one side: every op launched in either run with its launches
+    per pass in each, changed ops first (largest change first), then by name."""
+    bl, cl = _launches(base), _launches(cur)
+    names = sorted(set(bl) | set(cl), key=lambda n: (-abs(cl.get(n, 0) - bl.get(n, 0)), n))
+    return [{"op": n, "baseline": bl.get(n, 0), "current": cl.get(n, 0)} for n in names]
+
+
+def _by_op(base: dict, cur: dict) -> dict:
+    """``{side: by_op_table}`` for the sides both runs traced (eager, compiled)."""
+    return {
+        s: by_op_table(base[s], cur[s]) for s in ("eager", "compiled") if base.get(s) and cur.get(s)
+    }
 
 
 def _projected_now(result: dict) -> float | None:

@@ -3,7 +3,7 @@ allowance for the offset one process carries.
 
 Every latency statistic of one process carries that process's own offset (where its memory
 landed, how its threads were placed, the load while it ran): the 95 % interval of a run
-covers the noise between its iterations, not this. Measured on ``convnet`` (docs/check.md,
+covers the noise between its iterations, not this. Measured on ``convnet`` (docs/design/check-measurement.md,
 "Between processes"): seven fresh processes of an unchanged build under two CPU burners read
 device/reference x1.10-x1.19 with intervals of +/-3-5 %, and ``--mode both`` baselines
 x1.20-x1.29 against re-checks at x1.11-x1.19. A baseline from one process passes that offset

@@ -5,7 +5,7 @@ decides depends on the sides (with the reference: device/reference; without: dev
 the device calibration, whose spread between processes is far larger). The review's false
 regression (x1.9 under ``--skip-reference-perf``) and false pass (a 20 % device slowdown read
 x1.03 with ``--mode eager``) both came from re-checks that timed other sides than their
-``--mode both`` baseline (docs/check.md, "The interleaved sides"). Such a re-check is refused
+``--mode both`` baseline (docs/design/check-measurement.md, "The interleaved sides"). Such a re-check is refused
 (exit 2) and told which option to change, rather than compared on a statistic defined over
 other sides.
 """
@@ -55,7 +55,7 @@ def check(path: str, meta: dict, measured: str, cfg) -> None:
         raise CheckUsageError(
             f"{where} was saved {'with' if 'reference' in base else 'without'} the reference timed in phase 3, "
             f"this run {'skips it' if 'reference' not in now else 'times it'}: the statistics of the two runs "
-            'were measured beside other workloads and do not compare (docs/check.md, "The interleaved sides"). '
+            'were measured beside other workloads and do not compare (docs/design/check-measurement.md, "The interleaved sides"). '
             + (
                 "Remove --skip-reference-perf, or save a baseline with it."
                 if "reference" in base
@@ -71,7 +71,7 @@ def check(path: str, meta: dict, measured: str, cfg) -> None:
             f"{where} was saved {'with' if 'compiled' in base else 'without'} the compiled model timed in the "
             f"same interleaved iterations (--mode {'both' if 'compiled' in base else 'eager'}), this run uses "
             f"--mode {cfg.mode}: the eager model's statistics are defined over the sides timed together and "
-            'would not compare (docs/check.md, "The interleaved sides"). '
+            'would not compare (docs/design/check-measurement.md, "The interleaved sides"). '
             + (
                 f"Re-check with --mode both, or save a baseline with --mode {cfg.mode}."
                 if "compiled" in base

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from .. import formatting as F
+from .. import formatting
 from ..model import tensors as T
 from . import memory
 
@@ -83,10 +83,10 @@ def _not_compiled_error(res: dict, fallback_reasons: list) -> dict:
         else "Dynamo compiled no graph of the model's forward (torch.compiler.disable, or the whole "
         "forward skipped by Dynamo): it ran eagerly"
     )
-    msg = f"{F.graphs_ran(res)}: {why}"
+    msg = f"{formatting.graphs_ran(res)}: {why}"
     return {
         "stage": "torch.compile(backend='neuron'): cold compile and first call",
-        "compile_stage": "the first call: " + F.graphs_ran(res),
+        "compile_stage": "the first call: " + formatting.graphs_ran(res),
         "type": "NotCompiled",
         "message": msg,
         "short_message": msg[:300],

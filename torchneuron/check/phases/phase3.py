@@ -449,7 +449,7 @@ def run(
                     # One interleaved round, not kept, where a baseline is saved or compared with:
                     # the first interleaved round of a process read the reference/calibration
                     # work-time ratio 1-8 % higher than the rounds after it (5 of 6 checks that
-                    # measured 3 rounds on a loaded host; docs/check.md, "Limits, measured"), and a
+                    # measured 3 rounds on a loaded host; docs/design/check-measurement.md, "Limits, measured"), and a
                     # baseline pools 3 rounds while a re-check often decides on its first.
                     _measure_round(steps, cfg, ui, "interleaved warm-up", session.device)
                 samples, wall = _measure_round(

@@ -41,7 +41,7 @@ def section(result: dict) -> str:
                     _e(f"{p3['latency_s'] * 1e6:.4g} µs"),
                 ),
                 (
-                    "of which launches (assumed cost each)",
+                    "of which launches (fixed cost each)",
                     _e(f"{p2['launches']} x {p2['launch_us']:g} µs"),
                 ),
             ]

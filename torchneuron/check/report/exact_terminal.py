@@ -7,6 +7,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from . import summary
+
 
 def _us(s: float | None) -> str:
     return "" if s is None else f"{s * 1e6:.4g} µs"
@@ -50,12 +52,11 @@ def per_pass_table(result: dict) -> list:
     e = ex["eager"]
     if e and e.get("projection"):
         p2, p3 = e["projection"]["trn2"], e["projection"]["trn3"]
-        proj = result.get("projection") or {}
-        n = ex["compiled"]["graphs"] if ex.get("compiled") else 1
-        c2 = proj["trn2"]["latency_s_per_core"] if proj.get("status") == "pass" else None
+        c2 = summary.compiled_pass_s(result)
+        extra, _ = summary.extra_launches(result)
         comp = (
-            f"; compiled Trainium2 (StableHLO): {_us(c2)} + {n} launch(es) x "
-            f"{p2['launch_us']:g} µs = {_us(c2 + n * p2['launch_us'] * 1e-6)}"
+            f"; compiled Trainium2 (StableHLO, one execution's fixed cost included"
+            f"{f', + {extra} more graph launch(es)' if extra else ''}): {_us(c2)}"
             if c2 is not None
             else "; compiled: run with --projection"
         )
@@ -63,7 +64,7 @@ def per_pass_table(result: dict) -> list:
             Text(
                 f"projected eager pass (ESTIMATE): Trainium2 {_us(p2['latency_s'])}, Trainium3 "
                 f"{_us(p3['latency_s'])} ({p2['launches']} launches x {p2['launch_us']:g} µs "
-                f"assumed + roofline {_us(p2['roofline_s'])}){comp}",
+                f"+ roofline {_us(p2['roofline_s'])}){comp}",
                 style="dim",
             )
         )

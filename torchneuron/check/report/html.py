@@ -1,15 +1,19 @@
 """The HTML report (``--html FILE``): one self-contained page (inline CSS, plots as inline
-SVG, no scripts, nothing fetched) with the verdict, the three phases, the cost, the
-baseline comparison, the plots (warm-up curve, latency histogram, host time per operator
-with CPU fallbacks highlighted) and the manifest."""
+SVG, no scripts, nothing fetched) in the terminal's order: the verdict, one row per phase,
+the findings (``summary_html.py``); then the details: the three phases, the cost, the
+projection, the per-pass trace, the baseline comparison with the kernel trace diff, the
+plots (warm-up curve, latency histogram, host time per operator with CPU fallbacks
+highlighted) and the manifest."""
 
 from __future__ import annotations
 
 import json
 
-from .. import formatting as F
-from . import exact_html
-from .html_parts import _e, _kv, _plt, _status, _svg, _table
+from .. import formatting
+from . import exact_html, summary_html
+from .html_baseline import _baseline
+from .html_parts import _e, _kv, _status, _table
+from .html_plots import plot_histogram, plot_ops, plot_warmup
 from .profile_html import html_section
 
 CSS = """
@@ -17,6 +21,8 @@ body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;c
 main{max-width:1180px;margin:0 auto;padding:24px}
 h1{font-size:1.6em;margin:0 0 4px} h2{margin:28px 0 8px;font-size:1.25em;border-bottom:2px solid #dde1e7;padding-bottom:4px}
 .sub{color:#5a6372;margin:0 0 16px}
+h2.details{font-size:1.5em;margin-top:40px;border-bottom:3px solid #1d2330}
+tr.changed td{background:#fff3f0}
 .verdict{border-radius:8px;padding:14px 18px;margin:16px 0;color:#fff}
 .verdict.v-pass{background:#1f8a4c}.verdict.v-inconclusive{background:#b7791f}.verdict.v-fail{background:#c0392b}
 .verdict b{font-size:1.4em}.verdict ul{margin:6px 0 0 18px;padding:0}
@@ -31,132 +37,46 @@ pre{background:#1d2330;color:#e8ebf0;padding:10px;overflow:auto;font-size:.82em;
 .caption{color:#5a6372;font-size:.85em;max-width:1100px}
 """
 
-
-# ---------------------------------------------------------------- plots (inline SVG)
-
-
-def _side_axes(p3: dict):
-    """(figure, [(axis, label, phase-3 side)]) with one panel per measured device, or None."""
-    sides = [(k, p3.get(k)) for k in ("device", "reference") if p3.get(k)]
-    if not sides:
-        return None
-    fig, axes = _plt().subplots(1, len(sides), figsize=(5.6 * len(sides), 3.2), squeeze=False)
-    return fig, [(ax, label, x) for ax, (label, x) in zip(axes[0], sides)]
-
-
-def plot_warmup(p3: dict) -> str | None:
-    """Iteration time (ms) over iterations: warm-up then measurement, per device."""
-    panels = _side_axes(p3)
-    if panels is None:
-        return None
-    fig, panels = panels
-    for ax, label, x in panels:
-        w = [t * 1e3 for t in x["warmup"]["times_s"]]
-        m = [t * 1e3 for t in x["times_s"]]
-        ax.plot(range(1, len(w) + 1), w, ".-", color="#e67e22", lw=1, ms=3, label="warm-up")
-        ax.plot(
-            range(len(w) + 1, len(w) + len(m) + 1),
-            m,
-            ".-",
-            color="#2c7fb8",
-            lw=1,
-            ms=3,
-            label="measured",
-        )
-        if w:
-            ax.axvline(len(w) + 0.5, color="#555", ls="--", lw=0.8)
-        ax.axhline(
-            x["p50_s"] * 1e3,
-            color="#2c7fb8",
-            ls=":",
-            lw=0.8,
-            label=f"p50 {x['p50_s'] * 1e3:.3g} ms",
-        )
-        stable = "stable" if x["warmup"]["stable"] else "NOT stable"
-        ax.set_title(f"{label} ({x['device']}): warm-up {len(w)} it, {stable}")
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("iteration time (ms)")
-        ax.legend(loc="upper right", fontsize=8)
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return _svg(fig)
-
-
-def plot_histogram(p3: dict) -> str | None:
-    """Histogram of steady-state iteration times (ms), p50/p90/p99 marked."""
-    panels = _side_axes(p3)
-    if panels is None:
-        return None
-    fig, panels = panels
-    for ax, label, x in panels:
-        m = [t * 1e3 for t in x["times_s"]]
-        ax.hist(
-            m,
-            bins=min(40, max(5, len(m) // 3)),
-            color="#2c7fb8" if label == "device" else "#7f8c8d",
-            edgecolor="white",
-        )
-        for q, ls in (("p50_s", "-"), ("p90_s", "--"), ("p99_s", ":")):
-            ax.axvline(
-                x[q] * 1e3, color="#c0392b", ls=ls, lw=1, label=f"{q[:3]} {x[q] * 1e3:.3g} ms"
-            )
-        ax.set_title(f"{label} ({x['device']}): {len(m)} measured iterations")
-        ax.set_xlabel("latency (ms)")
-        ax.set_ylabel("iterations")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return _svg(fig)
-
-
-def _base_op(name: str) -> str:
-    # aten::sort.values_stable -> aten::sort (the profiler reports the overload-free name)
-    return name.split(".")[0]
-
-
-def plot_ops(p1: dict, top: int = 20) -> str | None:
-    """Horizontal bars: host time per ATen op (torch.profiler self time) over one forward
-    pass; CPU-fallback ops in red with their fallback seconds from fallback_stats."""
-    rows = p1.get("op_profile") or []
-    fb = p1.get("fallback", {}).get("ops", {})
-    if not rows and not fb:
-        return None
-    fb_base = {_base_op(k): v for k, v in fb.items()}
-    items = [
-        (r["op"], r["self_host_s"] * 1e3, r["op"] in fb_base or r["op"] in fb) for r in rows[:top]
-    ]
-    listed = {i[0] for i in items}
-    for k, v in fb.items():  # fallback ops the profile did not list still show
-        if _base_op(k) not in listed and k not in listed:
-            calls = max(v["calls"], 1)
-            items.append((k, v["seconds"] * 1e3 / calls, True))
-    items.sort(key=lambda i: i[1])
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 0.28 * len(items) + 1.2))
-    ax.barh(
-        [i[0] for i in items],
-        [i[1] for i in items],
-        color=["#c0392b" if i[2] else "#2c7fb8" for i in items],
-    )
-    for y, i in enumerate(items):
-        if i[2]:
-            v = fb_base.get(i[0]) or fb.get(i[0])
-            ax.text(
-                i[1],
-                y,
-                f"  CPU fallback: {v['calls']} calls, {v['seconds'] * 1e3:.2f} ms in phase 1",
-                va="center",
-                fontsize=7,
-                color="#c0392b",
-            )
-    ax.set_xlabel("host time per forward pass (ms), self time")
-    ax.set_title("Host dispatch time per op (torch.profiler CPU activity) — red: CPU fallback")
-    ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    return _svg(fig)
-
-
 # ---------------------------------------------------------------- sections
+
+
+def _compile_cell(comp: dict) -> str:
+    """Phase 1's torch.compile cell: graphs, breaks, compile times, or where it failed."""
+    if comp.get("ok"):
+        return _status("pass") + _e(
+            f" {formatting.graphs_ran(comp)}, {comp.get('graph_breaks')} graph break(s), "
+            f"{comp.get('recompiles')} recompile(s); cold compile {formatting.ms(comp.get('compile_s'), 1)}, "
+            f"warm (cache hit) {formatting.ms(comp.get('warm_compile_s'), 1)}; max |Δ| vs eager "
+            f"{comp.get('max_abs_diff_vs_eager')}"
+        )
+    err = comp.get("error") or {}
+    return _status("fail") + _e(
+        " at "
+        + str(err.get("compile_stage") or err.get("stage"))
+        + (f", op {err['op']}" if err.get("op") else "")
+    )
+
+
+def _failure(e: dict | None) -> str:
+    """Phase 1's failure: type, stage, failing op, where raised, message, traceback."""
+    if not e:
+        return ""
+    return (
+        f'<h3 class="fail">Failure: {_e(e["type"])} during {_e(e["stage"])}</h3>'
+        + _kv(
+            [
+                (
+                    "failing op",
+                    _e(e["op"] or "none identified (raised outside an ATen operator)")
+                    + (f" <small>({_e(e.get('op_source'))})</small>" if e.get("op_source") else ""),
+                ),
+                ("raised at", _e(e.get("raised_at"))),
+            ]
+            + ([("reference", _e(e["reference"]))] if e.get("reference") else [])
+            + [("message", f"<pre>{_e(e['message'])}</pre>")]
+        )
+        + f"<pre>{_e(e['traceback'])}</pre>"
+    )
 
 
 def _phase1(p1: dict) -> str:
@@ -176,53 +96,22 @@ def _phase1(p1: dict) -> str:
             if comp.get("checked")
             else "eager" + f" — {_e(comp.get('note'))}",
         ),
-        *(
-            [
-                (
-                    "torch.compile",
-                    (
-                        _status("pass")
-                        + _e(
-                            f" {F.graphs_ran(comp)}, {comp.get('graph_breaks')} graph break(s), "
-                            f"{comp.get('recompiles')} recompile(s); cold compile {F.ms(comp.get('compile_s'), 1)}, "
-                            f"warm (cache hit) {F.ms(comp.get('warm_compile_s'), 1)}; max |Δ| vs eager "
-                            f"{comp.get('max_abs_diff_vs_eager')}"
-                        )
-                    )
-                    if comp.get("ok")
-                    else _status("fail")
-                    + _e(
-                        " at "
-                        + str(
-                            (comp.get("error") or {}).get("compile_stage")
-                            or (comp.get("error") or {}).get("stage")
-                        )
-                        + (
-                            f", op {comp['error']['op']}"
-                            if (comp.get("error") or {}).get("op")
-                            else ""
-                        )
-                    ),
-                )
-            ]
-            if comp.get("checked")
-            else []
-        ),
+        *([("torch.compile", _compile_cell(comp))] if comp.get("checked") else []),
         ("fallback mode", _e(p1.get("fallback_mode"))),
         (
             "cold latency (" + ("eager " if comp.get("checked") else "") + "first iteration)",
-            _e(F.ms(p1.get("cold_latency_s"))),
+            _e(formatting.ms(p1.get("cold_latency_s"))),
         ),
         (
             "CPU fallback ops",
             "none"
             if not fb["ops"]
             else _e(
-                f"{len(fb['ops'])} op(s), {F.ms(fb['total_seconds'])} = {F.pct(fb['share'])} of device run time"
+                f"{len(fb['ops'])} op(s), {formatting.ms(fb['total_seconds'])} = {formatting.pct(fb['share'])} of device run time"
             ),
         ),
-        ("64-bit narrowing", _e(F.narrowing(p1))),
-        ("peak device memory", _e(F.peak_memory(m))),
+        ("64-bit narrowing", _e(formatting.narrowing(p1))),
+        ("peak device memory", _e(formatting.peak_memory(m))),
         (
             "determinism (2 runs)",
             "–"
@@ -243,7 +132,12 @@ def _phase1(p1: dict) -> str:
         out += "<h3>CPU fallback ops</h3>" + _table(
             ["op", "calls", "seconds", "share of device run time"],
             [
-                [_e(k), _e(v["calls"]), _e(F.ms(v["seconds"])), _e(F.pct(v["share"]))]
+                [
+                    _e(k),
+                    _e(v["calls"]),
+                    _e(formatting.ms(v["seconds"])),
+                    _e(formatting.pct(v["share"])),
+                ]
                 for k, v in fb["ops"].items()
             ],
             num_cols=(1, 2, 3),
@@ -254,29 +148,7 @@ def _phase1(p1: dict) -> str:
             + "".join(f"<li><code>{_e(w)}</code></li>" for w in p1["warnings"])
             + "</ul>"
         )
-    e = p1.get("error")
-    if e:
-        out += (
-            f'<h3 class="fail">Failure: {_e(e["type"])} during {_e(e["stage"])}</h3>'
-            + _kv(
-                [
-                    (
-                        "failing op",
-                        _e(e["op"] or "none identified (raised outside an ATen operator)")
-                        + (
-                            f" <small>({_e(e.get('op_source'))})</small>"
-                            if e.get("op_source")
-                            else ""
-                        ),
-                    ),
-                    ("raised at", _e(e.get("raised_at"))),
-                ]
-                + ([("reference", _e(e["reference"]))] if e.get("reference") else [])
-                + [("message", f"<pre>{_e(e['message'])}</pre>")]
-            )
-            + f"<pre>{_e(e['traceback'])}</pre>"
-        )
-    return out
+    return out + _failure(p1.get("error"))
 
 
 def _compiled_perf(p3: dict, cost: dict) -> str:
@@ -286,7 +158,7 @@ def _compiled_perf(p3: dict, cost: dict) -> str:
         return ""
     d = p3["device"]
     rows = [
-        (label, _e(F.ms(c[key])) + " (eager " + _e(F.ms(d[key])) + ")")
+        (label, _e(formatting.ms(c[key])) + " (eager " + _e(formatting.ms(d[key])) + ")")
         for key, label in (
             ("p50_s", "p50 latency"),
             ("p90_s", "p90 latency"),
@@ -296,16 +168,16 @@ def _compiled_perf(p3: dict, cost: dict) -> str:
     rows.append(
         (
             "throughput (samples/s)",
-            _e(F.num(c["throughput_samples_per_s"]))
+            _e(formatting.num(c["throughput_samples_per_s"]))
             + " (eager "
-            + _e(F.num(d["throughput_samples_per_s"]))
+            + _e(formatting.num(d["throughput_samples_per_s"]))
             + ")",
         )
     )
     if k:
         rows += [
-            ("cold compile time (amortized)", _e(F.ms(k["overhead_s"]))),
-            ("USD per 1M samples, amortized", _e(F.usd(k["usd_per_million"]))),
+            ("cold compile time (amortized)", _e(formatting.ms(k["overhead_s"]))),
+            ("USD per 1M samples, amortized", _e(formatting.usd(k["usd_per_million"]))),
         ]
     return '<h2 id="phase3-compiled">Phase 3 (compiled, backend neuron)</h2>' + _kv(rows)
 
@@ -330,12 +202,12 @@ def _phase2(p2: dict) -> str:
             [
                 _e(name),
                 _e(o.get("shape")),
-                _e(F.num(o.get("max_abs"))),
-                _e(F.num(o.get("max_rel"))),
+                _e(formatting.num(o.get("max_abs"))),
+                _e(formatting.num(o.get("max_rel"))),
                 "–" if o.get("cosine") is None else _e(f"{o['cosine']:.7f}"),
-                _e(F.num(o.get("rmse_device_fp64"))),
-                _e(F.num(o.get("rmse_reference_fp64"))),
-                _e(F.num(o.get("rmse_bound"))),
+                _e(formatting.num(o.get("rmse_device_fp64"))),
+                _e(formatting.num(o.get("rmse_reference_fp64"))),
+                _e(formatting.num(o.get("rmse_bound"))),
                 _e(o.get("decided_by")),
                 _status("pass" if o.get("passed") else "fail"),
             ]
@@ -390,11 +262,18 @@ def _phase3(p3: dict, reference: str) -> str:
         return (
             "–"
             if not x or not x.get("median_ci95_s")
-            else _e(f"{F.ms(x['median_ci95_s'][0])} – {F.ms(x['median_ci95_s'][1])}")
+            else _e(
+                f"{formatting.ms(x['median_ci95_s'][0])} – {formatting.ms(x['median_ci95_s'][1])}"
+            )
         )
 
     rows = [
-        [_e(F.cold_label(p3)), _e(F.ms(d.get("cold_s"))), _e(F.ms(g("cold_s"))), ""],
+        [
+            _e(formatting.cold_label(p3)),
+            _e(formatting.ms(d.get("cold_s"))),
+            _e(formatting.ms(g("cold_s"))),
+            "",
+        ],
         ["warm-up", wu(d), wu(r), ""],
         ["measured iterations", _e(d["iterations"]), _e(g("iterations") or "–"), ""],
     ]
@@ -402,22 +281,24 @@ def _phase3(p3: dict, reference: str) -> str:
         rows.append(
             [
                 label,
-                _e(F.ms(d[k])),
-                _e(F.ms(g(k))),
-                _e(F.ratio(d[k] / r[k])) if r and r.get(k) else "",
+                _e(formatting.ms(d[k])),
+                _e(formatting.ms(g(k))),
+                _e(formatting.ratio(d[k] / r[k])) if r and r.get(k) else "",
             ]
         )
     rows.append(["95% CI of the median", ci(d), ci(r), ""])
     rows.append(
         [
             "throughput (samples/s)",
-            _e(F.num(d["throughput_samples_per_s"])),
-            _e(F.num(g("throughput_samples_per_s"))),
-            _e(F.ratio((p3.get("ratio") or {}).get("throughput_device_over_reference"))),
+            _e(formatting.num(d["throughput_samples_per_s"])),
+            _e(formatting.num(g("throughput_samples_per_s"))),
+            _e(formatting.ratio((p3.get("ratio") or {}).get("throughput_device_over_reference"))),
         ]
     )
     if d.get("fallback_share") is not None:
-        rows.append(["CPU fallback share (steady state)", _e(F.pct(d["fallback_share"])), "", ""])
+        rows.append(
+            ["CPU fallback share (steady state)", _e(formatting.pct(d["fallback_share"])), "", ""]
+        )
     out = _table(
         ["", f"device ({d['device']})", f"reference ({reference})", "device / reference"],
         rows,
@@ -439,18 +320,18 @@ def _cost(c: dict) -> str:
             [
                 label,
                 _e(x["instance"]),
-                _e(F.usd(x["usd_per_hour"])),
+                _e(formatting.usd(x["usd_per_hour"])),
                 _e(x.get("source"))
                 + (f" <small>(as of {_e(x['as_of'])})</small>" if x.get("as_of") else ""),
-                _e(F.num(x.get("throughput_samples_per_s"))),
-                _e(F.ms(x.get("overhead_s")))
+                _e(formatting.num(x.get("throughput_samples_per_s"))),
+                _e(formatting.ms(x.get("overhead_s")))
                 + (
                     f"<br><small>{_e(x.get('overhead_label'))}</small>"
                     if x.get("overhead_label")
                     else ""
                 ),
-                _e(F.usd(x.get("usd_per_million_steady"))),
-                _e(F.usd(x.get("usd_per_million"))),
+                _e(formatting.usd(x.get("usd_per_million_steady"))),
+                _e(formatting.usd(x.get("usd_per_million"))),
             ]
         )
     out = _table(
@@ -470,7 +351,7 @@ def _cost(c: dict) -> str:
     out += f'<p class="caption">{_e(c["formula"])}, amortized over {c["amortize_samples"]:,} samples.</p>'
     if c.get("budget_usd_per_million") is not None:
         out += (
-            f"<p>Budget {_e(F.usd(c['budget_usd_per_million']))} per million samples: "
+            f"<p>Budget {_e(formatting.usd(c['budget_usd_per_million']))} per million samples: "
             + (
                 _status("fail") + " exceeded"
                 if c.get("over_budget")
@@ -481,188 +362,6 @@ def _cost(c: dict) -> str:
     for n in c.get("notes", []):
         out += f'<div class="note">{_e(n)}</div>'
     return out
-
-
-def _baseline(b: dict | None) -> str:
-    if not b:
-        return "<p>No baseline given (<code>--baseline DIR</code>).</p>"
-    if b.get("status") == "skipped":
-        return _kv(
-            [
-                ("baseline", _e(b["path"])),
-                ("result", _status("skipped")),
-                ("reason", _e(b.get("reason"))),
-            ]
-        )
-    rows = []
-    for name, a in b.get("accuracy", {}).items():
-        rows.append(
-            [
-                _e(f"accuracy {name}"),
-                "reference + fp64 outputs",
-                _e(f"max abs {F.num(a.get('max_abs'))}"),
-                "identical" if a.get("identical_to_baseline_device") else "",
-                _e(a.get("decided_by")),
-                _status("pass" if a.get("passed") else "fail"),
-            ]
-        )
-    comp = b.get("compiled") or {}
-    rows += exact_rows(b.get("exact"))
-    rows += _latency_rows(b.get("latency") or {}, "")
-    cc = comp.get("compile") or {}
-    if "note" in cc:
-        rows.append(
-            [
-                "compiles (torch.compile)",
-                "",
-                "",
-                "",
-                "",
-                f'<span class="warn">{_e(cc["note"])}</span>',
-            ]
-        )
-    elif cc:
-        rows.append(
-            [
-                "compiles (torch.compile)",
-                *map(_e, F.compile_cells(cc)),
-                _e(
-                    f"{cc['graph_breaks']['baseline']} → {cc['graph_breaks']['current']} graph break(s)"
-                ),
-                "must compile",
-                _status("fail" if cc["regressed"] else "pass"),
-            ]
-        )
-    if comp:
-        rows += _latency_rows(comp.get("latency") or {}, " (compiled)")
-    mem = b.get("memory") or {}
-    if mem.get("note"):  # not compared (a compiled peak against an eager one)
-        rows.append(["peak memory (allocated)", "", "", _e(mem["note"]), "", "not compared"])
-        mem = {}
-    elif mem:
-        rows.append(
-            [
-                _e(F.peak_label(mem)),
-                _e(F.nbytes(mem["baseline_peak_allocated_bytes"])),
-                _e(F.nbytes(mem["current_peak_allocated_bytes"])),
-                _e(F.signed_pct(mem["change"])),
-                _e(f"+{mem['threshold']:.0%} and +{F.nbytes(mem['min_increase_bytes'])}"),
-                _status("fail" if mem["regressed"] else "pass"),
-            ]
-        )
-    rows += [
-        [_e(x) for x in cells] + ["info only" if res == "info" else _status(res)]
-        for cells, res in F.training_baseline_rows(b.get("training") or {})
-    ]
-    out = f"<p>Baseline <code>{_e(b['path'])}</code>, saved {_e(b.get('created_utc'))}.</p>"
-    out += _table(["check", "baseline", "current", "change", "threshold", "result"], rows)
-    if mem:
-        out += (
-            f'<p class="caption">Peak memory: a regression needs both +{mem["threshold"]:.0%} and at least '
-            f"{_e(F.nbytes(mem['min_increase_bytes']))} more (<code>peak_memory_min_bytes</code>): a small "
-            "model's peak is a few allocator blocks, and a baseline saved before the program-order peak holds "
-            "the run-ahead one, which moves by several blocks between identical runs (frees follow the device "
-            "queue).</p>"
-        )
-    ch = b.get("changes", {})
-    if ch.get("new_fallback_ops"):
-        out += f'<div class="note">New CPU fallback ops since the baseline: {_e(", ".join(ch["new_fallback_ops"]))}</div>'
-    if ch.get("manifest"):
-        out += "<h3>Changed since the baseline</h3>" + _table(
-            ["manifest entry", "baseline", "current"],
-            [[_e(m["key"]), _e(m["baseline"]), _e(m["current"])] for m in ch["manifest"]],
-        )
-    return out
-
-
-def exact_rows(ex: dict | None) -> list:
-    """The exact gates' rows (``baseline/exact.py``), the ops whose counts changed beside."""
-    rows = []
-    for r in (ex or {}).get("rows", []):
-        fmt = (lambda v: f"{v * 1e6:.4g} µs") if r["unit"] == "seconds" else str
-        th = (
-            f"+{r['threshold']:.0%}"
-            if r["unit"] in ("fraction", "seconds")
-            else f"+{r['threshold']:g}"
-        )
-        rows.append(
-            [
-                _e(r["quantity"]),
-                _e(fmt(r["baseline"])),
-                _e(fmt(r["current"])),
-                _e(", ".join(r["ops"])),
-                _e(th),
-                _status("fail" if r["regressed"] else "pass"),
-            ]
-        )
-    return rows
-
-
-def _latency_rows(lat: dict, label: str) -> list:
-    """The rows of one latency comparison (eager: ``label`` "", compiled: " (compiled)")."""
-    if "baseline_p50_s" not in lat:
-        return [
-            [
-                _e(f"p50 latency{label}"),
-                "",
-                "",
-                "",
-                "",
-                f'<span class="warn">{_e(lat.get("note", "not compared"))}</span>',
-            ]
-        ]
-    st_all = lat.get("statistics") or {}
-    rows = [
-        [
-            _e(
-                f"p50 latency{label} (emulator host time"
-                + (", shown only)" if lat.get("gated") is False else ", raw)")
-            ),
-            _e(F.ms(lat["baseline_p50_s"])),
-            _e(F.ms(lat["current_p50_s"])),
-            _e(F.signed_pct(lat["change"])),
-            "" if st_all else _e(f"+{lat['threshold']:.0%}"),
-            "" if st_all else _status("fail" if lat["regressed"] else "pass"),
-        ]
-    ]
-    if lat.get("baseline_throughput_samples_per_s") and lat.get("current_throughput_samples_per_s"):
-        bt, ct = lat["baseline_throughput_samples_per_s"], lat["current_throughput_samples_per_s"]
-        rows.append(
-            [
-                _e(f"throughput{label} (samples/s, raw)"),
-                _e(F.num(bt)),
-                _e(F.num(ct)),
-                _e(F.signed_pct(ct / bt - 1)),
-                "",
-                "",
-            ]
-        )
-    for name, st in st_all.items():
-        ci = st["ci"]
-        change = "" if ci is None else f"x{ci['ratio']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
-        res = (
-            "info only"
-            if not st.get("decides")
-            else _status("fail")
-            if st["decision"] == "regressed"
-            else _status("pass")
-            if st["decision"] == "pass"
-            else '<span class="warn">undecided</span>'
-        )
-        rows.append(
-            [
-                _e(f"latency{label} {name.replace('_', ' ')} ({st['statistic']})"),
-                _e(F.num(st["baseline_value"])),
-                _e(F.num(st["current_value"])),
-                _e(change),
-                _e(f"+{st['threshold']:.0%}"),
-                res,
-            ]
-        )
-        conf = F.confirmation_row(name, st)
-        if conf:
-            rows.append([_e(x) for x in conf] + [""])
-    return rows
 
 
 def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str:
@@ -695,7 +394,7 @@ def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str
             + _status("pass" if st["grad_norm_passed"][g] else "fail")
             for g in groups
         ]
-        + [_e(F.ms(st["step_time_device_s"]))]
+        + [_e(formatting.ms(st["step_time_device_s"]))]
         for st in tr["per_step"]
     ]
     fp = tr["final_params"]
@@ -718,11 +417,11 @@ def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str
                         + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
                     ),
                 ),
-                ("device step p50", _e(F.ms(tr["step_time"]["device_p50_s"]))),
-                ("reference step p50", _e(F.ms(tr["step_time"]["reference_p50_s"]))),
+                ("device step p50", _e(formatting.ms(tr["step_time"]["device_p50_s"]))),
+                ("reference step p50", _e(formatting.ms(tr["step_time"]["reference_p50_s"]))),
                 (
                     "peak device memory with optimizer state",
-                    _e(F.nbytes(tr.get("peak_allocated_bytes"))),
+                    _e(formatting.nbytes(tr.get("peak_allocated_bytes"))),
                 ),
             ]
         )
@@ -742,11 +441,14 @@ def _projection(p: dict | None) -> str:
         [_e(label), _e(fn(a)), _e(fn(b))]
         for label, fn in (
             ("latency per pass, one core (µs)", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g}"),
-            ("of which HBM weights/inputs/outputs (serial)", F.projected_serial),
-            ("throughput per core (samples/s)", lambda x: F.num(x["throughput_per_core"])),
-            ("priced as", F.projected_instance),
-            ("throughput per instance (samples/s)", lambda x: F.num(x["throughput_per_instance"])),
-            ("USD per 1M samples", F.projected_cost),
+            ("of which HBM weights/inputs/outputs (serial)", formatting.projected_serial),
+            ("throughput per core (samples/s)", lambda x: formatting.num(x["throughput_per_core"])),
+            ("priced as", formatting.projected_instance),
+            (
+                "throughput per instance (samples/s)",
+                lambda x: formatting.num(x["throughput_per_instance"]),
+            ),
+            ("USD per 1M samples", formatting.projected_cost),
             ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"),
         )
     ]
@@ -761,7 +463,7 @@ def _projection(p: dict | None) -> str:
         ]
         for r in a["top_ops"]
     ]
-    label, rest = F.projected_rest(a, a["top_ops"])
+    label, rest = formatting.projected_rest(a, a["top_ops"])
     if not label.startswith("0 "):
         top.append([_e(label), "", "", "", _e(rest.replace(" µs", "")), ""])
     return (
@@ -801,9 +503,6 @@ def render(result: dict) -> str:
     ds = result["manifest"]["device_stack"]
     p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
     verdict = result["verdict"]
-    fails = "".join(f"<li>{_e(f)}</li>" for f in result["failures"])
-    if result.get("inconclusive"):
-        fails += f"<li>{_e(result['inconclusive'])}</li>"
     notes = ""
     if ds.get("emulated"):
         notes += (
@@ -843,9 +542,9 @@ def render(result: dict) -> str:
 <p class="sub">{_e(m["description"])}<br>batch {_e(m["batch_size"])} · {_e(m["dtype"])} · seed {_e(m["seed"])} ·
 {m["parameters"]:,} parameters · device {_e(p1["device"])} ({_e(ds["device_name"])}, runtime {_e(ds["runtime"])}
 {_e(ds["runtime_version"])}) · reference {_e(result["config"]["reference"])} · {_e(result["manifest"]["created_utc"])}</p>
-<div class="verdict v-{verdict}" id="verdict"><b>{_e(verdict.upper())}</b> — exit code {result["exit_code"]}
-{"<ul>" + fails + "</ul>" if fails else "<div>all phases passed" + (", no regression against the baseline" if result.get("baseline") else "") + "</div>"}</div>
+{summary_html.section(result)}
 {notes}{saved}
+<h2 id="details" class="details">Details</h2>
 <h2 id="phase1">Phase 1 — does it run on the device {_status(p1["status"])}</h2>
 {_phase1(p1)}
 <h3>Host dispatch time per op</h3>

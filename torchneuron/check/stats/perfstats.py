@@ -7,7 +7,7 @@ waiting, each device step's busy time (``workclock``), and the median of per-ite
 paired ratios. The **wall
 time** (``STATISTICS``, ``min_ratio_ci``; described next) decides otherwise, as it did
 before the work time existed: on a loaded host its unchanged re-checks read inconclusive
-or, at the default +10 %, sometimes a false regression (docs/check.md, "Limits, measured").
+or, at the default +10 %, sometimes a false regression (docs/design/check-measurement.md, "Limits, measured").
 
 A latency regression is decided on a *normalized* time per iteration, never on a raw p50:
 
@@ -218,7 +218,7 @@ def compare(
 #: bench/bench_latency_estimators.py (10 runs of an unchanged build of the ``blocks`` fixture
 #: with two CPU burners, 2 cores, load average 4-8), the between-run log standard deviation
 #: of reference/calibration (ratio of median CPU times) was 0.145 with the small-op chain
-#: alone and 0.036 with both (docs/check.md, "Limits, measured").
+#: alone and 0.036 with both (docs/design/check-measurement.md, "Limits, measured").
 WORK_STATISTICS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "device_alone": (
         ("device",),
@@ -275,7 +275,7 @@ REGRESSION_MARGIN: dict[str, float] = {
 #: (load 1.1-2.2; intervals up to x1.63-x2.05); ``blocks`` x1.01-x1.11 in 8. The margin
 #: is x2.0: at +10 % a compiled-alone regression needs its interval above x2.2; between
 #: x1.10 and there it reads inconclusive. On a shared host the compiled comparison catches
-#: gross slowdowns only (docs/check.md).
+#: gross slowdowns only (docs/design/check-measurement.md).
 COMPILED_MARGIN = 2.0
 
 
@@ -308,7 +308,7 @@ def work_ratio(num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.nda
     0.028 and 0.036 for the ratio of medians and 0.022 and 0.037 for the ratio of 25th
     percentiles; an earlier series (15 runs) gave 0.029 and 0.023, and the narrowest
     within-run bootstrap interval of those estimators, means and 25 %-trimmed means. On
-    wall time pairing did not help (docs/check.md): preemption, which it cannot cancel,
+    wall time pairing did not help (docs/design/check-measurement.md): preemption, which it cannot cancel,
     dominated."""
     tn, td = work_times(*num), work_times(*den)
     ok = td > 0

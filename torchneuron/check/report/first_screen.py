@@ -1,0 +1,104 @@
+"""The terminal report's first screen (``summary.py`` drawn with rich): the verdict and
+what the exit code means, one line per phase, the findings, where the details are. At most
+``WIDTH`` columns, so it reads in an ordinary terminal and a CI log."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from . import summary
+from .terminal_phases import failure_panel
+
+WIDTH = 100
+_STYLE = {
+    "pass": "bold green",
+    "fail": "bold red",
+    "regression": "bold red",
+    "inconclusive": "bold yellow",
+    "skipped": "yellow",
+    "saved": "cyan",
+}
+
+
+def render(result: dict, con: Console, details: bool = False) -> None:
+    """Print the first screen on ``con``, at most ``WIDTH`` columns wide."""
+    width = min(con.width, WIDTH)
+    for part in (
+        _verdict(result),
+        _phases(result),
+        _findings(result),
+        [failure_panel(result["phase1"])],
+        _pointer(result, details),
+    ):
+        for x in part:
+            if x is not None:
+                con.print(x, width=width)
+
+
+def _verdict(result: dict) -> list:
+    v, m = summary.verdict(result), result["model"]
+    head = Text()
+    head.append(f"{v['label']} ", style=_STYLE.get(v["status"], "bold"))
+    head.append(f"torchneuron check {m['name']}", style="bold")
+    head.append(f" · exit code {result['exit_code']}: {v['meaning']}")
+    out: list = [head]
+    for f in v["failures"]:
+        out.append(Text(f"  • {f}", style="red" if v["status"] == "fail" else "yellow"))
+    out.append(Text(summary.EXIT_CODES, style="dim"))
+    ds = result["manifest"]["device_stack"]
+    out.append(
+        Text(
+            f"{m['description']} · batch {m['batch_size']} · {m['dtype']} · "
+            f"{result['phase1']['device']} ({ds['device_name']}) · "
+            f"reference {result['config']['reference']}",
+            style="dim",
+        )
+    )
+    if ds.get("emulated"):
+        out.append(
+            Text(
+                "Emulated NeuronCore: host times are this host's, not Trainium's; the Trainium "
+                "figures are projected (estimates).",
+                style="yellow",
+            )
+        )
+    return out
+
+
+def _phases(result: dict) -> list:
+    t = Table.grid(padding=(0, 1))
+    t.add_column(no_wrap=True)  # indent
+    t.add_column(style="cyan", no_wrap=True, min_width=11)
+    t.add_column(no_wrap=True, min_width=10)
+    t.add_column(overflow="fold")
+    for name, status, texts in summary.phase_lines(result):
+        label = Text(status.upper(), style=_STYLE.get(status, ""))
+        t.add_row("", name, label, texts[0] if texts else "")
+        for more in texts[1:]:
+            t.add_row("", "", "", Text(more, style="dim"))
+    return [Text(""), Text("Phases", style="bold"), t]
+
+
+def _findings(result: dict) -> list:
+    found = summary.findings(result)
+    if not found:
+        return [Text(""), Text("Findings", style="bold"), Text("  none", style="dim")]
+    t = Table.grid(padding=(0, 1))
+    t.add_column(no_wrap=True)  # the bullet: wrapped lines hang under the text
+    t.add_column(overflow="fold")
+    for what, text, hint in found:
+        line = Text()
+        line.append(f"{what}: ", style="bold")
+        line.append(text)
+        t.add_row(" •", line)
+        if hint:
+            t.add_row("", Text(f"hint: {hint}", style="dim"))
+    return [Text(""), Text("Findings", style="bold"), t]
+
+
+def _pointer(result: dict, details: bool) -> list:
+    out: list = [Text(""), Text("Details", style="bold")]
+    out += [Text(f"  {line}") for line in summary.details_pointer(result, details)]
+    return out

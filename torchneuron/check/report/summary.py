@@ -1,0 +1,389 @@
+"""The report's first screen as plain data, shared by the terminal and the HTML report: the
+verdict, one line per phase, the actionable findings and where the details are. It answers
+the three questions first: does it run, is it accurate, how fast will it be on Trainium."""
+
+from __future__ import annotations
+
+from .. import formatting
+
+EXIT_CODES = "exit codes: 0 pass · 1 fail or regression · 2 bad usage · 3 inconclusive (--gate-host-latency only)"
+
+
+def us(s: float | None) -> str:
+    """Seconds as µs below 1 ms, else ms: the projected figures span both."""
+    if s is None:
+        return "–"
+    return f"{s * 1e6:.4g} µs" if s < 1e-3 else f"{s * 1e3:.4g} ms"
+
+
+def verdict(result: dict) -> dict:
+    """``{"label", "status", "meaning", "failures"}``: REGRESSION when every failure is a
+    regression against the baseline, so a reader tells "it broke" from "it got worse"."""
+    v, code, fails = result["verdict"], result["exit_code"], list(result["failures"])
+    if v == "pass":
+        meaning = "every phase passed" + (
+            ", no regression against the baseline" if result.get("baseline") else ""
+        )
+        return {"label": "PASS", "status": "pass", "meaning": meaning, "failures": []}
+    if v == "inconclusive":
+        return {
+            "label": "INCONCLUSIVE",
+            "status": "inconclusive",
+            "meaning": "the host was too noisy to decide host latency (--gate-host-latency)",
+            "failures": [result.get("inconclusive") or ""],
+        }
+    regressions = [f for f in fails if f.startswith("regression:")]
+    label = "REGRESSION" if fails and len(regressions) == len(fails) else "FAIL"
+    parts = []
+    if len(regressions) < len(fails):
+        parts.append(f"{len(fails) - len(regressions)} failure(s)")
+    if regressions:
+        parts.append(f"{len(regressions)} regression(s) against the baseline")
+    meaning = " and ".join(parts) if parts else f"exit code {code}"
+    return {"label": label, "status": "fail", "meaning": meaning, "failures": fails}
+
+
+def extra_launches(result: dict) -> tuple[int, float]:
+    """(graph executions per pass beyond the first, the launch cost in µs): the StableHLO
+    projection includes one execution's fixed cost; a pass split into n graphs pays n - 1
+    more (the eager projection's cost per launch)."""
+    ex = result.get("exact") or {}
+    ep = ((ex.get("eager") or {}).get("projection") or {}).get("trn2") or {}
+    graphs = (ex.get("compiled") or {}).get("graphs") or 1
+    return max(graphs - 1, 0), ep.get("launch_us", 0.0)
+
+
+def compiled_pass_s(result: dict, core: str = "trn2") -> float | None:
+    """The compiled pass on Trainium (seconds): the StableHLO projection (one execution's
+    fixed cost included) plus the launches of any further graphs, as the per-pass table
+    shows it. None without a projection."""
+    proj = result.get("projection") or {}
+    if proj.get("status") != "pass":
+        return None
+    n, us = extra_launches(result)
+    return proj[core]["latency_s_per_core"] + n * us * 1e-6
+
+
+def phase_lines(result: dict) -> list[tuple[str, str, list[str]]]:
+    """``[(phase, status, [text, ...])]``: run, accuracy, performance, then training,
+    baseline and budget where they apply. Status: pass, fail, skipped, regression, saved."""
+    lines = [_run_line(result["phase1"]), _accuracy_line(result), _performance_line(result)]
+    tr = result.get("training") or {}
+    if tr and tr.get("status") != "skipped":
+        lines.append(_training_line(tr))
+    if result.get("baseline"):
+        lines.append(_baseline_line(result["baseline"]))
+    if result.get("baseline_saved"):
+        lines.append(("baseline", "saved", [f"saved to {result['baseline_saved']}"]))
+    cost = result.get("cost") or {}
+    if cost.get("budget_usd_per_million") is not None:
+        over = cost.get("over_budget")
+        lines.append(
+            (
+                "budget",
+                "fail" if over else "pass",
+                [
+                    f"{formatting.usd((cost.get('device') or {}).get('usd_per_million'))} per 1M samples "
+                    f"at the emulator's throughput: {'EXCEEDS' if over else 'within'} "
+                    f"{formatting.usd(cost['budget_usd_per_million'])}"
+                ],
+            )
+        )
+    return lines
+
+
+def _run_line(p1: dict) -> tuple[str, str, list[str]]:
+    e = p1.get("error")
+    if p1["status"] == "fail" and e:
+        return (
+            "run",
+            "fail",
+            [
+                f"{e['type']} during {e.get('compile_stage') or e['stage']}"
+                + (f" in {e['op']}" if e.get("op") else "")
+                + f": {e.get('short_message') or e.get('message', '')[:200]}"
+            ],
+        )
+    comp = p1.get("compile") or {}
+    if comp.get("checked") and comp.get("ok"):
+        mode = (
+            f"eager and compiled ({formatting.graphs_ran(comp)}, {comp.get('graph_breaks')} graph "
+            f"break(s), {comp.get('recompiles')} recompile(s))"
+        )
+    else:
+        mode = "eager" + (f" ({comp['note']})" if comp.get("note") else "")
+    fb = (p1.get("fallback") or {}).get("ops") or {}
+    mem = (p1.get("memory") or {}).get("peak_allocated_bytes")
+    return (
+        "run",
+        p1["status"],
+        [
+            f"on {p1['device']}: {mode}",
+            f"{len(fb)} CPU fallback op(s) · peak device memory {formatting.nbytes(mem)}",
+        ],
+    )
+
+
+def _accuracy_line(result: dict) -> tuple[str, str, list[str]]:
+    p2 = result["phase2"]
+    if p2["status"] == "skipped":
+        return ("accuracy", "skipped", [p2.get("reason") or ""])
+    sides = [("eager", p2)] + ([("compiled", p2["compiled"])] if p2.get("compiled") else [])
+    if _compiled_only(result):  # --mode compile: phases 2 and 3 are the compiled model's
+        sides = [("compiled", p2)]
+    texts, status = [], "pass"
+    for name, side in sides:
+        outs = side.get("outputs") or {}
+        bad = [k for k, v in outs.items() if not v.get("passed")]
+        if bad:
+            status = "fail"
+            texts.append(f"{name}: {len(bad)} of {len(outs)} output(s) off: {', '.join(bad[:5])}")
+        else:
+            texts.append(f"{name}: {len(outs)} output(s) within the benchmark rule")
+    texts[-1] += (
+        f" (vs {p2['reference_device']} and fp64, {p2['dtype']}, tol {p2['tol']:g})"
+        if p2.get("tol") is not None
+        else ""
+    )
+    return ("accuracy", status if p2["status"] != "fail" else "fail", ["; ".join(texts)])
+
+
+def _compiled_only(result: dict) -> bool:
+    return (result["phase1"].get("compile") or {}).get("phases_2_3") == "compiled"
+
+
+def _performance_line(result: dict) -> tuple[str, str, list[str]]:
+    p3, ex = result["phase3"], result.get("exact") or {}
+    texts = []
+    ep = ((ex.get("eager") or {}).get("projection") or {}).get("trn2")
+    cp = compiled_pass_s(result)
+    if ep or cp is not None:
+        parts = []
+        if ep:
+            parts.append(f"eager {us(ep['latency_s'])} ({ep['launches']} launches)")
+        if cp is not None:
+            parts.append(f"compiled {us(cp)}")
+        elif (ex.get("compiled") or {}) and ep:
+            parts.append("compiled: --projection")
+        texts.append("projected Trainium2 per pass (ESTIMATE): " + ", ".join(parts))
+    elif ex.get("status") and ex.get("status") != "pass":
+        texts.append(f"no projection: {ex.get('error') or ex.get('reason')}")
+    d = p3.get("device") or {}
+    if d.get("p50_s"):
+        host = f"eager {formatting.ms(d['p50_s'])}"
+        if _compiled_only(result):
+            host = f"compiled {formatting.ms(d['p50_s'])}"
+        c = p3.get("compiled") or {}
+        if c.get("p50_s"):
+            host += f", compiled {formatting.ms(c['p50_s'])}"
+        texts.append(f"emulator host p50 (this host, not Trainium): {host}")
+    if p3["status"] != "pass":
+        texts.append(p3.get("reason") or "")
+    return ("performance", p3["status"], texts)
+
+
+def _training_line(tr: dict) -> tuple[str, str, list[str]]:
+    if "per_step" not in tr:
+        return ("training", tr["status"], [tr.get("reason") or tr.get("note") or ""])
+    fp = tr.get("final_params") or {}
+    text = (
+        f"{tr['steps']} {tr['optimizer']} steps: loss, grad norms and "
+        f"{fp.get('compared', 0) - len(fp.get('failed', []))}/{fp.get('compared', 0)} "
+        "parameter updates vs the reference and fp64"
+    )
+    c = tr.get("compiled")
+    extra = []
+    if c:
+        extra.append(f"compiled: {c.get('status', '?').upper()}" + _why(c))
+    if tr["status"] == "fail":
+        extra.append(tr.get("reason") or "")
+    return ("training", tr["status"], [text] + [x for x in extra if x])
+
+
+def _why(c: dict) -> str:
+    return f" ({c['reason']})" if c.get("status") == "fail" and c.get("reason") else ""
+
+
+def _baseline_line(b: dict) -> tuple[str, str, list[str]]:
+    where = f"{b['path']} (saved {b.get('created_utc') or '?'})"
+    if b.get("status") == "skipped" and not b.get("regressions"):
+        return ("baseline", "skipped", [f"{where}: {b.get('reason')}"])
+    regs = b.get("regressions") or []
+    rows = (b.get("exact") or {}).get("rows") or []
+    if regs:
+        text = f"{len(regs)} regression(s) against {where}"
+    else:
+        text = f"no regression against {where}: {len(rows)} exact gate(s) + accuracy, memory"
+    out = [text]
+    for n in (b.get("exact") or {}).get("notes") or []:
+        out.append(n)
+    # gates that could not be compared: the reader may need to save the baseline again
+    cc = (b.get("compiled") or {}).get("compile") or {}
+    for what, note in (
+        ("compile", cc.get("note")),
+        ("memory", (b.get("memory") or {}).get("note")),
+    ):
+        if note:
+            out.append(f"{what}: {note}")
+    return ("baseline", "regression" if regs else "pass", out)
+
+
+FALLBACK_HINT = (
+    "each call copies its tensors to the host and back: a native kernel or another op avoids "
+    "it; --fallback error fails on the first one, with its traceback"
+)
+NARROWING_HINT = (
+    "float64/int64 math runs as 32-bit on the device (the result keeps its dtype): cast to "
+    "float32/int32 where the range allows; TORCHNEURON_NARROW_64BIT=0 keeps full width"
+)
+
+
+def findings(result: dict) -> list[tuple[str, str, str | None]]:
+    """``[(what, text, hint or None)]``: what a team acts on before moving to Trainium. The
+    quantities that are zero are gathered into one "clean" line."""
+    p1, ex = result["phase1"], result.get("exact") or {}
+    out, clean = [], []
+    fb = (p1.get("fallback") or {}).get("ops") or {}
+    if fb:
+        ops = sorted(fb.items(), key=lambda kv: -kv[1]["seconds"])
+        text = ", ".join(
+            f"{op} ({v['calls']} calls, {formatting.pct(v['share'])} of device run time)"
+            for op, v in ops[:6]
+        ) + (f" and {len(ops) - 6} more" if len(ops) > 6 else "")
+        out.append(("CPU fallback", text, FALLBACK_HINT))
+    elif p1["status"] == "pass":
+        clean.append("no CPU fallback")
+    narrow = formatting.narrowing(p1)
+    if narrow != "none":
+        out.append(("64-bit narrowing", narrow, NARROWING_HINT))
+    comp = p1.get("compile") or {}
+    if comp.get("checked") and comp.get("ok"):
+        out += _compile_findings(comp, clean)
+    out += _signature_findings(ex, clean)
+    if clean:
+        out.append(("clean", ", ".join(clean), None))
+    out += _projection_findings(result)
+    out += _baseline_findings(result.get("baseline") or {})
+    return out
+
+
+def _compile_findings(comp: dict, clean: list) -> list:
+    out = []
+    if comp.get("graph_breaks"):
+        reasons = "; ".join(
+            b["reason"] + (f" at {b['where']}" if b.get("where") else "")
+            for b in (comp.get("break_reasons") or [])[:3]
+        )
+        out.append(
+            (
+                "graph breaks",
+                f"{comp['graph_breaks']}" + (f": {reasons}" if reasons else ""),
+                "each break splits the model into more graphs, each a launch on Trainium",
+            )
+        )
+    else:
+        clean.append("no graph break")
+    fell = comp.get("fallback_graphs")
+    if fell:  # ran by the backend op by op: not what Trainium would run compiled
+        n = len(fell) if isinstance(fell, list) else fell
+        out.append(
+            (
+                "graphs run eagerly",
+                f"{n} of {comp.get('compiled_graphs')} graph(s) fell back to eager",
+                "the backend could not compile them (phase1.compile.fallback_graphs in the JSON "
+                "says why); on Trainium they would run op by op",
+            )
+        )
+    if comp.get("recompiles"):
+        out.append(
+            (
+                "recompiles",
+                f"{comp['recompiles']} on a repeated call",
+                "a guard failed between calls (a shape, a Python value): on Trainium each "
+                "recompile is a Neuron compile",
+            )
+        )
+    else:
+        clean.append("no recompile")
+    return out
+
+
+def _signature_findings(ex: dict, clean: list) -> list:
+    if ex.get("status") != "pass":
+        return []
+    new = {s: (ex.get(s) or {}).get("new_signatures") for s in ("eager", "compiled")}
+    shown = {s: v for s, v in new.items() if v}
+    if not shown:
+        if any(v is not None for v in new.values()):
+            clean.append("no new kernel signature after warm-up")
+        return []
+    text = "; ".join(f"{s}: {len(v)} ({', '.join(map(str, v[:3]))})" for s, v in shown.items())
+    return [
+        (
+            "new kernel signatures after warm-up",
+            text,
+            "shapes change between passes: on Trainium each new signature compiles a kernel "
+            "inside the loop; pad or bucket the shapes",
+        )
+    ]
+
+
+def _projection_findings(result: dict) -> list:
+    proj = result.get("projection") or {}
+    ep = (((result.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
+    if result["phase1"]["status"] != "pass":
+        return []  # nothing ran to project
+    if proj.get("status") != "pass":
+        asked = (result.get("config") or {}).get("projection")
+        why = (
+            f"not projected: {proj.get('reason')}"
+            if asked
+            else "run with --projection for throughput and cost"
+        )
+        if ep:
+            return [("projected Trainium2", f"eager pass {us(ep['latency_s'])}; {why}", None)]
+        return [("projected Trainium2", why, None)]
+    t = proj["trn2"]
+    cp = compiled_pass_s(result)
+    text = (
+        f"compiled pass {us(cp)} · {formatting.num(t['throughput_per_core'])} samples/s per core · "
+        f"{formatting.num(t['throughput_per_instance'])} samples/s per {formatting.projected_instance(t)} · "
+        + (
+            f"{formatting.projected_cost(t)} per 1M samples"
+            if t.get("usd_per_million")
+            else f"cost {formatting.projected_cost(t)}"
+        )
+    )
+    if ep and cp:
+        text += f" · eager pays ×{ep['latency_s'] / cp:.1f} the compiled pass"
+    return [("projected Trainium2 (ESTIMATE)", text, None)]
+
+
+def _baseline_findings(b: dict) -> list:
+    """Changes against the baseline that did not fail a gate: the failing ones are in the
+    verdict already."""
+    out = []
+    for r in (b.get("exact") or {}).get("rows") or []:
+        if r["changed"] and not r["regressed"] and r["ops"]:
+            out.append((f"changed: {r['quantity']}", ", ".join(r["ops"]), None))
+    new_fb = (b.get("changes") or {}).get("new_fallback_ops")
+    if new_fb:
+        out.append(("new CPU fallback ops since the baseline", ", ".join(new_fb), None))
+    return out
+
+
+def details_pointer(result: dict, details: bool) -> list[str]:
+    """Where the rest is: the tables (``--details``), the HTML page and the JSON."""
+    cfg = result.get("config") or {}
+    tables = (
+        "the full tables are below"
+        if details
+        else "--details prints the full tables (phases, cost, projection, per-pass trace, baseline)"
+    )
+    html = cfg.get("html_path")
+    js = cfg.get("json_path")
+    return [
+        tables,
+        f"HTML report: {html}" if html else "HTML report: --html FILE",
+        f"JSON: {js}" if js else "JSON (the whole result): --json FILE",
+    ]
