@@ -215,103 +215,6 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     return v, aten.add.Tensor(aten.mul.Tensor(row, w), col)
 
 
-def convolution_backward(
-    grad,
-    x,
-    weight,
-    bias_sizes,
-    stride,
-    padding,
-    dilation,
-    transposed,
-    output_padding,
-    groups,
-    output_mask,
-):
-    """A convolution's gradient in the form torch-mlir lowers: 2-d, groups=1.
-    A 1-d convolution is the 2-d one of a height-1 image (each operand given a height-1
-    dim; stride/padding/dilation 1/0/1 in it); a grouped one (depthwise included) is one
-    groups=1 gradient per group, concatenated. Lowered as they came, every compiled
-    ``nn.Conv1d`` backward failed (``torch.constant.int`` left over) and a grouped 2-d
-    one failed XLA's feature_group_count check or gave a wrong shape. Where a stride
-    leaves input rows/columns past the last window, the padding is made explicit and
-    those are cut off (their gradient is zero). A graph so gets
-    ``groups`` convolutions per grouped layer (compile time grows with them).
-    Transposed, dilated and 3-d: NotImplemented (traced unchanged)."""
-    if transposed or x.dim() not in (3, 4):
-        return NotImplemented
-    if x.dim() == 3:
-        g2, x2, w2 = (aten.unsqueeze.default(t, 2) for t in (grad, x, weight))
-        dx, dw, db = aten.convolution_backward.default(
-            g2,
-            x2,
-            w2,
-            bias_sizes,
-            [1, stride[0]],
-            [0, padding[0]],
-            [1, dilation[0]],
-            False,
-            [0, output_padding[0]],
-            groups,
-            output_mask,
-        )
-        return (
-            None if dx is None else aten.squeeze.dim(dx, 2),
-            None if dw is None else aten.squeeze.dim(dw, 2),
-            db,
-        )
-    # rows/columns past the last window: torch-mlir's input gradient took one dim's
-    # count for the other (an 8x7 input, 3x3 kernel, stride 2, padding 1: shape error)
-    k, hw = weight.shape[2:], x.shape[2:]
-    rest = [(hw[j] + 2 * padding[j] - dilation[j] * (k[j] - 1) - 1) % stride[j] for j in range(2)]
-    if any(rest):
-        # padding made explicit and the unused end cut off: then nothing is left over
-        xp = aten.constant_pad_nd.default(x, [padding[1]] * 2 + [padding[0]] * 2, 0.0)
-        for j in range(2):
-            xp = aten.slice.Tensor(xp, 2 + j, 0, hw[j] + 2 * padding[j] - rest[j])
-        dx, dw, db = aten.convolution_backward.default(
-            grad,
-            xp,
-            weight,
-            bias_sizes,
-            stride,
-            [0, 0],
-            dilation,
-            False,
-            [0, 0],
-            groups,
-            output_mask,
-        )
-        if dx is not None:
-            dx = aten.constant_pad_nd.default(dx, [0, rest[1], 0, rest[0]], 0.0)
-            for j in range(2):
-                dx = aten.slice.Tensor(dx, 2 + j, padding[j], padding[j] + hw[j])
-        return dx, dw, db
-    if groups == 1:
-        return NotImplemented
-    o, c = weight.shape[0] // groups, x.shape[1] // groups
-    parts = [
-        aten.convolution_backward.default(
-            aten.slice.Tensor(grad, 1, g * o, (g + 1) * o),
-            aten.slice.Tensor(x, 1, g * c, (g + 1) * c),
-            aten.slice.Tensor(weight, 0, g * o, (g + 1) * o),
-            None,
-            stride,
-            padding,
-            dilation,
-            False,
-            output_padding,
-            1,
-            [output_mask[0], output_mask[1], False],
-        )
-        for g in range(groups)
-    ]
-    dx = aten.cat.default([p[0] for p in parts], 1) if output_mask[0] else None
-    dw = aten.cat.default([p[1] for p in parts], 0) if output_mask[1] else None
-    db = aten.sum.dim_IntList(grad, [0, 2, 3]) if output_mask[2] else None
-    return dx, dw, db
-
-
 def max_pool2d_with_indices_backward(
     grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices
 ):
@@ -441,7 +344,6 @@ _OURS = {
     _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),
     aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
     aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
-    aten.convolution_backward.default: convolution_backward,
     aten.index_put.default: index_put_mask,
     aten.diagonal.default: diagonal,
     aten.unfold.default: unfold,
