@@ -15,7 +15,9 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from . import (
     decompositions_conv,
     decompositions_elementwise,
+    decompositions_indexed,
     decompositions_nn,
+    decompositions_order,
     decompositions_pooling,
     decompositions_reductions,
     decompositions_scans,
@@ -382,6 +384,8 @@ def decomposition_table() -> dict:
         **decompositions_special.TABLE,
         **decompositions_pooling.TABLE,
         **decompositions_conv.TABLE,
+        **decompositions_indexed.TABLE,
+        **decompositions_order.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
