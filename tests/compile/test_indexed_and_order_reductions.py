@@ -123,3 +123,32 @@ def test_gradients_match_cpu(which):
     torch.compile(f, backend="neuron")(xn).backward()
     f(x).backward()
     torch.testing.assert_close(xn.grad.cpu(), x.grad)
+
+
+def _neg(x, v):
+    y = x.clone()
+    y[:, torch.tensor([-1, -4, 2], device=x.device)] = v[:, :3]
+    return y
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["int rows", "int pairs accumulate", "negative index", "mask rows, one value per column"],
+)
+def test_index_put_matches_cpu(name):
+    """``index_put`` with integer index tensors (a scatter) and a bool mask whose
+    value is the same for every selected row (a ``where``): both were refused."""
+    i = torch.tensor([0, 3, 2])
+    f = {
+        "int rows": lambda x, v: x.index_put((i.to(x.device),), v[:3]),
+        "int pairs accumulate": lambda x, v: x.index_put(
+            (i.to(x.device), i.to(x.device) + 1), v[0, :3], accumulate=True
+        ),
+        "negative index": lambda x, v: _neg(x, v),
+        "mask rows, one value per column": lambda x, v: x.index_put((x[:, 0] > 0,), v[0]),
+    }[name]
+    g = torch.Generator().manual_seed(2)
+    x, v = torch.randn(5, 5, generator=g), torch.randn(5, 5, generator=g)
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="neuron")(x.to("neuron"), v.to("neuron"))
+    torch.testing.assert_close(got.cpu(), f(x, v))

@@ -101,22 +101,31 @@ def div_floor(a, b, *, rounding_mode=None):
 
 
 def index_put_mask(x, indices, values, accumulate=False):
-    """``x[mask] = v`` / ``x[mask] += v`` with one bool mask over x's leading dims and
-    a one-element ``v`` as ``where(mask, v, x)`` (``x + where(mask, v, 0)``): torch-mlir
+    """``x[mask] = v`` / ``x[mask] += v`` with one bool mask over x's leading dims and a
+    ``v`` that does not vary along the selected rows (one element, or the trailing
+    dims' shape) as ``where(mask, v, x)`` (``x + where(mask, v, 0)``): torch-mlir
     has no lowering for a bool index (``torch.constant.int`` left over), so the common
     ``x[x > 0] = 0`` failed in every compiled graph. Other forms: NotImplemented."""
     if (
         len(indices) != 1
         or indices[0] is None
         or indices[0].dtype != torch.bool
-        or values.numel() != 1
         or indices[0].shape != x.shape[: indices[0].dim()]
     ):
         return NotImplemented
-    mask = aten.reshape.default(
-        indices[0], list(indices[0].shape) + [1] * (x.dim() - indices[0].dim())
-    )
-    v = aten._to_copy.default(aten.reshape.default(values, []), dtype=x.dtype)
+    trailing = list(x.shape[indices[0].dim() :])
+    v = values
+    if v.dim() == len(trailing) + 1 and v.shape[0] == 1:
+        v = aten.squeeze.dim(v, 0)
+    if v.dim() > len(trailing):  # one value per selected row: a data-dependent count
+        return NotImplemented
+    try:
+        torch.broadcast_shapes(tuple(v.shape), tuple(trailing))
+    except RuntimeError:
+        return NotImplemented
+    v = aten.expand.default(aten._to_copy.default(v, dtype=x.dtype), trailing)
+    v = aten.reshape.default(v, [1] * indices[0].dim() + trailing)
+    mask = aten.reshape.default(indices[0], list(indices[0].shape) + [1] * len(trailing))
     if accumulate:
         return aten.add.Tensor(x, aten.where.self(mask, v, aten.zeros_like.default(x)))
     return aten.where.self(mask, v, x)

@@ -161,7 +161,32 @@ def scatter_with_reduce(x, dim, index, src, reduce):
     return scatter_reduce(x, dim, index, src, {"add": "sum", "multiply": "prod"}[reduce], True)
 
 
+def index_put(x, indices, values, accumulate=False):
+    """``x[i, j] = v`` (``+=`` with ``accumulate``) with integer index tensors as a
+    ``scatter`` (``scatter_add``) into flat ``x``: the positions are ``x``'s flat
+    positions indexed alike (``arange(numel).view(x.shape)[i, j]``, so ATen's result
+    layout and broadcasting come for free; negative indices are wrapped by
+    passes/semantics/wrap_negative_indices.py). torch-mlir failed on these
+    (``torch.constant.int`` left over); TorchNeuron's table scatters too. Bool masks:
+    NotImplemented (``decompositions.index_put_mask``)."""
+    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return NotImplemented
+    if x.numel() == 0 or x.numel() >= 2**31:
+        return NotImplemented
+    flat_pos = aten.arange.default(x.numel(), dtype=torch.int32, device=x.device)
+    pos = aten.index.Tensor(aten.reshape.default(flat_pos, list(x.shape)), indices)
+    pos = aten._to_copy.default(aten.reshape.default(pos, [-1]), dtype=torch.int64)
+    v = aten._to_copy.default(values, dtype=x.dtype) if values.dtype != x.dtype else values
+    # the indexed region's shape: pos's before flattening
+    shape = list(aten.index.Tensor(aten.reshape.default(flat_pos, list(x.shape)), indices).shape)
+    v = aten.reshape.default(aten.expand.default(v, shape), [-1])
+    flat = aten.reshape.default(x, [-1])
+    op = aten.scatter_add.default if accumulate else aten.scatter.src
+    return aten.reshape.default(op(flat, 0, pos, v), list(x.shape))
+
+
 TABLE = {
+    aten.index_put.default: index_put,
     aten.scatter.reduce: scatter_with_reduce,
     aten.scatter.value_reduce: scatter_with_reduce,
     aten.scatter.src: scatter_0d,
