@@ -170,11 +170,18 @@ def _compare(got, ref, dtype) -> str | None:
 # (values, indices) ops whose index among tied values is left open by PyTorch ("not
 # necessarily the first occurrence"; ATen's CPU quickselect picks one): the position of
 # (dim, keepdim) in their arguments, with the defaults.
-_TIED_INDICES = {"kthvalue": 1, "median": 0, "nanmedian": 0, "mode": 0, "topk": 1}
+_TIED_INDICES = {"kthvalue": 1, "median": 0, "nanmedian": 0, "mode": 0, "topk": 1, "sort": 0}
+_TIED_INDICES |= {"argsort": 0}  # (sort/argsort: stable=False leaves ties' order open)
 
 
 def _tied_indices_ok(op, sample, got, ref, dtype) -> bool:
     """Whether ``got`` has the CPU's values and indices that point at them."""
+    if op.name == "argsort" and isinstance(ref, torch.Tensor):  # the values it sorts
+        x, at = sample.input.detach(), _TIED_INDICES["argsort"]
+        dim = (list(sample.args[at:]) or [sample.kwargs.get("dim", -1)])[0]
+        if x.dim() == 0 or got.shape != ref.shape:
+            return False
+        return _compare(x.gather(dim, got.detach().cpu()), x.gather(dim, ref), dtype) is None
     if op.name not in _TIED_INDICES or not isinstance(ref, tuple) or len(ref) != 2:
         return False
     v, i = got[0].detach().cpu(), got[1].detach().cpu()
@@ -184,7 +191,7 @@ def _tied_indices_ok(op, sample, got, ref, dtype) -> bool:
     args = list(sample.args[at:]) + [None, None]
     dim = args[0] if args[0] is not None else sample.kwargs.get("dim", -1)
     keepdim = args[1] if args[1] is not None else sample.kwargs.get("keepdim", False)
-    keepdim = keepdim if op.name != "topk" else True  # (its args[1] is ``largest``)
+    keepdim = keepdim if op.name not in ("topk", "sort") else True  # (not their args)
     x = sample.input.detach()
     if x.dim() == 0:
         picked = x.reshape(-1)[i.reshape(-1)].reshape(i.shape)
