@@ -152,3 +152,21 @@ def test_index_put_matches_cpu(name):
     torch._dynamo.reset()
     got = torch.compile(f, backend="neuron")(x.to("neuron"), v.to("neuron"))
     torch.testing.assert_close(got.cpu(), f(x, v))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x, s: torch.as_strided_scatter(x, s[:2, :3], (2, 3), (4, 1), 1),
+        lambda x, s: torch.as_strided_scatter(x, s[0, 0], (), (), 7),
+        lambda x, s: torch.as_strided_copy(x, (3, 2), (1, 5), 2) * s[:3, :2],
+    ],
+    ids=["2x3 view", "0-dim view", "as_strided_copy"],
+)
+def test_as_strided_scatter_and_copy_match_cpu(f):
+    """Flat positions gathered/scattered, as TorchNeuron's table does (were refused)."""
+    g = torch.Generator().manual_seed(3)
+    x, s = torch.randn(4, 5, generator=g), torch.randn(4, 5, generator=g)
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="neuron")(x.to("neuron"), s.to("neuron"))
+    torch.testing.assert_close(got.cpu(), f(x, s))

@@ -185,7 +185,40 @@ def index_put(x, indices, values, accumulate=False):
     return aten.reshape.default(op(flat, 0, pos, v), list(x.shape))
 
 
+def _strided_positions(size, stride, offset, device):
+    """Flat storage positions of an ``as_strided(size, stride, offset)`` view."""
+    pos = aten.full.default([], offset, dtype=torch.int64, device=device)
+    for d, (n, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        step = aten.arange.default(n, dtype=torch.int64, device=device)
+        pos = aten.add.Tensor(pos, aten.reshape.default(aten.mul.Tensor(step, st), shape))
+    return aten.reshape.default(aten.expand.default(pos, list(size)), [-1])
+
+
+def as_strided_copy(x, size, stride, storage_offset=None):
+    """The view's elements gathered from ``x``'s (contiguous) storage: TorchNeuron's
+    table does the same; torch-mlir had no lowering."""
+    if x.numel() == 0 or 0 in size:
+        return NotImplemented
+    pos = _strided_positions(size, stride, storage_offset or 0, x.device)
+    flat = aten.reshape.default(x, [-1])
+    return aten.reshape.default(aten.index_select.default(flat, 0, pos), list(size))
+
+
+def as_strided_scatter(x, src, size, stride, storage_offset=None):
+    """``src`` written into ``x``'s (contiguous) storage at the view's positions."""
+    if x.numel() == 0 or 0 in size:
+        return NotImplemented
+    pos = _strided_positions(size, stride, storage_offset or 0, x.device)
+    flat = aten.reshape.default(x, [-1])
+    out = aten.scatter.src(flat, 0, pos, aten.reshape.default(src, [-1]))
+    return aten.reshape.default(out, list(x.shape))
+
+
 TABLE = {
+    aten.as_strided_copy.default: as_strided_copy,
+    aten.as_strided_scatter.default: as_strided_scatter,
     aten.index_put.default: index_put,
     aten.scatter.reduce: scatter_with_reduce,
     aten.scatter.value_reduce: scatter_with_reduce,
