@@ -15,7 +15,9 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from . import (
     decompositions_conv,
     decompositions_elementwise,
+    decompositions_indexed,
     decompositions_nn,
+    decompositions_order,
     decompositions_pooling,
     decompositions_reductions,
     decompositions_scans,
@@ -99,22 +101,31 @@ def div_floor(a, b, *, rounding_mode=None):
 
 
 def index_put_mask(x, indices, values, accumulate=False):
-    """``x[mask] = v`` / ``x[mask] += v`` with one bool mask over x's leading dims and
-    a one-element ``v`` as ``where(mask, v, x)`` (``x + where(mask, v, 0)``): torch-mlir
+    """``x[mask] = v`` / ``x[mask] += v`` with one bool mask over x's leading dims and a
+    ``v`` that does not vary along the selected rows (one element, or the trailing
+    dims' shape) as ``where(mask, v, x)`` (``x + where(mask, v, 0)``): torch-mlir
     has no lowering for a bool index (``torch.constant.int`` left over), so the common
     ``x[x > 0] = 0`` failed in every compiled graph. Other forms: NotImplemented."""
     if (
         len(indices) != 1
         or indices[0] is None
         or indices[0].dtype != torch.bool
-        or values.numel() != 1
         or indices[0].shape != x.shape[: indices[0].dim()]
     ):
         return NotImplemented
-    mask = aten.reshape.default(
-        indices[0], list(indices[0].shape) + [1] * (x.dim() - indices[0].dim())
-    )
-    v = aten._to_copy.default(aten.reshape.default(values, []), dtype=x.dtype)
+    trailing = list(x.shape[indices[0].dim() :])
+    v = values
+    if v.dim() == len(trailing) + 1 and v.shape[0] == 1:
+        v = aten.squeeze.dim(v, 0)
+    if v.dim() > len(trailing):  # one value per selected row: a data-dependent count
+        return NotImplemented
+    try:
+        torch.broadcast_shapes(tuple(v.shape), tuple(trailing))
+    except RuntimeError:
+        return NotImplemented
+    v = aten.expand.default(aten._to_copy.default(v, dtype=x.dtype), trailing)
+    v = aten.reshape.default(v, [1] * indices[0].dim() + trailing)
+    mask = aten.reshape.default(indices[0], list(indices[0].shape) + [1] * len(trailing))
     if accumulate:
         return aten.add.Tensor(x, aten.where.self(mask, v, aten.zeros_like.default(x)))
     return aten.where.self(mask, v, x)
@@ -213,103 +224,6 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     row = aten.div.Tensor_mode(i, wp, rounding_mode="floor")
     col = aten.sub.Tensor(i, aten.mul.Tensor(row, wp))
     return v, aten.add.Tensor(aten.mul.Tensor(row, w), col)
-
-
-def convolution_backward(
-    grad,
-    x,
-    weight,
-    bias_sizes,
-    stride,
-    padding,
-    dilation,
-    transposed,
-    output_padding,
-    groups,
-    output_mask,
-):
-    """A convolution's gradient in the form torch-mlir lowers: 2-d, groups=1.
-    A 1-d convolution is the 2-d one of a height-1 image (each operand given a height-1
-    dim; stride/padding/dilation 1/0/1 in it); a grouped one (depthwise included) is one
-    groups=1 gradient per group, concatenated. Lowered as they came, every compiled
-    ``nn.Conv1d`` backward failed (``torch.constant.int`` left over) and a grouped 2-d
-    one failed XLA's feature_group_count check or gave a wrong shape. Where a stride
-    leaves input rows/columns past the last window, the padding is made explicit and
-    those are cut off (their gradient is zero). A graph so gets
-    ``groups`` convolutions per grouped layer (compile time grows with them).
-    Transposed, dilated and 3-d: NotImplemented (traced unchanged)."""
-    if transposed or x.dim() not in (3, 4):
-        return NotImplemented
-    if x.dim() == 3:
-        g2, x2, w2 = (aten.unsqueeze.default(t, 2) for t in (grad, x, weight))
-        dx, dw, db = aten.convolution_backward.default(
-            g2,
-            x2,
-            w2,
-            bias_sizes,
-            [1, stride[0]],
-            [0, padding[0]],
-            [1, dilation[0]],
-            False,
-            [0, output_padding[0]],
-            groups,
-            output_mask,
-        )
-        return (
-            None if dx is None else aten.squeeze.dim(dx, 2),
-            None if dw is None else aten.squeeze.dim(dw, 2),
-            db,
-        )
-    # rows/columns past the last window: torch-mlir's input gradient took one dim's
-    # count for the other (an 8x7 input, 3x3 kernel, stride 2, padding 1: shape error)
-    k, hw = weight.shape[2:], x.shape[2:]
-    rest = [(hw[j] + 2 * padding[j] - dilation[j] * (k[j] - 1) - 1) % stride[j] for j in range(2)]
-    if any(rest):
-        # padding made explicit and the unused end cut off: then nothing is left over
-        xp = aten.constant_pad_nd.default(x, [padding[1]] * 2 + [padding[0]] * 2, 0.0)
-        for j in range(2):
-            xp = aten.slice.Tensor(xp, 2 + j, 0, hw[j] + 2 * padding[j] - rest[j])
-        dx, dw, db = aten.convolution_backward.default(
-            grad,
-            xp,
-            weight,
-            bias_sizes,
-            stride,
-            [0, 0],
-            dilation,
-            False,
-            [0, 0],
-            groups,
-            output_mask,
-        )
-        if dx is not None:
-            dx = aten.constant_pad_nd.default(dx, [0, rest[1], 0, rest[0]], 0.0)
-            for j in range(2):
-                dx = aten.slice.Tensor(dx, 2 + j, padding[j], padding[j] + hw[j])
-        return dx, dw, db
-    if groups == 1:
-        return NotImplemented
-    o, c = weight.shape[0] // groups, x.shape[1] // groups
-    parts = [
-        aten.convolution_backward.default(
-            aten.slice.Tensor(grad, 1, g * o, (g + 1) * o),
-            aten.slice.Tensor(x, 1, g * c, (g + 1) * c),
-            aten.slice.Tensor(weight, 0, g * o, (g + 1) * o),
-            None,
-            stride,
-            padding,
-            dilation,
-            False,
-            output_padding,
-            1,
-            [output_mask[0], output_mask[1], False],
-        )
-        for g in range(groups)
-    ]
-    dx = aten.cat.default([p[0] for p in parts], 1) if output_mask[0] else None
-    dw = aten.cat.default([p[1] for p in parts], 0) if output_mask[1] else None
-    db = aten.sum.dim_IntList(grad, [0, 2, 3]) if output_mask[2] else None
-    return dx, dw, db
 
 
 def max_pool2d_with_indices_backward(
@@ -441,7 +355,6 @@ _OURS = {
     _LEFT.Tensor: _shift(_LEFT.Tensor, itself=True),
     aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
     aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
-    aten.convolution_backward.default: convolution_backward,
     aten.index_put.default: index_put_mask,
     aten.diagonal.default: diagonal,
     aten.unfold.default: unfold,
@@ -480,6 +393,8 @@ def decomposition_table() -> dict:
         **decompositions_special.TABLE,
         **decompositions_pooling.TABLE,
         **decompositions_conv.TABLE,
+        **decompositions_indexed.TABLE,
+        **decompositions_order.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
