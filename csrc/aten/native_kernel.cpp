@@ -29,8 +29,10 @@
 #include "aten/context.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/kernel_signatures.h"
+#include "aten/kernel_warnings.h"
 #include "aten/native_ops.h"
 #include "aten/stats.h"
+#include "aten/unsupported_layouts.h"
 #include "runtime/activity.h"
 
 namespace torchneuron {
@@ -437,6 +439,8 @@ struct Geometry {
   // The narrowed dtype has no CPU kernel (int64 convolution as int32): this
   // signature computes at full width (counted in full_width_stats).
   bool full_width = false;
+  // What the CPU kernel warned for this signature (kernel_warnings.h).
+  std::vector<c10::Warning> warnings;
 };
 
 // Results of the operators computed asynchronously depend only on the
@@ -750,12 +754,16 @@ std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   std::vector<IValue> args(stack.begin() + base, stack.begin() + base + plan.num_args);
   std::vector<IValue> got;
+  std::vector<c10::Warning> warned;
   try {
+    RecordWarnings record;
     got = run_cpu_host_outs(compute, plan, args, false, device, /*probe=*/true);
+    warned = record.take();
   } catch (const std::exception&) {
     return std::nullopt;
   }
   Geometry geo;
+  geo.warnings = std::move(warned);
   for (size_t r = 0; r < got.size(); ++r) {
     const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
     ResultGeometry rg;
@@ -769,6 +777,7 @@ std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan
       }
     } else if (got[r].isTensor() && got[r].toTensor().defined()) {
       const at::Tensor& h = got[r].toTensor();
+      check_supported_layout(plan.name, h);  // EmbeddingBag(sparse=True)'s gradient
       rg = geometry_of(h);
       if (!h.is_non_overlapping_and_dense()) rg.strides = dense_strides(rg.sizes);
     }
@@ -817,6 +826,8 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
       return run_sync(op, plan, stack, device, narrow, &key);
     }
     geo = geometry_cache().insert(key, std::move(*g));
+  } else {
+    for (const auto& w : geo->warnings) c10::warn(w);  // the CPU warns at every call
   }
   if (geo->full_width) {
     narrow = false;
@@ -864,7 +875,9 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   for (const auto& r : results) kresults.push_back(launch_view(r));
   launch(device, plan.name.c_str(),
          [compute, out_op, &plan, args = std::move(args), results = std::move(kresults), narrow,
-          device]() mutable {
+          device, geo]() mutable {
+           std::optional<DropKnownWarnings> given;  // at the call, not again on stderr
+           if (!geo->warnings.empty()) given.emplace(geo->warnings);
            if (narrow && plan.functional_op) {
              // out= with narrowed inputs: the out= kernel would insist on
              // 32-bit outs (_softmax.out: "expected out dtype float"), so the
