@@ -19,6 +19,7 @@
 #include "aten/context.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/stats.h"
+#include "aten/unsupported_layouts.h"
 #include "runtime/activity.h"
 
 namespace torchneuron {
@@ -273,7 +274,8 @@ void host_fallback(const std::string& name, const c10::OperatorHandle& op,
                  " is a view operator without a native kernel; its CPU fallback returns a copy, "
                  "not a view");
     map_tensors((*stack)[rbase + r], [&](const at::Tensor& t) {
-      if (t.defined() && t.is_cpu()) out.add(t);
+      // to_sparse, quantize_per_tensor: no such tensor on neuron; say so.
+      if (t.defined() && t.is_cpu()) check_supported_layout(name, t), out.add(t);
       return t;
     });
   }

@@ -9,7 +9,9 @@
 
 #include "aten/context.h"
 #include "aten/ivalue_tensors.h"
+#include "aten/kernel_warnings.h"
 #include "aten/native_kernel.h"
+#include "aten/unsupported_layouts.h"
 
 namespace torchneuron::native {
 namespace {
@@ -165,12 +167,16 @@ std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   std::vector<IValue> args(stack.begin() + base, stack.begin() + base + plan.num_args);
   std::vector<IValue> got;
+  std::vector<c10::Warning> warned;
   try {
+    RecordWarnings record;
     got = run_cpu_host_outs(compute, plan, args, false, device, /*probe=*/true);
+    warned = record.take();
   } catch (const std::exception&) {
     return std::nullopt;
   }
   Geometry geo;
+  geo.warnings = std::move(warned);
   for (size_t r = 0; r < got.size(); ++r) {
     const int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
     ResultGeometry rg;
@@ -184,6 +190,7 @@ std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan
       }
     } else if (got[r].isTensor() && got[r].toTensor().defined()) {
       const at::Tensor& h = got[r].toTensor();
+      check_supported_layout(plan.name, h);  // EmbeddingBag(sparse=True)'s gradient
       rg = geometry_of(h);
       if (!h.is_non_overlapping_and_dense()) rg.strides = dense_strides(rg.sizes);
     }

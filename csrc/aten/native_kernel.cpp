@@ -14,6 +14,7 @@
 #include "aten/context.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/kernel_signatures.h"
+#include "aten/kernel_warnings.h"
 #include "aten/native_kernel.h"
 #include "aten/native_ops.h"
 
@@ -106,6 +107,8 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
       return run_sync(op, plan, stack, device, narrow, &key);
     }
     geo = insert_geometry(key, std::move(*g));
+  } else {
+    for (const auto& w : geo->warnings) c10::warn(w);  // the CPU warns at every call
   }
   if (geo->full_width) {
     narrow = false;
@@ -153,7 +156,9 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
   for (const auto& r : results) kresults.push_back(launch_view(r));
   launch(device, plan.name.c_str(),
          [compute, out_op, &plan, args = std::move(args), results = std::move(kresults), narrow,
-          device]() mutable {
+          device, geo]() mutable {
+           std::optional<DropKnownWarnings> given;  // at the call, not again on stderr
+           if (!geo->warnings.empty()) given.emplace(geo->warnings);
            if (narrow && plan.functional_op) {
              // out= with narrowed inputs: the out= kernel would insist on
              // 32-bit outs (_softmax.out: "expected out dtype float"), so the

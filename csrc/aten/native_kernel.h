@@ -86,6 +86,8 @@ std::vector<IValue> run_cpu_host_outs(const c10::OperatorHandle& compute, const 
                                       const std::vector<IValue>& args, bool narrow,
                                       c10::DeviceIndex device, bool probe = false);
 bool is_out_arg(const c10::FunctionSchema& s, size_t i);
+// Does host tensor stack[i] share bytes with any other tensor of `stack`?
+bool overlaps_another(const Stack& stack, size_t i);
 bool on_device_memory(const at::Tensor& t);
 std::vector<int64_t> dense_strides(c10::IntArrayRef sizes);
 
@@ -101,6 +103,8 @@ struct Geometry {
   // The narrowed dtype has no CPU kernel (int64 convolution as int32): this
   // signature computes at full width (counted in full_width_stats).
   bool full_width = false;
+  // What the CPU kernel warned for this signature (kernel_warnings.h).
+  std::vector<c10::Warning> warnings;
 };
 
 std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t base, size_t n);

@@ -64,6 +64,16 @@ IValue narrowed_scalar(const IValue& v, bool wrap_ints) {
 // Does this call narrow any 64-bit input? (decided on the host, counted once)
 bool wants_narrowing(const Plan& plan, const c10::FunctionSchema& s, const Stack& st, size_t base) {
   if (!narrow_64bit_enabled()) return false;
+  // An out= over an input's memory: full width, so that the CPU's out= kernel
+  // raises its overlap error or computes, as on the CPU (narrowed, the
+  // functional form would compute and skip the check: masked_select).
+  if (plan.num_out > 0) {
+    const Stack args(st.begin() + base, st.begin() + base + plan.num_args);
+    for (size_t i = 0; i < plan.num_args; ++i)
+      if (is_out_arg(s, i) && args[i].isTensor() && args[i].toTensor().defined() &&
+          overlaps_another(args, i))
+        return false;
+  }
   for (size_t i = 0; i < plan.num_args; ++i) {
     if (plan.is_index[i]) continue;
     const auto* ai = s.arguments()[i].alias_info();

@@ -4,6 +4,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -254,6 +255,21 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
          (plain(self) && plain(from));
 }
 
+// Autograd's zero gradients (sgn's of real input): a ZeroTensor over no
+// memory, as CUDA's. The CPU fallback made a CPU one and copied its bytes
+// from a null pointer (a crash).
+at::Tensor efficient_zero_tensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout>, std::optional<at::Device> device,
+                                 std::optional<bool>) {
+  at::Device d = device.value_or(at::Device(kNeuron));
+  if (!d.has_index()) d = at::Device(kNeuron, current_device());
+  at::native::ZeroTensorAllocator allocator(d);
+  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
+                    c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(
+      size, &allocator, keys, dtype.value_or(c10::get_default_dtype_as_scalartype()), std::nullopt);
+}
+
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
@@ -262,6 +278,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("_efficientzerotensor", efficient_zero_tensor);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);

@@ -11,6 +11,8 @@ with the 64-bit policy on, int64 with it off, bool) the first samples of
 - ``out``: the ``out=`` form into tensors of the CPU result's geometry;
 - ``grad`` (float32): ``torch.autograd.grad`` of the outputs (all-ones
   cotangents) with respect to every differentiable input, vs the CPU's.
+- issue 23's (``conformance_extra.py``): ``grad_strided``, ``out_alias``,
+  ``mixed_device``, ``channels_last_3d``.
 
 Each check is ``pass``, ``fail`` (mismatch or an error the CPU did not
 raise) or ``designed`` (a difference the design calls for, by rule); it is
@@ -68,7 +70,7 @@ CONFIGS = {
     "int64-full": (torch.int64, False),  # TORCHNEURON_NARROW_64BIT=0
     "bool": (torch.bool, True),
 }
-CHECKS = ("functional", "noncontiguous", "inplace", "out", "grad")
+CHECKS = ("functional", "noncontiguous", "inplace", "out", "grad")  # + conformance_extra's
 STATUSES = ("pass", "fail", "designed")
 
 
@@ -311,8 +313,19 @@ def check_grad(op, sample) -> Outcome:
     return out
 
 
+def _guarded(record, cfg, kind, fn, *args):
+    try:
+        o = fn(*args)
+    except Exception as e:  # noqa: BLE001  (a harness error is a failure)
+        o = Outcome()
+        o.status, o.why = "fail", f"harness: {type(e).__name__}: {e}"[:200]
+    _count(record, cfg, kind, o)
+
+
 def sweep_op(op, configs, max_samples: int, record: dict) -> None:
     """Fills record[(config, check)] -> Counter of status (+ 'fallback')."""
+    import conformance_extra as extra  # imports this module's helpers
+
     if _skip_reason(op) in ("uninitialised result", "random", "sparse layout"):
         record["skip"] = _skip_reason(op)
         return
@@ -335,6 +348,10 @@ def sweep_op(op, configs, max_samples: int, record: dict) -> None:
                         o = Outcome()
                         o.status, o.why = "fail", f"harness: {type(e).__name__}: {e}"[:200]
                     _count(record, cfg, kind, o)
+                _guarded(record, cfg, "out_alias", extra.check_out_alias, op, sample)
+                _guarded(record, cfg, "channels_last_3d", extra.check_channels_last_3d, op, sample)
+                if dtype == torch.float32:  # the devices' check does not depend on the dtype
+                    _guarded(record, cfg, "mixed_device", extra.check_mixed_device, op, sample)
             if dtype == torch.float32 and op.supports_autograd:
                 try:
                     gs = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:max_samples]
@@ -347,6 +364,7 @@ def sweep_op(op, configs, max_samples: int, record: dict) -> None:
                         o = Outcome()
                         o.status, o.why = "fail", f"harness: {type(e).__name__}: {e}"[:200]
                     _count(record, cfg, "grad", o)
+                    _guarded(record, cfg, "grad_strided", extra.check_grad_strided, op, sample)
 
 
 def _count(record, cfg, kind, o: Outcome):
@@ -377,7 +395,10 @@ def render(results: dict[str, dict], configs, seconds: float, max_samples: int) 
         f"torch {torch.__version__}; first {max_samples} samples per OpInfo and configuration; "
         f"{len(results)} OpInfos; {seconds:.0f} s.",
         "Checks (TestCommon's, written by us): functional, noncontiguous samples, in-place, "
-        "`out=`, gradients (float32, `torch.autograd.grad` vs the CPU). A check the CPU "
+        "`out=`, gradients (float32, `torch.autograd.grad` vs the CPU); and (issue 23, "
+        "`conformance_extra.py`) gradients of noncontiguous samples, `out=` aliasing the input "
+        "(raises where the CPU raises), a non-0-dim CPU operand (raises, as on CUDA), "
+        "channels_last_3d inputs (values and the results' memory format). A check the CPU "
         "itself rejects is not counted. Designed differences are excluded by the rules in "
         "the module docstring (64-bit policy: int32 wrap with narrowing on; random and "
         "uninitialised ops; results the op leaves unspecified).",

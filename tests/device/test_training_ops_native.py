@@ -126,3 +126,21 @@ def test_reducing_losses_every_reduction_and_out(reduction):
     out = torch.empty(0, device="neuron")
     torch._C._nn.mse_loss(xn, tn, 1, out=out)
     torch.testing.assert_close(out.cpu(), F.mse_loss(x, t))
+
+
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+def test_zero_gradients_of_sgn_as_on_cpu(strided):
+    # sgn's gradient of a real input is autograd's ZeroTensor; the CPU fallback
+    # had copied the CPU one's bytes from a null pointer (a crash; issue 23 sweep).
+    base = torch.randn(6, 8)
+    grads = []
+    for dev in ("cpu", "neuron"):
+        b = base.to(dev)
+        x = (b[:, ::2] if strided else b).detach().requires_grad_()
+        y = torch.sgn(x)
+        (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
+        grads.append(g.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
+    z = torch._efficientzerotensor((3,), device="neuron")
+    assert z.device.type == "neuron"
+    torch.testing.assert_close((z + torch.ones(3, device="neuron")).cpu(), torch.ones(3))
