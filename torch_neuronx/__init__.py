@@ -6,12 +6,14 @@ Face transformers (5.x) and accelerate (1.x) detect TorchNeuron with
 compile backend ``neuron`` and c10d backend ``neuron``. This package gives them the
 names of TorchNeuron's public ``torch_neuronx/__init__.py`` with TorchNeuron's
 meaning, computed by torchneuron. A name TorchNeuron has that this emulation does
-not provide (NKI kernels, NRT traces, the internal op registry) raises
-NotImplementedError naming it. docs/torch_neuronx.md lists the surface name by name.
+not provide (NKI kernels, NRT traces, the internal op registry) exists (hasattr finds
+it) and raises NotImplementedError naming it when called or instantiated.
+docs/torch_neuronx.md lists the surface name by name.
 """
 
 from __future__ import annotations
 
+import os as _os
 import sys as _sys
 
 
@@ -44,10 +46,19 @@ from torchneuron.memory import (  # noqa: E402,F401
 )
 from torchneuron.streams import Event, Stream  # noqa: E402,F401
 
-from . import distributed, neuron_dynamo_backend, profiling  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    distributed,
+    kernels,
+    metrics,
+    neuron_dynamo_backend,
+    nki_hop,
+    nki_kernel,
+    profiling,
+    python_ops,
+    streams,
+)
 from ._api import (  # noqa: E402,F401
     _get_device_index,
-    _is_in_bad_fork,
     _lazy_init,
     clear_op_tracking,
     current_device,
@@ -60,7 +71,8 @@ from ._api import (  # noqa: E402,F401
     set_device,
     synchronize,
 )
-from ._not_emulated import not_emulated as _not_emulated  # noqa: E402
+from .nki_hop import nki_op, wrap_nki  # noqa: E402,F401
+from .profiling import NeuronProfiler  # noqa: E402,F401
 
 __version__ = torchneuron.__version__
 
@@ -71,26 +83,21 @@ _sys.modules[__name__ + ".memory"] = memory
 # The runtime starts on first use (torchneuron), so it is initialized once imported.
 _initialized = True
 
-# TorchNeuron's names that are not emulated: an attribute access raises saying so.
-_NOT_EMULATED = {
-    "nki_op": "NKI kernels (neuronxcc.nki) are not emulated",
-    "wrap_nki": "NKI kernels (neuronxcc.nki) are not emulated",
-    "python_ops": "TorchNeuron's internal JAX/MLIR op registry is not part of this emulation "
-    "(eager kernels are torchneuron's C++ natives)",
-    "kernels": "TorchNeuron's internal per-op kernel compiler is not part of this emulation",
-    "nki_hop": "NKI kernels (neuronxcc.nki) are not emulated",
-    "nki_kernel": "NKI kernels (neuronxcc.nki) are not emulated",
-}
+# TorchNeuron's flag (a bool, not a function): True in a process forked after the
+# device was used (torchneuron's streams did not survive the fork).
+_is_in_bad_fork = torchneuron.device_module._is_in_bad_fork()
 
 
-def __getattr__(name: str):
-    if name in _NOT_EMULATED:
-        _not_emulated(f"torch_neuronx.{name}", _NOT_EMULATED[name])
-    raise AttributeError(f"module 'torch_neuronx' has no attribute '{name}'")
+def _after_fork() -> None:
+    global _is_in_bad_fork
+    _is_in_bad_fork = torchneuron.device_module._is_in_bad_fork()
 
+
+_os.register_at_fork(after_in_child=_after_fork)
 
 __all__ = [
     "Event",
+    "NeuronProfiler",
     "Stream",
     "StreamContext",
     "clear_op_tracking",
@@ -106,20 +113,28 @@ __all__ = [
     "get_executed_ops",
     "get_fallback_ops",
     "is_neuron_runtime_initialized",
+    "kernels",
     "max_memory_allocated",
     "max_memory_reserved",
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
     "memory_summary",
+    "metrics",
     "neuron",
     "neuron_dynamo_backend",
+    "nki_hop",
+    "nki_kernel",
+    "nki_op",
     "profiling",
+    "python_ops",
     "reset_accumulated_memory_stats",
     "reset_dynamo_metrics",
     "reset_peak_memory_stats",
     "set_device",
     "set_stream",
     "stream",
+    "streams",
     "synchronize",
+    "wrap_nki",
 ]

@@ -28,10 +28,6 @@ def _lazy_init() -> None:
         )
 
 
-def _is_in_bad_fork() -> bool:
-    return _dm._is_in_bad_fork()
-
-
 def device_count() -> int:
     """Number of visible logical NeuronCores."""
     return _dm.device_count()

@@ -21,7 +21,8 @@ _LIB_DIRS = (
 
 
 def _is_library(filename: str) -> bool:
-    return filename.startswith(_LIB_DIRS) or (
+    # "<frozen importlib._bootstrap>": the import machinery between an import and its module
+    return filename.startswith(_LIB_DIRS + ("<frozen importlib",)) or (
         f"{os.sep}site-packages{os.sep}" in filename or f"{os.sep}dist-packages{os.sep}" in filename
     )
 

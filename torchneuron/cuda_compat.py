@@ -35,13 +35,14 @@ is (8, 0), what scripts test for bfloat16 (a NeuronCore has it), nothing more;
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 import torchneuron  # noqa: F401  (registers the neuron device)
+
+from . import _warn
 
 __all__ = ["activate", "is_active", "to_neuron_device", "map_backend"]
 
@@ -302,14 +303,14 @@ def activate(quiet: bool = False) -> None:
     _CudaToNeuronMode().__enter__()  # stays on this thread's mode stack
     _active = True
     if not quiet:
-        warnings.warn(
+        # At the user's line (their import or activate() call), not this file's.
+        _warn.warn(
             "torchneuron.cuda_compat: CUDA code runs on neuron. Remapped: 'cuda' devices in torch "
             "calls, .cuda(), .is_cuda, torch.load(map_location); torch.cuda."
             f"{{{', '.join(cuda_names)}}} and torch.cuda.amp -> torch.neuron; autocast, GradScaler, "
             "custom_fwd/bwd with 'cuda' -> 'neuron'; distributed backend 'nccl' -> 'neuron'. "
             "torch.backends.cuda/cudnn flags: accepted (the SDPA switches act on neuron).",
             UserWarning,
-            stacklevel=2,
         )
 
 

@@ -304,6 +304,30 @@ def fallback_mode(mode: str):
         _C._set_fallback_mode(old)
 
 
+def wait_stream(other: torch.Stream) -> None:
+    """The current stream waits for the work queued on ``other`` so far."""
+    current_stream().wait_stream(other)
+
+
+def wait_event(event: torch.Event) -> None:
+    """The current stream waits for ``event``."""
+    current_stream().wait_event(event)
+
+
+def record_event(event: torch.Event | None = None) -> Event:
+    """Record ``event`` (a new one if None) on the current stream; returns it."""
+    return current_stream().record_event(event)
+
+
+def query() -> bool:
+    """True when all work queued on the current stream has completed."""
+    return current_stream().query()
+
+
+def _sleep(cycles: int) -> None:
+    """A no-op, as TorchNeuron's (torch.cuda._sleep spins the GPU for ``cycles``)."""
+
+
 def runtime_info() -> dict:
     """The device stack in use: runtime name and version, LNC, visible cores, HBM."""
     return _C._runtime_info()

@@ -25,6 +25,13 @@ CommOp::Post gloo_on_lists(c10::intrusive_ptr<c10d::Backend> g,
   };
 }
 
+// 1-D views of contiguous tensors: the *_tensor forms accept any shape of
+// the right numel (as NCCL); Gloo's chunks of a flat tensor are the ranks'.
+std::vector<at::Tensor> flat_views(std::vector<at::Tensor> ts) {
+  for (auto& t : ts) t = t.view({-1});
+  return ts;
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(std::vector<at::Tensor>& tensors,
@@ -112,16 +119,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
         std::vector<at::Tensor> ts{output, input};
         if (on_cpu("_allgather_base", ts))
           return gloo_in_order()._allgather_base(output, input, opts);
-        TORCH_CHECK(output.numel() == input.numel() * size_,
-                    "ProcessGroupNeuron::all_gather_into_tensor: "
-                    "output has ",
-                    output.numel(), " elements, expected world size ", size_, " x input's ",
-                    input.numel());
-        TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-                    "ProcessGroupNeuron::all_gather_into_tensor: "
-                    "output dtype ",
-                    output.scalar_type(), " differs from input dtype ", input.scalar_type());
-        at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
+        // NCCL's checks and errors: any output of world size x input's
+        // elements (concatenated, stacked (world, *shape) or flat) is accepted.
+        TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(),
+                         "ProcessGroupNeuron::all_gather_into_tensor: output dtype ",
+                         output.scalar_type(), " differs from input dtype ", input.scalar_type());
+        TORCH_CHECK_VALUE(output.numel() == input.numel() * size_,
+                          "ProcessGroupNeuron::all_gather_into_tensor: output has ", output.numel(),
+                          " elements (", describe(output), "), expected world size ", size_,
+                          " x input's ", input.numel(), " (", describe(input), ")");
+        // Gloo wants the output as the inputs concatenated along dim 0: both
+        // flat (contiguous, checked by on_cpu), rank r's elements are chunk r.
+        at::Tensor ao = cpu_alias(output).view({-1}), ai = cpu_alias(input).view({-1});
         auto g = gloo_;
         return issue(collective(
             "_allgather_base", c10d::OpType::_ALLGATHER_BASE, ts, {output}, {input},
@@ -169,8 +178,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesc
                       "ProcessGroupNeuron::allgather_into_tensor_coalesced: output ", i, " (",
                       describe(outputs[i]), ") must hold world size ", size_, " x input ", i, " (",
                       describe(inputs[i]), ")");
-        auto ao = aliases(outputs);
-        auto ai = aliases(inputs);
+        auto ao = flat_views(aliases(outputs));
+        auto ai = flat_views(aliases(inputs));
         auto g = gloo_;
         return issue(collective("allgather_into_tensor_coalesced", c10d::OpType::COALESCED,
                                 cat(outputs, inputs), outputs, inputs, [g, ao, ai, opts]() mutable {
@@ -267,11 +276,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
         if (on_cpu("_reduce_scatter_base", ts))
           return gloo_in_order()._reduce_scatter_base(output, input, opts);
         check_reduce_op("reduce_scatter_tensor", opts.reduceOp, ts);
-        TORCH_CHECK(
-            input.numel() == output.numel() * size_ && input.scalar_type() == output.scalar_type(),
-            "ProcessGroupNeuron::reduce_scatter_tensor: input (", describe(input),
-            ") must hold world size ", size_, " x output (", describe(output), ")");
-        at::Tensor ao = cpu_alias(output), ai = cpu_alias(input);
+        TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(),
+                         "ProcessGroupNeuron::reduce_scatter_tensor: input dtype ",
+                         input.scalar_type(), " differs from output dtype ", output.scalar_type());
+        TORCH_CHECK_VALUE(input.numel() == output.numel() * size_,
+                          "ProcessGroupNeuron::reduce_scatter_tensor: input (", describe(input),
+                          ") must hold world size ", size_, " x output (", describe(output), ")");
+        // Any input of world size x output's elements, as NCCL (flat views).
+        at::Tensor ao = cpu_alias(output).view({-1}), ai = cpu_alias(input).view({-1});
         auto g = gloo_;
         return issue(collective("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, ts,
                                 {output}, {output}, [g, ao, ai, opts]() mutable {
@@ -298,8 +310,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
                       "ProcessGroupNeuron::reduce_scatter_tensor_coalesced: input ", i, " (",
                       describe(inputs[i]), ") must hold world size ", size_, " x output ", i, " (",
                       describe(outputs[i]), ")");
-        auto ao = aliases(outputs);
-        auto ai = aliases(inputs);
+        auto ao = flat_views(aliases(outputs));
+        auto ai = flat_views(aliases(inputs));
         auto g = gloo_;
         return issue(collective("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED,
                                 cat(outputs, inputs), outputs, outputs,

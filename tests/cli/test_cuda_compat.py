@@ -207,3 +207,12 @@ def test_remapped_memory_and_stream_gaps():
         """,
         env={"TORCHNEURON_HBM_GIB": "1"},
     )
+
+
+def test_activation_warning_points_at_the_users_import():
+    """The one activation warning is attributed to the user's import line, not to
+    torchneuron/cuda_compat.py (-W default shows each location once)."""
+    code = "import torch\nx = 1\nimport torchneuron.cuda_compat\n"
+    err = run_python(code, env={"PYTHONWARNINGS": "default"}).stderr
+    assert "<string>:3: UserWarning: torchneuron.cuda_compat: CUDA code runs on neuron" in err, err
+    assert "cuda_compat.py" not in err, err

@@ -68,3 +68,31 @@ def test_check_guide_is_short_and_documents_every_option():
         o for o in sorted(options - {"--help"}) if not re.search(rf"(?<![\w-]){o}(?![\w-])", text)
     ]
     assert not missing, missing
+
+
+def test_readme_first_screen_shows_the_trainer_example():
+    first = "\n".join((REPO / "README.md").read_text().splitlines()[:40])
+    block = re.search(r"```python\n(.*?)```", first, re.S)
+    assert block and "Trainer(" in block.group(1) and ".train()" in block.group(1), first
+    assert len(block.group(1).strip().splitlines()) <= 10
+    assert "examples/trainer_finetune.py" in first
+    assert (REPO / "examples" / "trainer_finetune.py").exists()
+
+
+def test_environment_md_lists_every_variable_the_code_reads():
+    """Every TORCHNEURON_*/TORCH_NEURONX_* name read through the environment in the
+    sources is in docs/environment.md (which says it lists them all)."""
+    read = re.compile(
+        r"""(?:getenv|environ(?:\.get|\.setdefault)?)\(?\[?\s*["']((?:TORCHNEURON|TORCH_NEURONX)_[A-Z0-9_]+)"""
+    )
+    names = set()
+    for ext in ("py", "cpp", "h"):
+        for f in [
+            *(REPO / "torchneuron").rglob(f"*.{ext}"),
+            *(REPO / "csrc").rglob(f"*.{ext}"),
+            *(REPO / "torch_neuronx").rglob(f"*.{ext}"),
+        ]:
+            names |= set(read.findall(f.read_text(errors="ignore")))
+    assert "TORCHNEURON_WARN_PER_OP" in names  # the scan finds C++ getenv too
+    doc = (REPO / "docs" / "environment.md").read_text()
+    assert not sorted(n for n in names if n not in doc)

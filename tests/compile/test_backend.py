@@ -35,7 +35,7 @@ def test_matches_cpu_and_counts_graph():
     c = torch.compile(m.to("neuron"), backend="neuron")
     assert torch.allclose(c(x.to("neuron")).cpu(), ref, atol=1e-6)
     recs = torch.neuron.get_dynamo_metrics()
-    assert len(recs) == 1 and re.fullmatch(r"model_\d+_forward_\d+", recs[0]["graph_name"])
+    assert len(recs) == 1 and re.fullmatch(r"model_default_\d+_forward_\d+", recs[0]["graph_name"])
     for f in (
         "graph_id",
         "model_name",

@@ -776,7 +776,7 @@ def check_one_rank_fails(dev: torch.device, cpu) -> None:
         (
             "_allgather_base",
             all_gather_output_size,
-            RuntimeError,
+            ValueError,
             "output has %d elements" % (2 * WS + 1),
         ),
         ("alltoall_base", negative_split, RuntimeError, "negative input split size -1"),
@@ -1170,6 +1170,11 @@ def main() -> None:
     ok(f"monitored_barrier on the default group ({dist.get_backend()})")
     cpu = dist.new_group(backend="gloo")
     for name in os.environ.get("DIST_CHECKS", job).split(","):
+        if name == "gather_forms":
+            from gather_forms import check_gather_forms
+
+            check_gather_forms(dev, RANK, WS, data, same, ok)
+            continue
         globals()[f"check_{name}"](dev, cpu) if name in (
             "collectives",
             "functional",

@@ -95,12 +95,15 @@ def test_collectives_2_ranks_every_core_visible():
         {
             "NEURON_RT_VISIBLE_CORES": "0-3",
             "DIST_BACKEND": "cpu:gloo,neuron:neuron",
-            "DIST_CHECKS": "collectives,functional,streams,errors,dtensor",
+            "DIST_CHECKS": "collectives,gather_forms,functional,streams,errors,dtensor",
         },
     )
     out = assert_all_ok(res)
     for check in (
         "all_reduce every ReduceOp",
+        "concatenated, stacked and flat outputs",
+        "concatenated, stacked and flat inputs",
+        "wrong numel or dtype is NCCL's error",
         "unequal splits",
         "batch_isend_irecv",
         "coalesced",

@@ -61,10 +61,15 @@ x = torch.arange(3, dtype=torch.float32, device=acc.device) + 10 * r
 g = gather(x)
 s = reduce(x, reduction="sum")
 objs = gather_object([{"rank": r}])
+m = torch.arange(6, dtype=torch.float32, device=acc.device).reshape(2, 3) + 100 * r
+g2 = gather(m)  # all_gather_into_tensor into a flat output
+gm = acc.gather_for_metrics(m)
+pad = acc.pad_across_processes(torch.arange(r + 1, device=acc.device) + 1)
 print("RESULT " + json.dumps({"type": str(st.distributed_type), "device": str(acc.device),
       "local_rank": os.environ.get("LOCAL_RANK"), "backend": st.backend, "n": st.num_processes,
       "gather": g.cpu().tolist(), "gather_dev": str(g.device), "reduce": s.cpu().tolist(),
-      "objs": objs}), flush=True)
+      "objs": objs, "gather2d": g2.cpu().tolist(), "metrics": gm.cpu().tolist(),
+      "pad": pad.cpu().tolist()}), flush=True)
 """
 
 

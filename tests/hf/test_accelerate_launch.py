@@ -1,6 +1,7 @@
 """`accelerate launch --num_processes 2` on a machine with torchneuron: MULTI_NEURON with
 the c10d backend neuron, each process on neuron:LOCAL_RANK, gather/reduce/gather_object
-give the values of both ranks (on the device)."""
+give the values of both ranks (on the device), gather/gather_for_metrics of a 2-D tensor too
+(accelerate gathers into a flat output) and pad_across_processes."""
 
 import json
 import os
@@ -37,4 +38,7 @@ def test_accelerate_launch_two_processes(tmp_path):
         assert r["gather"] == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0]
         assert r["reduce"] == [10.0, 12.0, 14.0]
         assert r["objs"] == [{"rank": 0}, {"rank": 1}]
+        rows = [[100.0 * k + 3 * i + j for j in range(3)] for k in range(2) for i in range(2)]
+        assert r["gather2d"] == rows and r["metrics"] == rows
+        assert r["pad"] == ([1, 0] if r["local_rank"] == "0" else [1, 2])
     assert sorted(r["local_rank"] for r in res) == ["0", "1"]

@@ -14,7 +14,7 @@ from torchneuron.compiler.config import set_model_name
 from torchneuron.compiler.errors import NeuronCompileError
 from torchneuron.device_module import get_dynamo_metrics, reset_dynamo_metrics
 
-from .._not_emulated import not_emulated as _not_emulated
+from .._not_emulated import function as _function
 
 # A graph that fails in the compile path (FX passes, lowering, the compiler).
 NEFFCompilationError = NeuronCompileError
@@ -27,7 +27,7 @@ class NEFFExecutionError(RuntimeError):
 
 
 def get_model_name() -> str:
-    """The name compiles without a ``model_name`` option use ("model" until set)."""
+    """The name compiles without a ``model_name`` option use ("model_default" until set)."""
     return _model_name()
 
 
@@ -43,24 +43,17 @@ def create_neuron_backend():
     return neuron_backend
 
 
-_IO_HELPERS = (
-    "fx_to_mlir_string",
-    "load_mlir",
-    "save_fx_as_mlir",
-    "save_fx_graph_all_formats",
-    "save_fx_graph_txt",
-    "save_mlir",
+# TorchNeuron's MLIR I/O helpers: they exist and raise when called.
+_IO_WHY = (
+    "set TORCH_NEURONX_DEBUG_DIR: each compiled graph's FX graph, raw torch-mlir and "
+    "StableHLO are written there"
 )
-
-
-def __getattr__(name: str):
-    if name in _IO_HELPERS:
-        _not_emulated(
-            f"torch_neuronx.neuron_dynamo_backend.{name}",
-            "set TORCH_NEURONX_DEBUG_DIR: each compiled graph's FX graph, raw torch-mlir and "
-            "StableHLO are written there",
-        )
-    raise AttributeError(f"module 'torch_neuronx.neuron_dynamo_backend' has no attribute '{name}'")
+fx_to_mlir_string = _function(__name__ + ".fx_to_mlir_string", _IO_WHY)
+load_mlir = _function(__name__ + ".load_mlir", _IO_WHY)
+save_fx_as_mlir = _function(__name__ + ".save_fx_as_mlir", _IO_WHY)
+save_fx_graph_all_formats = _function(__name__ + ".save_fx_graph_all_formats", _IO_WHY)
+save_fx_graph_txt = _function(__name__ + ".save_fx_graph_txt", _IO_WHY)
+save_mlir = _function(__name__ + ".save_mlir", _IO_WHY)
 
 
 __all__ = [

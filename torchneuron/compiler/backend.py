@@ -4,7 +4,7 @@ Dynamo -> AOTAutograd (our decomposition table, keep_inference_input_mutations=T
 forward, backward and inference graphs each compiled) -> graph_compiler.py.
 
 Options (``torch.compile(..., options={...})``): ``model_name`` (str, names graphs
-and metrics; default "model", or the name given to
+and metrics; default "model_default", or the name given to
 config.set_model_name), ``fallback_execution`` (bool: a graph that fails to
 lower or compile runs eagerly on neuron after one warning; default from
 TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION, which is 1, i.e. failures raise). Any other

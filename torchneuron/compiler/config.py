@@ -98,8 +98,8 @@ def set_model_name(name: str) -> None:
 
 
 def model_name() -> str:
-    """The name set by ``set_model_name``, else "model"."""
-    return _model_name or "model"
+    """The name set by ``set_model_name``, else "model_default" (TorchNeuron's)."""
+    return _model_name or "model_default"
 
 
 def partitioner() -> str:
