@@ -162,7 +162,7 @@ def test_torch_neuron_current_stream_functions():
     torch.testing.assert_close(z.cpu(), x @ x + 1, rtol=1e-4, atol=1e-3)
 
 
-def test_metrics_module():
+def test_metrics_module(tmp_path):
     code = r"""
 import torch, torch_neuronx.metrics as met
 assert met.is_enabled() is False and met.get_counter_names() == [] and met.report() == ""
@@ -181,7 +181,9 @@ print("TIME", d["total_samples"], d["accumulator"] > 0, "Counter: CpuFallback." 
 met.clear_all()
 print("CLEARED", met.get_counter_names(), met.get_metric_names())
 """
-    out = run_python(code, timeout=240).stdout
+    # an empty NEFF cache: a graph cached by an earlier run records no compile time
+    env = {"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "neff")}
+    out = run_python(code, env=env, timeout=240).stdout
     assert "FALLBACK [2]" in out and "COMPILES True" in out, out
     assert "TIME 1 True True" in out and "CLEARED [] []" in out, out
 
