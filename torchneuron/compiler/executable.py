@@ -343,13 +343,18 @@ class CompiledGraph:
             staged[i] = t
             ins.append(t)
         outs, scatter, bufs = self._outputs(device)
-        mut_dst = [(staged[i], outs[j]) for i, j in self.plan.mutations]
+        # The launch may run after this call returns: it holds detached tensors (the same
+        # memory, other TensorImpls), so the outputs' use counts are the caller's alone.
+        # AccumulateGrad steals a gradient whose use count is 1 and copies it otherwise:
+        # held here, the copies would depend on the worker thread's timing.
+        dsts = [o.detach() for o in outs]
+        mut_dst = [(staged[i].detach(), dsts[j]) for i, j in self.plan.mutations]
         exe = self.exe
         cache = self._views
 
         def run():
             res = exe.execute(cache.views(ins))
-            for j, (r, dst) in enumerate(zip(res, outs)):
+            for j, (r, dst) in enumerate(zip(res, dsts)):
                 r.block_until_ready()
                 if j in scatter:  # aliased positions get the same value from each
                     flat, pos = scatter[j]
