@@ -63,6 +63,17 @@ def build_parser() -> argparse.ArgumentParser:
         "model", nargs="?", metavar="MODEL", help="built-in name or path/to/file.py:factory"
     )
     c.add_argument("--list", action="store_true", help="list the built-in models and exit")
+    _add_model_arguments(c)
+    _add_accuracy_arguments(c)
+    _add_performance_arguments(c)
+    _add_baseline_arguments(c)
+    _add_cost_arguments(c)
+    _add_output_arguments(c)
+    return p
+
+
+def _add_model_arguments(c: argparse.ArgumentParser) -> None:
+    """The ``check`` command's model group: batch size, dtype, seed, device, fallback, mode."""
     g = c.add_argument_group("model")
     g.add_argument(
         "--batch-size", type=_int, help="batch size passed to the factory (default: the factory's)"
@@ -95,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
         "measure the compiled model; both (default): phase 1 checks both, phases "
         "2 and 3 measure eager",
     )
+
+
+def _add_accuracy_arguments(c: argparse.ArgumentParser) -> None:
+    """The ``check`` command's accuracy (phase 2) group: reference device, tolerance."""
     g = c.add_argument_group("accuracy (phase 2)")
     g.add_argument(
         "--reference", choices=["cpu", "cuda"], default="cpu", help="reference device (default cpu)"
@@ -105,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="tolerance of the accuracy rule (default by dtype: "
         "float32 1e-4, float16 1e-3, bfloat16 1e-2)",
     )
+
+
+def _add_performance_arguments(c: argparse.ArgumentParser) -> None:
+    """The ``check`` command's performance (phase 3) group: iterations, warm-up, timing threads."""
     g = c.add_argument_group("performance (phase 3)")
     m = g.add_mutually_exclusive_group()
     m.add_argument(
@@ -140,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--skip-reference-perf", action="store_true", help="do not time the reference device"
     )
+
+
+def _add_baseline_arguments(c: argparse.ArgumentParser) -> None:
+    """The ``check`` command's baseline and regressions group: save, compare, the gates' thresholds."""
     g = c.add_argument_group("baseline and regressions")
     g.add_argument(
         "--save-baseline",
@@ -211,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="N",
             help=f"fail when {what} exceed the baseline's by more than N (default 0)",
         )
+
+
+def _add_cost_arguments(c: argparse.ArgumentParser) -> None:
+    """The ``check`` command's cost group: prices, budget, training steps, projection, sweep."""
     g = c.add_argument_group("cost")
     g.add_argument(
         "--instance", help="instance the device cost is priced as (default trn1.2xlarge)"
@@ -274,6 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="sweep.svg",
         help="where the sweep's plots go (.svg or .png; default sweep.svg)",
     )
+
+
+def _add_output_arguments(c: argparse.ArgumentParser) -> None:
+    """The ``check`` command's output group: JSON, JUnit, HTML, details, progress, profile."""
     g = c.add_argument_group("output")
     g.add_argument("--json", metavar="FILE", help="write the whole result as JSON")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML")
@@ -292,7 +323,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="profile one steady-state iteration (torch.profiler): timeline and top ops by "
         "device time in the HTML and JSON",
     )
-    return p
 
 
 def _config(a: argparse.Namespace, argv: list[str]):

@@ -183,6 +183,40 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     ui = ui or NullUI()
     t_start = time.perf_counter()
     validate(cfg)
+    device_price, reference_price = _prices(cfg)
+    base = baseline_mod.load(cfg.baseline) if cfg.baseline else None
+    loaded, model_desc = _load_model(cfg, base, ui)
+    man = manifest.collect(cfg.device, cfg.argv)
+    result = _new_result(cfg, model_desc, man, base)
+    torch.manual_seed(cfg.seed)
+
+    p1, session, skip = _run_phase1(result, loaded, cfg, base, ui)
+    p2, extra = _run_phase2(result, loaded, cfg, session, skip, ui)
+    p3 = _run_phase3(result, loaded, cfg, session, extra, skip, ui)
+    _run_profile_and_exact(result, session, cfg, p1, skip, ui)
+    _phase_warnings(result, p1, p2, p3)
+    _run_training(result, loaded, cfg, p1, ui)
+    _run_projection(result, loaded, cfg, p1, ui)
+    _compare_baseline(result, base, session, extra, loaded, cfg, ui)
+    result["cost"] = cost_mod.compute(
+        p1,
+        p3,
+        cfg,
+        device_price,
+        reference_price,
+        extra.get("reference_cold_s"),
+        man["host"]["cpu_model"],
+        man["device_stack"]["emulated"],
+    )
+    _decide(result, cfg)
+    result["elapsed_s"] = time.perf_counter() - t_start
+    _save_baseline(result, cfg, extra, session, ui)
+    return result
+
+
+def _prices(cfg: CheckConfig) -> tuple:
+    """The device's and the reference's price per hour (``--instance``, ``--price-per-hour``
+    and their reference counterparts, else the price table's defaults)."""
     prices = cost_mod.load_prices()
     device_price = cost_mod.price_for(
         cfg.instance, cfg.price_per_hour, cost_mod.DEFAULT_DEVICE_INSTANCE, prices
@@ -194,17 +228,23 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         prices,
         "--reference-price-per-hour",
     )
-    base = baseline_mod.load(cfg.baseline) if cfg.baseline else None
+    return device_price, reference_price
 
+
+def _load_model(cfg: CheckConfig, base, ui) -> tuple:
+    """The model and its description, checked against the baseline's identity and setup."""
     ui.step(f"Loading model {cfg.model}")
     loaded = loading.load(cfg.model, cfg.batch_size, cfg.seed)
     model_desc = loaded.describe()
     if base is not None:
         baseline_mod.check_identity(base, model_desc, cfg)
         baseline_setup.check(base.path, base.meta, baseline_mod.measured(base), cfg)
+    return loaded, model_desc
 
-    man = manifest.collect(cfg.device, cfg.argv)
-    result: dict[str, Any] = {
+
+def _new_result(cfg: CheckConfig, model_desc: dict, man: dict, base) -> dict[str, Any]:
+    """The result's head: schema, empty verdict, config, model, manifest, thresholds."""
+    return {
         "schema": SCHEMA,
         "verdict": None,
         "exit_code": None,
@@ -215,9 +255,10 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         "manifest": man,
         "thresholds": baseline_mod.thresholds(cfg, base),
     }
-    torch.manual_seed(cfg.seed)
 
-    # Phase 1
+
+def _run_phase1(result: dict, loaded, cfg: CheckConfig, base, ui) -> tuple:
+    """Phase 1; returns its result, the session, and why later phases skip (None: they run)."""
     p1, session = phase1.run(loaded, cfg, ui)
     result["phase1"] = p1
     if base is not None and p1["status"] == "pass":
@@ -226,16 +267,24 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     if p1["status"] != "pass":
         e = p1["error"]
         skip = f"phase 1 failed ({e['type']}{' in ' + e['op'] if e['op'] else ''}): nothing to compare or time"
+    return p1, session, skip
 
-    # Phase 2
+
+def _run_phase2(result: dict, loaded, cfg: CheckConfig, session, skip, ui) -> tuple:
+    """Phase 2 (and its compiled section under ``--mode both``); returns it and its extras."""
     p2, extra = phase2.run(loaded, cfg, session.outputs, ui, skip)
     result["phase2"] = p2
     if cfg.mode == "both" and p2["status"] != "skipped" and session.compiled_outputs is not None:
         p2["compiled"] = phase2.compiled_section(
             session.compiled_outputs, session.outputs, extra, cfg
         )
+    return p2, extra
 
-    # Phase 3 (--mode both: the compiled model in the same interleaved iterations as eager)
+
+def _run_phase3(result: dict, loaded, cfg: CheckConfig, session, extra: dict, skip, ui) -> dict:
+    """Phase 3, and a host-latency baseline's extra rounds up to ``--max-rounds``."""
+    p1 = result["phase1"]
+    # --mode both: the compiled model in the same interleaved iterations as eager
     comp = p1.get("compile") or {}
     if cfg.mode == "both" and skip is None and comp.get("ok"):
         session.compiled_model = torch.compile(
@@ -267,6 +316,11 @@ def run(cfg: CheckConfig, ui=None) -> dict:
                 f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)"
             )
             phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
+    return p3
+
+
+def _run_profile_and_exact(result: dict, session, cfg: CheckConfig, p1: dict, skip, ui) -> None:
+    """``--profile`` (after phase 3's warm-up) and the exact quantities per pass."""
     if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/phases/profile.py)
         from .phases import profile as profile_mod
 
@@ -283,6 +337,10 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         if skip is None and not cfg.baseline_process
         else {"status": "skipped", "reason": skip or "a baseline's extra process"}
     )
+
+
+def _phase_warnings(result: dict, p1: dict, p2: dict, p3: dict) -> None:
+    """The warnings of phases 2 and 3, outputs not compared, a non-deterministic device."""
     result["warnings"] += p2.get("warnings", []) + p3.get("warnings", [])
     if p1.get("uncomparable_outputs"):
         result["warnings"].append(
@@ -294,7 +352,9 @@ def run(cfg: CheckConfig, ui=None) -> dict:
             "two device runs gave different outputs (not bitwise deterministic)"
         )
 
-    # Training (factories returning a loss_fn)
+
+def _run_training(result: dict, loaded, cfg: CheckConfig, p1: dict, ui) -> None:
+    """The training check (factories returning a loss_fn) and its warnings."""
     from .phases import training
 
     result["training"] = (
@@ -313,7 +373,9 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         + result["training"].get("device_warnings", [])
     ]
 
-    # Trainium projection (an estimate from the graph, never a verdict)
+
+def _run_projection(result: dict, loaded, cfg: CheckConfig, p1: dict, ui) -> None:
+    """The Trainium projection (an estimate from the graph, never a verdict)."""
     from .phases import projection as project_phase
 
     result["projection"] = (
@@ -322,7 +384,13 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         else {"status": "skipped", "reason": "phase 1 failed"}
     )
 
-    # Baseline comparison; an undecided latency interval measures another round, up to --max-rounds
+
+def _compare_baseline(
+    result: dict, base, session, extra: dict, loaded, cfg: CheckConfig, ui
+) -> None:
+    """The baseline comparison; an undecided latency interval measures another round, up to
+    ``--max-rounds``. After phase 1 failed, only whether the model still compiles."""
+    p1, p3 = result["phase1"], result["phase3"]
     if base is not None:
         if p1["status"] == "pass":
             result["baseline"] = baseline_compare.compare(
@@ -360,20 +428,25 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     ):
         result["warnings"].append(TRAINING_NOT_BASELINED)  # baseline.training
 
-    # Cost
-    result["cost"] = cost_mod.compute(
-        p1,
-        p3,
-        cfg,
-        device_price,
-        reference_price,
-        extra.get("reference_cold_s"),
-        man["host"]["cpu_model"],
-        man["device_stack"]["emulated"],
-    )
 
-    # Verdict
+def _decide(result: dict, cfg: CheckConfig) -> None:
+    """The verdict and exit code from the failures; inconclusive only under
+    ``--gate-host-latency``."""
     fails = result["failures"]
+    fails += _failures(result, cfg)
+    # exit 3 belongs to --gate-host-latency alone: the exact gates always decide
+    undecided = _undecided(result["baseline"] or {}) if cfg.gate_host_latency else []
+    inconclusive = not fails and bool(undecided)
+    if inconclusive:
+        result["inconclusive"] = _inconclusive_reason(result, undecided)
+    result["verdict"] = "fail" if fails else "inconclusive" if inconclusive else "pass"
+    result["exit_code"] = EXIT_FAIL if fails else EXIT_INCONCLUSIVE if inconclusive else EXIT_PASS
+
+
+def _failures(result: dict, cfg: CheckConfig) -> list[str]:
+    """One line per failure: phases 1–3, training, regressions, the cost budget."""
+    p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
+    fails = []
     if p1["status"] == "fail":
         e = p1["error"]
         fails.append(
@@ -404,31 +477,31 @@ def run(cfg: CheckConfig, ui=None) -> dict:
             f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
             f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)"
         )
-    # exit 3 belongs to --gate-host-latency alone: the exact gates always decide
-    undecided = _undecided(result["baseline"] or {}) if cfg.gate_host_latency else []
-    inconclusive = not fails and bool(undecided)
-    if inconclusive:
-        procs = max(
-            [
-                len((c.get("confirmation") or {}).get("values", [1]))
-                for c in ((result["baseline"] or {}).get("latency") or {})
-                .get("statistics", {})
-                .values()
-            ]
-            or [1]
-        )
-        result["inconclusive"] = (
-            f"inconclusive: the host was too noisy to decide latency ({', '.join(undecided)}) "
-            f"against the baseline after {p3['rounds']} round(s) (--max-rounds)"
-            + (f" and on the median of {procs} processes" if procs > 1 else "")
-            + f": an interval of the change straddles the threshold "
-            f"+{result['thresholds']['latency_p50']:.0%}"
-        )
-    result["verdict"] = "fail" if fails else "inconclusive" if inconclusive else "pass"
-    result["exit_code"] = EXIT_FAIL if fails else EXIT_INCONCLUSIVE if inconclusive else EXIT_PASS
-    result["elapsed_s"] = time.perf_counter() - t_start
+    return fails
 
-    # Baseline save: only what --save-baseline names, only for a passing run.
+
+def _inconclusive_reason(result: dict, undecided: list[str]) -> str:
+    """Why the host latency could not be decided: the comparisons, rounds and processes."""
+    procs = max(
+        [
+            len((c.get("confirmation") or {}).get("values", [1]))
+            for c in ((result["baseline"] or {}).get("latency") or {})
+            .get("statistics", {})
+            .values()
+        ]
+        or [1]
+    )
+    return (
+        f"inconclusive: the host was too noisy to decide latency ({', '.join(undecided)}) "
+        f"against the baseline after {result['phase3']['rounds']} round(s) (--max-rounds)"
+        + (f" and on the median of {procs} processes" if procs > 1 else "")
+        + f": an interval of the change straddles the threshold "
+        f"+{result['thresholds']['latency_p50']:.0%}"
+    )
+
+
+def _save_baseline(result: dict, cfg: CheckConfig, extra: dict, session, ui) -> None:
+    """Baseline save: only what --save-baseline names, only for a passing run."""
     result["baseline_saved"] = None
     if cfg.save_baseline:
         if result["verdict"] == "pass":
@@ -444,7 +517,6 @@ def run(cfg: CheckConfig, ui=None) -> dict:
             result["warnings"].append(
                 f"baseline not saved to {cfg.save_baseline!r}: the check failed"
             )
-    return result
 
 
 def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:

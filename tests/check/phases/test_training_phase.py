@@ -11,7 +11,7 @@ from check_support import cli, fixture
 
 from torchneuron.check import autocast_available
 from torchneuron.check.phases.phase2 import compare
-from torchneuron.check.phases.training import compare_update
+from torchneuron.check.phases.training_compare import compare_update
 
 FAST = ["--iterations", "5", "--max-warmup", "5", "--train-steps", "4"]
 

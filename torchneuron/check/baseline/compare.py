@@ -12,8 +12,9 @@ from .. import formatting
 from .. import manifest as manifest_mod
 from ..phases import memory as memory_mod
 from . import exact as exact_mod
-from . import runs as baseline_runs
 from . import setup as baseline_setup
+from .host_latency import compiled_view as _compiled_view
+from .host_latency import latency, shown_only
 from .store import Baseline, _measured_now, measured
 
 
@@ -40,12 +41,8 @@ def compare(
     Also listed, without failing: new or vanished fallback ops, changed narrowing, and the
     manifest entries that changed.
     """
-    from ..phases.phase2 import compare as compare_tensors
-    from ..phases.phase2 import failure_text
-
     th = result["thresholds"]
     bmx = base.meta["metrics"]
-    tol = result["phase2"]["tol"]
     res: dict[str, Any] = {
         "path": base.path,
         "created_utc": base.meta.get("created_utc"),
@@ -55,34 +52,9 @@ def compare(
         "memory": None,
         "changes": {},
     }
-    for name, cur in device_outputs.items():
-        r, g = base.outputs["reference"].get(name), base.outputs["fp64"].get(name)
-        c = compare_tensors(cur, r, g, tol, dtype)
-        bd = base.outputs["device"].get(name)
-        c["identical_to_baseline_device"] = bool(
-            bd is not None and bd.shape == cur.shape and torch.equal(bd, cur)
-        )
-        res["accuracy"][name] = c
-        if not c["passed"]:
-            res["regressions"].append(
-                f"accuracy: output {name!r} does not match the baseline's reference "
-                f"outputs ({failure_text(c)})"
-            )
-    p3, seed = result["phase3"] or {}, result["config"].get("seed", 0)
-    b_measured, c_measured = measured(base), _measured_now(result["phase1"])
-    other_sides = baseline_setup.differs(bmx, p3)
-    if b_measured == "eager" and c_measured == "eager" and other_sides:
-        res["latency"] = _not_compared(other_sides)
-    elif b_measured == "eager" and c_measured == "eager":
-        res["latency"] = latency(bmx, p3, th["latency_p50"], seed, confirm=confirm)
-    else:
-        res["latency"] = _not_compared(
-            "the baseline timed the compiled model only (--mode compile): its figures are compared with "
-            "this run's compiled ones"
-            if b_measured == "compiled"
-            else "this run timed the compiled model only (--mode compile): it is compared with the baseline's "
-            "compiled figures"
-        )
+    _accuracy(res, base, device_outputs, result["phase2"]["tol"], dtype)
+    seed = result["config"].get("seed", 0)
+    res["latency"] = _eager_latency(base, result, th["latency_p50"], seed, confirm)
     gate = bool(result["config"].get("gate_host_latency"))
     res["regressions"] += res["latency"].get("regressions", []) if gate else []
     res["compiled"] = compiled(
@@ -103,7 +75,67 @@ def compare(
     res["regressions"] += res["exact"]["regressions"]
     res["training"] = training(bmx, result.get("training") or {}, th)
     res["regressions"] += res["training"].get("regressions", [])
-    cur_mem, cur_basis = memory_mod.measured_peak(result["phase1"])
+    _memory(res, bmx, result["phase1"], th)
+    cur_fb, old_fb = set(result["phase1"]["fallback"]["ops"]), set(bmx.get("fallback_ops") or [])
+    res["changes"] = {
+        "new_fallback_ops": sorted(cur_fb - old_fb),
+        "removed_fallback_ops": sorted(old_fb - cur_fb),
+        "narrowing_changed": result["phase1"]["narrowing"] != (bmx.get("narrowing") or {}),
+        "manifest": manifest_mod.diff(base.manifest, result["manifest"]),
+    }
+    res["status"] = "fail" if res["regressions"] else "pass"
+    return res
+
+
+def _accuracy(
+    res: dict, base: Baseline, device_outputs: dict[str, torch.Tensor], tol: float, dtype
+) -> None:
+    """Each device output against the baseline's reference and fp64 outputs (phase 2's rule),
+    and whether it is bitwise the baseline's device output."""
+    from ..phases.phase2 import compare as compare_tensors
+    from ..phases.phase2 import failure_text
+
+    for name, cur in device_outputs.items():
+        r, g = base.outputs["reference"].get(name), base.outputs["fp64"].get(name)
+        c = compare_tensors(cur, r, g, tol, dtype)
+        bd = base.outputs["device"].get(name)
+        c["identical_to_baseline_device"] = bool(
+            bd is not None and bd.shape == cur.shape and torch.equal(bd, cur)
+        )
+        res["accuracy"][name] = c
+        if not c["passed"]:
+            res["regressions"].append(
+                f"accuracy: output {name!r} does not match the baseline's reference "
+                f"outputs ({failure_text(c)})"
+            )
+
+
+def _eager_latency(
+    base: Baseline, result: dict, threshold: float, seed: int, confirm: dict | None
+) -> dict:
+    """The eager model's latency against the baseline's, when both runs timed it with the same
+    sides; else why not."""
+    bmx, p3 = base.meta["metrics"], result["phase3"] or {}
+    b_measured, c_measured = measured(base), _measured_now(result["phase1"])
+    other_sides = baseline_setup.differs(bmx, p3)
+    if b_measured == "eager" and c_measured == "eager" and other_sides:
+        return _not_compared(other_sides)
+    if b_measured == "eager" and c_measured == "eager":
+        return latency(bmx, p3, threshold, seed, confirm=confirm)
+    return _not_compared(
+        "the baseline timed the compiled model only (--mode compile): its figures are compared with "
+        "this run's compiled ones"
+        if b_measured == "compiled"
+        else "this run timed the compiled model only (--mode compile): it is compared with the baseline's "
+        "compiled figures"
+    )
+
+
+def _memory(res: dict, bmx: dict, p1: dict, th: dict) -> None:
+    """Peak device memory against the baseline's (``res["memory"]``): a regression above
+    ``baseline * (1 + peak_memory)`` and ``baseline + peak_memory_min_bytes``; a compiled
+    model's peak never compared with an eager one's."""
+    cur_mem, cur_basis = memory_mod.measured_peak(p1)
     base_basis = bmx.get("peak_allocated_basis") or "run ahead"
     if bmx.get("peak_allocated_bytes") and (
         (base_basis == "compiled") != (cur_basis == "compiled") or cur_mem is None
@@ -141,15 +173,6 @@ def compare(
                 f"(threshold +{th['peak_memory']:.0%} and "
                 f"+{formatting.nbytes(th['peak_memory_min_bytes'])})"
             )
-    cur_fb, old_fb = set(result["phase1"]["fallback"]["ops"]), set(bmx.get("fallback_ops") or [])
-    res["changes"] = {
-        "new_fallback_ops": sorted(cur_fb - old_fb),
-        "removed_fallback_ops": sorted(old_fb - cur_fb),
-        "narrowing_changed": result["phase1"]["narrowing"] != (bmx.get("narrowing") or {}),
-        "manifest": manifest_mod.diff(base.manifest, result["manifest"]),
-    }
-    res["status"] = "fail" if res["regressions"] else "pass"
-    return res
 
 
 #: Why training step times are shown, not decided, against a baseline.
@@ -326,268 +349,3 @@ def compiled(
         )
     res["regressions"] += res["latency"].get("regressions", []) if gate else []
     return res
-
-
-#: How a latency comparison is labelled when it does not decide.
-HOST_TIME_NOTE = (
-    "the emulator's host time: shown, not decided (it moves with the host's load and is not "
-    "Trainium's time; --gate-host-latency decides on it)"
-)
-
-
-def shown_only(lat: dict) -> None:
-    """Mark a latency comparison as shown, not deciding: its would-be regressions kept
-    apart (``host_time_regressions``), its statistics deciding nothing."""
-    lat["gated"] = False
-    lat["host_time_note"] = HOST_TIME_NOTE
-    lat["host_time_regressions"] = lat.get("regressions", [])
-    lat["regressions"] = []
-    lat["regressed"] = False
-    for st in (lat.get("statistics") or {}).values():
-        st["decides"] = False
-
-
-def _compiled_view(src: dict, fig: dict | None, key: str) -> dict | None:
-    """A baseline's metrics (``key`` "p50_s") or a run's phase 3 (``key`` "device") with the
-    compiled model's figures and samples in the device's place, as ``latency`` reads them."""
-    smp = src.get("samples") or {}
-    if not fig or not fig.get("p50_s") or not smp.get("compiled"):
-        return None
-    view = {
-        "samples": smp | {"device": smp["compiled"]},
-        "rounds": src.get("rounds"),
-        "cpu_clock": src.get("cpu_clock"),
-        "work_time_basis": None,
-    }
-    cpu = src.get("cpu_samples") or {}
-    if src.get("compiled_work_time_basis") and cpu.get("compiled"):
-        # on the process's CPU time (workclock.COMPILED_SIDES): a host-like side, its waiting added
-        view |= {
-            "cpu_samples": cpu | {"device": cpu["compiled"]},
-            "cpu_clock": f"{src.get('cpu_clock')}; {src.get('compiled_cpu_clock')}",
-            "work_time_basis": src["compiled_work_time_basis"],
-            "busy_time_sides": ("device_calibration",),
-        }
-    return view | (
-        {"device": fig}
-        if key == "device"
-        else {
-            "p50_s": fig["p50_s"],
-            "throughput_samples_per_s": fig.get("throughput_samples_per_s"),
-        }
-    )
-
-
-def latency(
-    bmx: dict,
-    p3: dict,
-    threshold: float,
-    seed: int = 0,
-    side: str = "device",
-    skip: tuple = (),
-    wall_reason: str | None = None,
-    confirm: dict | None = None,
-) -> dict:
-    """The latency comparison of a run's phase 3 with a baseline's metrics (``perfstats``).
-
-    With per-iteration samples on both sides: ``device_alone`` and ``model_or_inputs``
-    decide; ``device_over_device_calibration`` is reported only (it decides when the
-    reference was not timed, ``--skip-reference-perf``); ``decision`` is
-    ``regressed`` when any statistic's interval lies entirely above ``1 + threshold`` (times
-    its margin; against a baseline measured in several processes, ``baseline_runs.adjust``:
-    read against their median, the margin at least their spread; with ``confirm``, a
-    regression of this process is decided on the median of its figure and fresh processes',
-    ``baseline_runs.confirmed``),
-    ``undecided`` when one straddles it, else ``pass``. A baseline saved without samples
-    (an older version) is compared by the raw p50, and says so. Raw p50s are kept.
-
-    Time basis: the work time (``perfstats.work_times``: each iteration's CPU seconds of the
-    working threads (the device's: its busy time) plus the host sides' least waiting; a run's figure is the median of
-    the per-iteration ratios) when this run and the baseline both measured it
-    (``work_time_basis``: one intra-op thread, a CPU reference, eager mode); otherwise
-    the minimum wall seconds of each side, as baselines saved before the work time existed
-    were compared (the calibration then is the small-op workload alone).
-
-    ``side`` names the timed model in labels and messages (``compiled``: ``bmx`` and ``p3`` are
-    ``_compiled_view``s); ``skip`` names statistics left out; ``wall_reason`` says why the
-    wall-time basis decides when the caller knows it (the compiled model's)."""
-    from ..stats import perfstats
-
-    dev = p3.get("device")
-    if not dev or not bmx.get("p50_s"):
-        return {
-            "regressed": False,
-            "decision": "pass",
-            "regressions": [],
-            "note": "not compared: phase 3 did not run here or in the baseline",
-        }
-    what = "latency" if side == "device" else f"latency ({side})"
-    out: dict[str, Any] = {
-        "side": side,
-        "baseline_p50_s": bmx["p50_s"],
-        "current_p50_s": dev["p50_s"],
-        "change": dev["p50_s"] / bmx["p50_s"] - 1,
-        "threshold": threshold,
-        "baseline_throughput_samples_per_s": bmx.get("throughput_samples_per_s"),
-        "current_throughput_samples_per_s": dev.get("throughput_samples_per_s"),
-        "rounds": p3.get("rounds"),
-        "statistics": {},
-        "regressions": [],
-    }
-    cur, base = p3.get("samples") or {}, bmx.get("samples") or {}
-    if not base.get("device") or not base.get("calibration"):
-        limit = bmx["p50_s"] * (1 + threshold)
-        out |= {
-            "method": "raw p50 (the baseline has no per-iteration samples: save it again)",
-            "limit_s": limit,
-            "regressed": dev["p50_s"] > limit,
-            "decision": "regressed" if dev["p50_s"] > limit else "pass",
-        }
-        if out["regressed"]:
-            out["regressions"].append(
-                f"{what}: p50 {dev['p50_s'] * 1e3:.3f} ms is {out['change']:+.1%} vs the "
-                f"baseline's {bmx['p50_s'] * 1e3:.3f} ms (threshold +{threshold:.0%})"
-            )
-        return out
-    same_clock = p3.get("cpu_clock") == bmx.get("cpu_clock")
-    busy = tuple(p3.get("busy_time_sides", perfstats.BUSY_TIME_SIDES))
-    # a busy-time device side adds its least launch time: both runs need those samples
-    launched = "device" not in busy or (
-        (p3.get("launch_samples") or {}).get("device")
-        and (bmx.get("launch_samples") or {}).get("device")
-    )
-    work = bool(
-        p3.get("work_time_basis")
-        and bmx.get("work_time_basis")
-        and same_clock
-        and (p3.get("cpu_samples") or {}).get("calibration_matmul")
-        and (bmx.get("cpu_samples") or {}).get("calibration_matmul")
-        and launched
-    )
-    boot = f"95% moving-block bootstrap interval ({perfstats.BOOTSTRAP_RESAMPLES} resamples)"
-    if work:
-        out["time_basis"] = "work time: " + p3["work_time_basis"]
-        out["method"] = (
-            "normalized work time (per iteration: the device's busy time; the host sides' thread CPU "
-            "seconds + their least waiting of any iteration; median of the per-iteration ratios), "
-            f"current over baseline, {boot}"
-        )
-        cur = {
-            "cpu": p3["cpu_samples"],
-            "wall": p3["samples"],
-            "launch": p3.get("launch_samples"),
-            "busy": busy,
-        }
-        base = {
-            "cpu": bmx["cpu_samples"],
-            "wall": bmx["samples"],
-            "launch": bmx.get("launch_samples"),
-            "busy": busy,
-        }
-    else:
-        why = (
-            wall_reason
-            if wall_reason
-            else "the baseline was saved without work-time samples (save it again)"
-            if not bmx.get("work_time_basis")
-            else "the baseline's CPU samples are of another clock, or it has no launch samples (save it again)"
-            if not same_clock or not (bmx.get("launch_samples") or {}).get("device")
-            else "this run cannot measure work time (--timing-threads other than 1, a non-CPU reference, "
-            "or --mode compile)"
-            if not p3.get("work_time_basis")
-            else "a side lacks the matmul calibration's samples"
-        )
-        out["time_basis"] = f"wall seconds per step ({why})"
-        out["method"] = (
-            "normalized time (minimum of each side over the interleaved iterations), current over "
-            f"baseline, {boot}"
-        )
-    has_ref = (cur["wall"] if work else cur).get("reference") and (
-        base["wall"] if work else base
-    ).get("reference")
-    names = [
-        n
-        for n in (["device_alone", "model_or_inputs"] if has_ref else [])
-        + ["device_over_device_calibration"]
-        if n not in skip
-    ]
-    # without a timed reference, the device against its fixed workload is all there is
-    deciding = (
-        {"device_alone", "model_or_inputs"}
-        if "device_alone" in names
-        else {"device_over_device_calibration"}
-    )
-    labels = {
-        "device_alone": f"{side} alone ({side}/reference)",
-        "device_over_device_calibration": f"{side}/device calibration",
-        "model_or_inputs": "model or inputs (reference/host calibration)",
-    }
-    for name in names:
-        # compiled_alone carries the compiled model's load offset (perfstats.COMPILED_MARGIN)
-        compiled_alone = side != "device" and name == "device_alone"
-        if work:
-            c = perfstats.compare_work(
-                name,
-                cur,
-                base,
-                threshold,
-                seed,
-                perfstats.COMPILED_MARGIN if compiled_alone else None,
-            )
-            if c is not None and side == "device":  # read against the baseline's processes' median
-                c = baseline_runs.adjust(c, name, bmx.get("processes"), threshold)
-                c = baseline_runs.confirmed(
-                    c, name, confirm, threshold
-                )  # and on this run's processes'
-        else:
-            c = perfstats.compare(
-                name,
-                cur,
-                base,
-                threshold,
-                seed,
-                perfstats.COMPILED_MARGIN if compiled_alone else 1.0,
-            )
-        if c is None:
-            continue
-        c["decides"] = name in deciding
-        key = name
-        if (
-            side != "device" and name != "model_or_inputs"
-        ):  # compiled_alone: min compiled / min reference
-            key, c["statistic"] = (
-                name.replace("device", side, 1),
-                c["statistic"].replace("device", side, 1),
-            )
-        out["statistics"][key] = c
-        ci = c["ci"]
-        if c["decides"] and c["decision"] == "regressed":
-            out["regressions"].append(
-                f"{what}, {labels[name]}: x{ci['ratio']:.2f} the baseline's (95% CI x{ci['low']:.2f}-"
-                f"x{ci['high']:.2f}, entirely above the threshold +{threshold:.0%}"
-                + (
-                    f" and the between-run margin (x{c['regression_above']:.2f})"
-                    if c.get("regression_above", 1 + threshold) > 1 + threshold
-                    else ""
-                )
-                + ")"
-                + (
-                    f"; the median of {len(c['confirmation']['values'])} processes (each x"
-                    + ", x".join(f"{x:.2f}" for x in c["confirmation"]["ratios"])
-                    + ")"
-                    if c.get("confirmation")
-                    else ""
-                )
-                + "; raw p50 "
-                f"{dev['p50_s'] * 1e3:.3f} ms vs {bmx['p50_s'] * 1e3:.3f} ms"
-            )
-    decisions = [c["decision"] for c in out["statistics"].values() if c["decides"]] or ["undecided"]
-    out["decision"] = (
-        "regressed"
-        if "regressed" in decisions
-        else "undecided"
-        if "undecided" in decisions
-        else "pass"
-    )
-    out["regressed"] = out["decision"] == "regressed"
-    return out

@@ -73,93 +73,7 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
     from safetensors.torch import save as st_save
 
     os.makedirs(folder, exist_ok=True)
-    p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
-    dev, ref = (p3.get("device") or {}), (p3.get("reference") or {})
-    comp = p1.get("compile") or {}
-    c3 = p3.get("compiled") if (p3.get("compiled") or {}).get("p50_s") else None
-    meta = {
-        "format": FORMAT,
-        "created_utc": result["manifest"]["created_utc"],
-        "model": {
-            k: result["model"][k]
-            for k in ("name", "spec", "source", "fingerprint", "parameters", "batch_size", "inputs")
-        },
-        "outputs": p1["outputs"],
-        "settings": {
-            k: result["config"][k] for k in ("dtype", "seed", "device", "reference", "mode")
-        }
-        | {"tol": p2["tol"]},
-        "metrics": {
-            # what the device figures below are: the eager model's, or (--mode compile) the compiled one's
-            "measured": _measured_now(p1),
-            "compile": {k: comp.get(k) for k in COMPILE_KEYS}
-            if comp.get("checked")
-            else {"checked": False},
-            # --mode both: the compiled model's figures; its per-iteration seconds are samples["compiled"]
-            "compiled": (
-                {
-                    k: c3.get(k)
-                    for k in (
-                        "p50_s",
-                        "p90_s",
-                        "p99_s",
-                        "median_ci95_s",
-                        "throughput_samples_per_s",
-                    )
-                }
-                if c3
-                else None
-            ),
-            "cold_latency_s": p1.get("cold_latency_s"),
-            "p50_s": dev.get("p50_s"),
-            "p90_s": dev.get("p90_s"),
-            "p99_s": dev.get("p99_s"),
-            "median_ci95_s": dev.get("median_ci95_s"),
-            "throughput_samples_per_s": dev.get("throughput_samples_per_s"),
-            "reference_p50_s": ref.get("p50_s"),
-            "reference_throughput_samples_per_s": ref.get("throughput_samples_per_s"),
-            # per-iteration seconds of the interleaved measurement (device, reference,
-            # calibration): the samples the next run's latency interval is computed against
-            "samples": p3.get("samples"),
-            # the sides phase 3 timed in the same iterations: a re-check must time the same (baseline_setup)
-            "interleaved": list(p3.get("samples") or {}) or None,
-            # each statistic's figure in each process phase 3 was measured in (--baseline-runs, baseline_runs.py)
-            "processes": p3.get("baseline_processes"),
-            "cpu_samples": p3.get("cpu_samples"),
-            "launch_samples": p3.get("launch_samples"),
-            "cpu_clock": p3.get("cpu_clock"),
-            "work_time_basis": p3.get("work_time_basis"),
-            "compiled_cpu_clock": p3.get("compiled_cpu_clock"),
-            "compiled_work_time_basis": p3.get("compiled_work_time_basis"),
-            # --mode compile: the compiled model's own peak (memory.measured_peak)
-            "peak_allocated_bytes": memory_mod.measured_peak(p1)[0],
-            "peak_allocated_basis": memory_mod.measured_peak(p1)[1],
-            "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
-            "training": _training_figures(result.get("training") or {}),
-            "fallback_ops": sorted(p1["fallback"]["ops"]),
-            # --projection: the compiled graph's projected seconds per pass (an exact function
-            # of the StableHLO), gated as the eager projection is (baseline/exact.py)
-            "projection": _projected(result.get("projection") or {}),
-            # the exact quantities per pass the default gates compare (phases/exact.py)
-            "exact": result.get("exact")
-            if (result.get("exact") or {}).get("status") == "pass"
-            else None,
-            "narrowing": p1["narrowing"],
-            "accuracy": {
-                k: {
-                    m: v.get(m)
-                    for m in (
-                        "passed",
-                        "decided_by",
-                        "max_abs",
-                        "rmse_device_fp64",
-                        "rmse_reference_fp64",
-                    )
-                }
-                for k, v in p2["outputs"].items()
-            },
-        },
-    }
+    meta = _metadata(result)
     thresholds = dict(result["thresholds"])
     tensors = {
         f"{kind}/{name}": t.detach().to("cpu").contiguous()
@@ -180,6 +94,114 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
         _write_atomic(path, data)
         written.append(path)
     return written
+
+
+def _metadata(result: dict) -> dict:
+    """``baseline.json``: the model's identity, its outputs, the settings and the metrics."""
+    p1, p2 = result["phase1"], result["phase2"]
+    return {
+        "format": FORMAT,
+        "created_utc": result["manifest"]["created_utc"],
+        "model": {
+            k: result["model"][k]
+            for k in ("name", "spec", "source", "fingerprint", "parameters", "batch_size", "inputs")
+        },
+        "outputs": p1["outputs"],
+        "settings": {
+            k: result["config"][k] for k in ("dtype", "seed", "device", "reference", "mode")
+        }
+        | {"tol": p2["tol"]},
+        "metrics": _metrics(result),
+    }
+
+
+def _metrics(result: dict) -> dict:
+    """What the run measured: latency, compile, memory, accuracy, the exact quantities."""
+    p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
+    dev, ref = (p3.get("device") or {}), (p3.get("reference") or {})
+    comp = p1.get("compile") or {}
+    return {
+        # what the device figures below are: the eager model's, or (--mode compile) the compiled one's
+        "measured": _measured_now(p1),
+        "compile": {k: comp.get(k) for k in COMPILE_KEYS}
+        if comp.get("checked")
+        else {"checked": False},
+        # --mode both: the compiled model's figures; its per-iteration seconds are samples["compiled"]
+        "compiled": _compiled_figures(p3),
+        "cold_latency_s": p1.get("cold_latency_s"),
+        "p50_s": dev.get("p50_s"),
+        "p90_s": dev.get("p90_s"),
+        "p99_s": dev.get("p99_s"),
+        "median_ci95_s": dev.get("median_ci95_s"),
+        "throughput_samples_per_s": dev.get("throughput_samples_per_s"),
+        "reference_p50_s": ref.get("p50_s"),
+        "reference_throughput_samples_per_s": ref.get("throughput_samples_per_s"),
+        # per-iteration seconds of the interleaved measurement (device, reference,
+        # calibration): the samples the next run's latency interval is computed against
+        "samples": p3.get("samples"),
+        # the sides phase 3 timed in the same iterations: a re-check must time the same (baseline_setup)
+        "interleaved": list(p3.get("samples") or {}) or None,
+        # each statistic's figure in each process phase 3 was measured in (--baseline-runs, baseline_runs.py)
+        "processes": p3.get("baseline_processes"),
+        "cpu_samples": p3.get("cpu_samples"),
+        "launch_samples": p3.get("launch_samples"),
+        "cpu_clock": p3.get("cpu_clock"),
+        "work_time_basis": p3.get("work_time_basis"),
+        "compiled_cpu_clock": p3.get("compiled_cpu_clock"),
+        "compiled_work_time_basis": p3.get("compiled_work_time_basis"),
+        # --mode compile: the compiled model's own peak (memory.measured_peak)
+        "peak_allocated_bytes": memory_mod.measured_peak(p1)[0],
+        "peak_allocated_basis": memory_mod.measured_peak(p1)[1],
+        "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
+        "training": _training_figures(result.get("training") or {}),
+        "fallback_ops": sorted(p1["fallback"]["ops"]),
+        # --projection: the compiled graph's projected seconds per pass (an exact function
+        # of the StableHLO), gated as the eager projection is (baseline/exact.py)
+        "projection": _projected(result.get("projection") or {}),
+        # the exact quantities per pass the default gates compare (phases/exact.py)
+        "exact": result.get("exact")
+        if (result.get("exact") or {}).get("status") == "pass"
+        else None,
+        "narrowing": p1["narrowing"],
+        "accuracy": _accuracy_figures(p2),
+    }
+
+
+def _compiled_figures(p3: dict) -> dict | None:
+    """``--mode both``: the compiled model's figures; its per-iteration seconds are
+    ``samples["compiled"]``."""
+    c3 = p3.get("compiled") if (p3.get("compiled") or {}).get("p50_s") else None
+    return (
+        {
+            k: c3.get(k)
+            for k in (
+                "p50_s",
+                "p90_s",
+                "p99_s",
+                "median_ci95_s",
+                "throughput_samples_per_s",
+            )
+        }
+        if c3
+        else None
+    )
+
+
+def _accuracy_figures(p2: dict) -> dict:
+    """Each output's accuracy verdict and figures of phase 2."""
+    return {
+        k: {
+            m: v.get(m)
+            for m in (
+                "passed",
+                "decided_by",
+                "max_abs",
+                "rmse_device_fp64",
+                "rmse_reference_fp64",
+            )
+        }
+        for k, v in p2["outputs"].items()
+    }
 
 
 def load(folder: str) -> Baseline:

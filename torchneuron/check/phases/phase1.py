@@ -344,6 +344,44 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
     torch.neuron.reset_fallback_stats()
     torch.neuron.reset_narrowing_stats()
     torch.neuron.reset_peak_memory_stats(dev)
+    timed, caught = _eager_passes(res, session, loaded, cfg, dev, ui)
+    res["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    res["outputs"] = T.describe_outputs(session.outputs)
+    if res["error"] is None:
+        timed += _op_profile(res, session, cfg)
+    # the eager runs' fallbacks and narrowing, before the compiled runs add theirs (their
+    # time is not in `timed`; compiled launches count narrowing too)
+    fb = torch.neuron.fallback_stats()
+    narrowing = torch.neuron.narrowing_stats()
+    # the peaks so far (the host running ahead of the device), before the in-order pass resets them
+    ahead = [torch.neuron.max_memory_allocated(dev), torch.neuron.max_memory_reserved(dev)]
+    in_order = {"peak_allocated_bytes": None, "note": "not measured: the model failed"}
+    if res["error"] is None:
+        in_order = _in_order_and_compile(res, session, cfg)
+    res["fallback"] = _fallback_summary(fb, timed)
+    res["narrowing"] = dict(sorted(narrowing.items()))
+    try:
+        session.sync()
+    except Exception as e:  # an asynchronous failure that surfaced late
+        if res["error"] is None:
+            res["error"] = _error_info(e, "synchronize after the runs")
+    ahead = [
+        max(ahead[0], torch.neuron.max_memory_allocated(dev)),
+        max(ahead[1], torch.neuron.max_memory_reserved(dev)),
+    ]
+    res["memory"] = _memory_summary(res, dev, in_order, ahead)
+    if "compile" not in res:
+        res["compile"] = _eager_only_compile()
+    res["status"] = "pass" if res["error"] is None else "fail"
+    return res, session
+
+
+def _eager_passes(
+    res: dict, session: DeviceSession, loaded: LoadedModel, cfg: CheckConfig, dev, ui
+) -> tuple[float, list]:
+    """Place the model, run its cold and second (determinism) passes; on an exception, its
+    stage, failing operator and whether the reference fails too (``res["error"]``). Returns
+    the device runs' wall seconds and the warnings caught."""
     mem0 = torch.neuron.memory_allocated(dev)
     timed = 0.0
     caught: list[warnings.WarningMessage] = []
@@ -399,54 +437,59 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
                 loaded, cfg, e, err
             )  # raises when it fails there too
         res["error"] = err
-    res["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
-    res["outputs"] = T.describe_outputs(session.outputs)
+    return timed, caught
 
-    if res["error"] is None:
-        try:
-            t0 = time.perf_counter()
-            res["op_profile"] = profile_ops(session, cfg)
-            timed += time.perf_counter() - t0
-            res["op_profile_note"] = (
-                "host time per operator (torch.profiler, CPU activity, self "
-                "time) over one forward pass: dispatch time, plus execution "
-                "and waiting for CPU fallbacks and copies; not device kernel time"
-            )
-        except Exception as e:
-            res["op_profile"] = []
-            res["op_profile_note"] = f"profiling failed: {type(e).__name__}: {e}"
-    # the eager runs' fallbacks and narrowing, before the compiled runs add theirs (their
-    # time is not in `timed`; compiled launches count narrowing too)
-    fb = torch.neuron.fallback_stats()
-    narrowing = torch.neuron.narrowing_stats()
-    # the peaks so far (the host running ahead of the device), before the in-order pass resets them
-    ahead = [torch.neuron.max_memory_allocated(dev), torch.neuron.max_memory_reserved(dev)]
-    in_order = {"peak_allocated_bytes": None, "note": "not measured: the model failed"}
-    if res["error"] is None:
-        with _fallback_ctx(cfg.fallback), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # phase 1's passes above recorded the warnings
-            in_order = memory.in_order_peak(session, cfg.torch_dtype, res["weights_bytes"])
-        before = torch.neuron.narrowing_stats()
-        # the compiled runs' device warnings (64-bit narrowing of ops eager did not run) go to
-        # the report's warnings section, not raw to stderr
-        with (
-            _fallback_ctx(cfg.fallback),
-            warnings.catch_warnings(record=True) as caught_c,
-        ):  # filters kept
-            res["compile"] = _check_compile(session, cfg, session.outputs, res["weights_bytes"])
-        res["warnings"] = sorted(
-            set(res["warnings"]) | {f"{w.category.__name__}: {w.message}" for w in caught_c}
+
+def _op_profile(res: dict, session: DeviceSession, cfg: CheckConfig) -> float:
+    """Host time per operator over one forward pass (``res["op_profile"]``); returns the
+    pass's wall seconds (0 when profiling failed)."""
+    timed = 0.0
+    try:
+        t0 = time.perf_counter()
+        res["op_profile"] = profile_ops(session, cfg)
+        timed += time.perf_counter() - t0
+        res["op_profile_note"] = (
+            "host time per operator (torch.profiler, CPU activity, self "
+            "time) over one forward pass: dispatch time, plus execution "
+            "and waiting for CPU fallbacks and copies; not device kernel time"
         )
-        if res["compile"].get("checked"):
-            after = torch.neuron.narrowing_stats()
-            res["compile"]["narrowing"] = {
-                k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] > before.get(k, 0)
-            }
-        if res["compile"].get("checked") and not res["compile"].get("ok"):
-            res["error"] = res["compile"]["error"]
+    except Exception as e:
+        res["op_profile"] = []
+        res["op_profile_note"] = f"profiling failed: {type(e).__name__}: {e}"
+    return timed
 
+
+def _in_order_and_compile(res: dict, session: DeviceSession, cfg: CheckConfig) -> dict:
+    """The in-order peak memory pass, then the compile check (``res["compile"]``, its narrowing
+    and warnings; a failed compile is phase 1's error). Returns the in-order peak."""
+    with _fallback_ctx(cfg.fallback), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # phase 1's passes above recorded the warnings
+        in_order = memory.in_order_peak(session, cfg.torch_dtype, res["weights_bytes"])
+    before = torch.neuron.narrowing_stats()
+    # the compiled runs' device warnings (64-bit narrowing of ops eager did not run) go to
+    # the report's warnings section, not raw to stderr
+    with (
+        _fallback_ctx(cfg.fallback),
+        warnings.catch_warnings(record=True) as caught_c,
+    ):  # filters kept
+        res["compile"] = _check_compile(session, cfg, session.outputs, res["weights_bytes"])
+    res["warnings"] = sorted(
+        set(res["warnings"]) | {f"{w.category.__name__}: {w.message}" for w in caught_c}
+    )
+    if res["compile"].get("checked"):
+        after = torch.neuron.narrowing_stats()
+        res["compile"]["narrowing"] = {
+            k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] > before.get(k, 0)
+        }
+    if res["compile"].get("checked") and not res["compile"].get("ok"):
+        res["error"] = res["compile"]["error"]
+    return in_order
+
+
+def _fallback_summary(fb: dict, timed: float) -> dict:
+    """The CPU fallbacks by op: calls, seconds, share of the phase-1 device runs' wall time."""
     fb_total = sum(v["seconds"] for v in fb.values())
-    res["fallback"] = {
+    return {
         "ops": {
             k: {
                 "calls": int(v["calls"]),
@@ -460,17 +503,12 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
         "device_run_seconds": timed,
         "note": "share = fallback seconds (CPU kernel and copies) / wall time of the phase-1 device runs",
     }
-    res["narrowing"] = dict(sorted(narrowing.items()))
-    try:
-        session.sync()
-    except Exception as e:  # an asynchronous failure that surfaced late
-        if res["error"] is None:
-            res["error"] = _error_info(e, "synchronize after the runs")
-    ahead = [
-        max(ahead[0], torch.neuron.max_memory_allocated(dev)),
-        max(ahead[1], torch.neuron.max_memory_reserved(dev)),
-    ]
-    res["memory"] = {
+
+
+def _memory_summary(res: dict, dev, in_order: dict, ahead: list) -> dict:
+    """Peak device memory: in program order (what baselines compare), running ahead,
+    reserved, the weights, the capacity; the compiled model's own peak beside."""
+    mem = {
         # what baselines compare: program order (memory.py); the run-ahead peak moves between runs
         "peak_allocated_bytes": in_order["peak_allocated_bytes"] or ahead[0],
         "peak_allocated_basis": "in order" if in_order["peak_allocated_bytes"] else "run ahead",
@@ -485,23 +523,25 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
     }
     # the figures above are the eager model's; the compiled model's own (memory.compiled_peak)
     cmem = (res.get("compile") or {}).get("memory") or {}
-    res["memory"]["compiled_peak_allocated_bytes"] = cmem.get("peak_allocated_bytes")
-    res["memory"]["compiled_peak_detail"] = cmem or None
-    if "compile" not in res:
-        res["compile"] = {
-            "checked": False,
-            "modes": ["eager"],
-            "note": (
-                "only eager mode was checked, and it failed; torch.compile(backend='neuron') "
-                + (
-                    "was not tried"
-                    if compile_backend_available("neuron")
-                    else "does not exist in this build"
-                )
-            ),
-        }
-    res["status"] = "pass" if res["error"] is None else "fail"
-    return res, session
+    mem["compiled_peak_allocated_bytes"] = cmem.get("peak_allocated_bytes")
+    mem["compiled_peak_detail"] = cmem or None
+    return mem
+
+
+def _eager_only_compile() -> dict:
+    """The compile entry when eager mode failed before the compile check."""
+    return {
+        "checked": False,
+        "modes": ["eager"],
+        "note": (
+            "only eager mode was checked, and it failed; torch.compile(backend='neuron') "
+            + (
+                "was not tried"
+                if compile_backend_available("neuron")
+                else "does not exist in this build"
+            )
+        ),
+    }
 
 
 def _current_fallback_mode() -> str:

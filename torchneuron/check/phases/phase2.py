@@ -161,28 +161,8 @@ def compare(
             for x in (d, r, g)
         )
     if not (d.is_floating_point() or d.is_complex()):
-        equal = torch.equal(d, r)
-        res.update(
-            max_abs=T.max_abs_diff(d, r),
-            max_rel=None,
-            cosine=None,
-            rmse_device_fp64=None,
-            rmse_reference_fp64=None,
-            allclose=equal,
-            rmse_bound=None,
-            passed=equal,
-            decided_by="exact equality (integer output)",
-        )
-        return res
-    dd, rd = d.double(), r.double()
-    diff = (dd - rd).abs()
-    nz = rd != 0
-    res["max_abs"] = float(diff.max()) if d.numel() else 0.0
-    res["max_rel"] = float((diff[nz] / rd[nz].abs()).max()) if bool(nz.any()) else None
-    denom = dd.norm() * rd.norm()
-    res["cosine"] = float(torch.dot(dd.flatten(), rd.flatten()) / denom) if denom > 0 else None
-    res["rmse_device_fp64"] = stats.rmse(d, g)
-    res["rmse_reference_fp64"] = stats.rmse(r, g)
+        return _compare_exact(res, d, r)
+    _differences(res, d, r, g)
     m = multiplier(dtype)
     atol = scaled_atol(g, tol) if atol is None else atol
     res["atol"] = atol
@@ -216,6 +196,36 @@ def compare(
             passed=ok, decided_by=f"RMSE vs fp64 (m={m:g}, + {'tol' if atol == tol else 'atol'}/10)"
         )
     return res
+
+
+def _compare_exact(res: dict, d: torch.Tensor, r: torch.Tensor) -> dict:
+    """An integer output: passed on exact equality."""
+    equal = torch.equal(d, r)
+    res.update(
+        max_abs=T.max_abs_diff(d, r),
+        max_rel=None,
+        cosine=None,
+        rmse_device_fp64=None,
+        rmse_reference_fp64=None,
+        allclose=equal,
+        rmse_bound=None,
+        passed=equal,
+        decided_by="exact equality (integer output)",
+    )
+    return res
+
+
+def _differences(res: dict, d: torch.Tensor, r: torch.Tensor, g: torch.Tensor) -> None:
+    """max_abs, max_rel, cosine (float64) and the RMSEs against the fp64 golden output."""
+    dd, rd = d.double(), r.double()
+    diff = (dd - rd).abs()
+    nz = rd != 0
+    res["max_abs"] = float(diff.max()) if d.numel() else 0.0
+    res["max_rel"] = float((diff[nz] / rd[nz].abs()).max()) if bool(nz.any()) else None
+    denom = dd.norm() * rd.norm()
+    res["cosine"] = float(torch.dot(dd.flatten(), rd.flatten()) / denom) if denom > 0 else None
+    res["rmse_device_fp64"] = stats.rmse(d, g)
+    res["rmse_reference_fp64"] = stats.rmse(r, g)
 
 
 def golden_outputs(loaded: LoadedModel) -> dict[str, torch.Tensor]:

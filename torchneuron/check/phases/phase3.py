@@ -374,7 +374,41 @@ def run(
     decide on them (``work_time_basis``); with the compiled model, ``compiled_cpu_clock`` and
     ``compiled_work_time_basis`` say the same of its samples (the process's CPU time);
     ``another_round`` adds a round of the same size."""
-    res: dict[str, Any] = {
+    res = _skeleton(cfg, batch, skip_reason)
+    if skip_reason:
+        return res
+    res["device_name"] = session.device
+    res["cold"] = {"device": cold_s, "reference": reference_cold_s, "compiled": compiled_cold_s}
+    steps = _steps(session, reference, cfg)
+    _clocks(res, session.device, cfg, steps)
+    torch.neuron.reset_fallback_stats()
+    try:
+        warmups, samples, wall = _warm_and_measure(res, session, steps, cfg, ui)
+    except Exception as e:
+        res["status"] = "fail"
+        res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
+        return res
+    (
+        (res["samples"], res["cpu_samples"], res["launch_samples"]),
+        res["measure_wall_s"],
+        res["rounds"],
+    ) = samples, wall, 1
+    res["_warmups"] = warmups
+    _finish(res, batch, cfg)
+    del res["_warmups"]
+    _fallbacks_and_warnings(res, warmups)
+    if "compiled" in res.get("samples", {}):
+        res["timing"] = res["timing"].replace(
+            "device, reference", "device, compiled model, reference"
+        )
+    res["status"] = "pass"
+    res["reason"] = None
+    return res
+
+
+def _skeleton(cfg: CheckConfig, batch: int, skip_reason: str | None) -> dict[str, Any]:
+    """Phase 3's result before anything is timed (as a skipped phase returns it)."""
+    return {
         "status": "skipped",
         "reason": skip_reason,
         "samples_per_iteration": batch,
@@ -402,12 +436,12 @@ def run(
         "cpu_clock": None,
         "work_time_basis": None,
     }
-    if skip_reason:
-        return res
-    res["device_name"] = session.device
-    res["cold"] = {"device": cold_s, "reference": reference_cold_s, "compiled": compiled_cold_s}
-    steps = _steps(session, reference, cfg)
-    threads_clock = workclock.device_busy_clock(session.device) is not None
+
+
+def _clocks(res: dict, device: str, cfg: CheckConfig, steps: dict) -> None:
+    """Which CPU clock the work-time samples are read on, and whether the latency statistic
+    may decide on them (the device's and, with it, the compiled model's)."""
+    threads_clock = workclock.device_busy_clock(device) is not None
     res["cpu_clock"] = (
         workclock.description(cfg.mode == "compile") if threads_clock else "process (all threads)"
     )
@@ -419,58 +453,52 @@ def run(
         res["compiled_work_time_basis"] = (
             COMPILED_WORK_TIME_BASIS if res["work_time_basis"] else None
         )
-    torch.neuron.reset_fallback_stats()
+
+
+def _warm_and_measure(res: dict, session, steps: dict, cfg: CheckConfig, ui) -> tuple:
+    """Each side warmed up on its own (a compiled model that raises is dropped, its failure in
+    ``res["compiled"]``), then one interleaved round measured. Returns the warm-ups, the
+    round's samples and its wall seconds; raises when the device does."""
     warmups: dict[str, dict] = {}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with (
-                torch.neuron.fallback_mode(cfg.fallback)
-                if cfg.fallback
-                else contextlib.nullcontext()
-            ):
-                warmups["device"] = _warm(f"Phase 3 {session.device}", steps["device"], cfg, ui)
-                if "reference" in steps:
-                    warmups["reference"] = _warm(
-                        f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui
-                    )
-                if "compiled" in steps:
-                    try:
-                        warmups["compiled"] = _warm("Phase 3 compiled", steps["compiled"], cfg, ui)
-                    except Exception as e:  # eager is still timed; the failure is reported
-                        res["compiled"] = {
-                            "status": "fail",
-                            "reason": "the compiled model raised during "
-                            f"timing: {type(e).__name__}: {e}",
-                        }
-                        session.compiled_model = None
-                        del steps["compiled"]
-                if cfg.baseline or cfg.save_baseline or cfg.baseline_process:
-                    # One interleaved round, not kept, where a baseline is saved or compared with:
-                    # the first interleaved round of a process read the reference/calibration
-                    # work-time ratio 1-8 % higher than the rounds after it (5 of 6 checks that
-                    # measured 3 rounds on a loaded host; docs/design/check-measurement.md, "Limits, measured"), and a
-                    # baseline pools 3 rounds while a re-check often decides on its first.
-                    _measure_round(steps, cfg, ui, "interleaved warm-up", session.device)
-                samples, wall = _measure_round(
-                    steps,
-                    cfg,
-                    ui,
-                    " and ".join(k for k in steps if "calibration" not in k),
-                    session.device,
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext():
+            warmups["device"] = _warm(f"Phase 3 {session.device}", steps["device"], cfg, ui)
+            if "reference" in steps:
+                warmups["reference"] = _warm(
+                    f"Phase 3 {cfg.reference} (reference)", steps["reference"], cfg, ui
                 )
-    except Exception as e:
-        res["status"] = "fail"
-        res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
-        return res
-    (
-        (res["samples"], res["cpu_samples"], res["launch_samples"]),
-        res["measure_wall_s"],
-        res["rounds"],
-    ) = samples, wall, 1
-    res["_warmups"] = warmups
-    _finish(res, batch, cfg)
-    del res["_warmups"]
+            if "compiled" in steps:
+                try:
+                    warmups["compiled"] = _warm("Phase 3 compiled", steps["compiled"], cfg, ui)
+                except Exception as e:  # eager is still timed; the failure is reported
+                    res["compiled"] = {
+                        "status": "fail",
+                        "reason": "the compiled model raised during "
+                        f"timing: {type(e).__name__}: {e}",
+                    }
+                    session.compiled_model = None
+                    del steps["compiled"]
+            if cfg.baseline or cfg.save_baseline or cfg.baseline_process:
+                # One interleaved round, not kept, where a baseline is saved or compared with:
+                # the first interleaved round of a process read the reference/calibration
+                # work-time ratio 1-8 % higher than the rounds after it (5 of 6 checks that
+                # measured 3 rounds on a loaded host; docs/design/check-measurement.md, "Limits, measured"), and a
+                # baseline pools 3 rounds while a re-check often decides on its first.
+                _measure_round(steps, cfg, ui, "interleaved warm-up", session.device)
+            samples, wall = _measure_round(
+                steps,
+                cfg,
+                ui,
+                " and ".join(k for k in steps if "calibration" not in k),
+                session.device,
+            )
+    return warmups, samples, wall
+
+
+def _fallbacks_and_warnings(res: dict, warmups: dict) -> None:
+    """The device's CPU fallback seconds and their share of its timed iterations; a warning
+    per side whose warm-up never became stable."""
     fb = torch.neuron.fallback_stats()
     fb_s = sum(v["seconds"] for v in fb.values())
     measured = res["device"]["total_s"] + sum(warmups["device"]["times_s"])
@@ -479,13 +507,6 @@ def run(
     for side, w in warmups.items():
         if not w["stable"]:
             res["warnings"].append(_unstable(side, w))
-    if "compiled" in res.get("samples", {}):
-        res["timing"] = res["timing"].replace(
-            "device, reference", "device, compiled model, reference"
-        )
-    res["status"] = "pass"
-    res["reason"] = None
-    return res
 
 
 def another_round(

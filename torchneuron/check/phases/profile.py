@@ -78,6 +78,28 @@ def summarize(prof) -> dict[str, Any]:
             "span_us": 0.0,
         }
     t0 = min(e.time_range.start for e in events)
+    spans = _spans(host, device, t0)
+    rows = ["host dispatch"] + sorted(
+        {s["row"] for s in spans if s["row"] != "host dispatch"}, key=lambda r: ("host" in r, r)
+    )
+    top = _top_ops(prof, device)
+    return {
+        "timeline": spans,
+        "rows": rows,
+        "span_us": max((s["start_us"] + s["dur_us"] for s in spans), default=0.0),
+        "top_ops": top,
+        "device_time_us": sum(
+            e.time_range.elapsed_us() for e in device if not e.name.startswith(FALLBACK_PREFIX)
+        ),
+        "fallback_time_us": sum(
+            e.time_range.elapsed_us() for e in device if e.name.startswith(FALLBACK_PREFIX)
+        ),
+    }
+
+
+def _spans(host: list, device: list, t0: float) -> list[dict]:
+    """The timeline's spans: host dispatch, then the device's kernels, copies and CPU fallbacks
+    (microseconds from ``t0``)."""
     spans = []
     for e in host:
         spans.append(
@@ -106,9 +128,11 @@ def summarize(prof) -> dict[str, Any]:
                 "kind": kind,
             }
         )
-    rows = ["host dispatch"] + sorted(
-        {s["row"] for s in spans if s["row"] != "host dispatch"}, key=lambda r: ("host" in r, r)
-    )
+    return spans
+
+
+def _top_ops(prof, device: list) -> list[dict]:
+    """The CPU ops with the most self device time (at most ``TOP_OPS``), CPU fallbacks marked."""
     # "cpu_fallback: aten::sort.stable" marks the CPU op "aten::sort".
     fallback_ops = {
         e.name[len(FALLBACK_PREFIX) :].split(".")[0]
@@ -132,18 +156,7 @@ def summarize(prof) -> dict[str, Any]:
                 "cpu_fallback": r.key in fallback_ops,
             }
         )
-    return {
-        "timeline": spans,
-        "rows": rows,
-        "span_us": max((s["start_us"] + s["dur_us"] for s in spans), default=0.0),
-        "top_ops": top,
-        "device_time_us": sum(
-            e.time_range.elapsed_us() for e in device if not e.name.startswith(FALLBACK_PREFIX)
-        ),
-        "fallback_time_us": sum(
-            e.time_range.elapsed_us() for e in device if e.name.startswith(FALLBACK_PREFIX)
-        ),
-    }
+    return top
 
 
 def run(session, cfg: CheckConfig, ui=None) -> dict[str, Any]:

@@ -113,21 +113,8 @@ def compute(
         "formula": "price_per_hour / 3600 * (1e6 / throughput + overhead_s * 1e6 / amortize_samples)",
         "budget_usd_per_million": cfg.max_cost_per_million,
         "over_budget": None,
-        "notes": [],
+        "notes": _notes(emulated, host_cpu, reference_price),
     }
-    if emulated:
-        res["notes"].append(
-            "The device is the NeuronCore emulator: its throughput is not Trainium "
-            "throughput, so the device cost here is not a Trainium cost."
-        )
-    res["notes"].append(
-        f"The reference was measured on this host's CPU ({host_cpu}), not on the "
-        f"priced {reference_price['instance']}."
-    )
-    res["notes"].append(
-        "The price is the whole instance's; the model ran on one NeuronCore. "
-        "Serving replicas on every core would divide the cost if throughput scales."
-    )
     d = phase3.get("device") if phase3 else None
     if not d:
         res["notes"].append("no cost: phase 3 did not run")
@@ -140,54 +127,64 @@ def compute(
         label = (
             "cold-start overhead (first iteration minus steady p50); eager mode has no compile step"
         )
-    res["device"].update(
-        throughput_samples_per_s=d["throughput_samples_per_s"],
-        overhead_s=overhead,
-        overhead_label=label,
-        usd_per_million=cost_per_million(
-            device_price["usd_per_hour"],
-            d["throughput_samples_per_s"],
-            overhead,
-            cfg.amortize_samples,
-        ),
-        usd_per_million_steady=cost_per_million(
-            device_price["usd_per_hour"], d["throughput_samples_per_s"]
-        ),
-    )
+    res["device"].update(_priced(device_price, d, overhead, label, cfg.amortize_samples))
     r = phase3.get("reference")
     if r:
         roverhead = max((reference_cold_s or 0.0) - r["p50_s"], 0.0)
         res["reference"].update(
-            throughput_samples_per_s=r["throughput_samples_per_s"],
-            overhead_s=roverhead,
-            overhead_label="cold-start overhead (first iteration minus steady p50)",
-            usd_per_million=cost_per_million(
-                reference_price["usd_per_hour"],
-                r["throughput_samples_per_s"],
+            _priced(
+                reference_price,
+                r,
                 roverhead,
+                "cold-start overhead (first iteration minus steady p50)",
                 cfg.amortize_samples,
-            ),
-            usd_per_million_steady=cost_per_million(
-                reference_price["usd_per_hour"], r["throughput_samples_per_s"]
-            ),
+            )
         )
     c = phase3.get("compiled")
     if c and c.get("throughput_samples_per_s"):
-        overhead = comp.get("compile_s") or 0.0
-        res["compiled"] = {
-            "throughput_samples_per_s": c["throughput_samples_per_s"],
-            "overhead_s": overhead,
-            "overhead_label": "cold compile time (torch.compile first call, empty NEFF cache)",
-            "usd_per_million": cost_per_million(
-                device_price["usd_per_hour"],
-                c["throughput_samples_per_s"],
-                overhead,
-                cfg.amortize_samples,
-            ),
-            "usd_per_million_steady": cost_per_million(
-                device_price["usd_per_hour"], c["throughput_samples_per_s"]
-            ),
-        }
+        res["compiled"] = _priced(
+            device_price,
+            c,
+            comp.get("compile_s") or 0.0,
+            "cold compile time (torch.compile first call, empty NEFF cache)",
+            cfg.amortize_samples,
+        )
     if cfg.max_cost_per_million is not None:
         res["over_budget"] = res["device"]["usd_per_million"] > cfg.max_cost_per_million
     return res
+
+
+def _notes(emulated: bool, host_cpu: str, reference_price: dict) -> list[str]:
+    """What the cost figures are not: Trainium's (on the emulator), the priced reference
+    instance's, one core's share of the instance."""
+    notes = []
+    if emulated:
+        notes.append(
+            "The device is the NeuronCore emulator: its throughput is not Trainium "
+            "throughput, so the device cost here is not a Trainium cost."
+        )
+    notes.append(
+        f"The reference was measured on this host's CPU ({host_cpu}), not on the "
+        f"priced {reference_price['instance']}."
+    )
+    notes.append(
+        "The price is the whole instance's; the model ran on one NeuronCore. "
+        "Serving replicas on every core would divide the cost if throughput scales."
+    )
+    return notes
+
+
+def _priced(price: dict, figures: dict, overhead: float, label: str, amortize: int) -> dict:
+    """One side's throughput, one-time overhead and cost per million samples (with the overhead
+    amortized, and steady)."""
+    return {
+        "throughput_samples_per_s": figures["throughput_samples_per_s"],
+        "overhead_s": overhead,
+        "overhead_label": label,
+        "usd_per_million": cost_per_million(
+            price["usd_per_hour"], figures["throughput_samples_per_s"], overhead, amortize
+        ),
+        "usd_per_million_steady": cost_per_million(
+            price["usd_per_hour"], figures["throughput_samples_per_s"]
+        ),
+    }

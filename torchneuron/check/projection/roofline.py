@@ -526,15 +526,20 @@ def project(
         "operations": len(ops),
         # the serial row and the fixed cost are always listed (ranked, or last when below the top)
         "top_ops": rows[:top] + [r for r in rows[top:] if r["engine"] in ("dma", "runtime")],
-        "constants": {
-            "tensor_flops": rate,
-            "vector_flops": core.vector_fp32,
-            "scalar_flops": core.scalar_fp32,
-            "hbm_bytes_per_s_core": bw,
-            "sbuf_bytes": core.sbuf_bytes,
-            **overheads.as_dict(),
-        },
+        "constants": _constants(core, rate, bw, overheads),
         "sources": core.sources,
+    }
+
+
+def _constants(core: NeuronCore, rate: float, bw: float, overheads: Overheads) -> dict:
+    """The figures a projection used: engine rates, HBM bandwidth, SBUF, fixed costs."""
+    return {
+        "tensor_flops": rate,
+        "vector_flops": core.vector_fp32,
+        "scalar_flops": core.scalar_fp32,
+        "hbm_bytes_per_s_core": bw,
+        "sbuf_bytes": core.sbuf_bytes,
+        **overheads.as_dict(),
     }
 
 

@@ -35,6 +35,19 @@ def build(result: dict) -> ET.Element:
     root = ET.Element("testsuites", name="torchneuron check")
     suite = ET.SubElement(root, "testsuite", name=f"torchneuron check {model}")
 
+    _phase1_cases(suite, cls, result)
+    _phase2_cases(suite, cls, result)
+    _phase3_cases(suite, cls, result)
+    _baseline_cases(suite, cls, result)
+    _compiled_performance_case(suite, cls, result)
+    _training_cases(suite, cls, result)
+    _cost_case(suite, cls, result)
+    _totals(root, suite, result)
+    return root
+
+
+def _phase1_cases(suite: ET.Element, cls: str, result: dict) -> None:
+    """Phase 1: runs on the device, torch.compile."""
     p1 = result["phase1"]
     e = p1.get("error")
     _case(
@@ -64,6 +77,9 @@ def build(result: dict) -> ET.Element:
     else:
         _case(suite, cls, "phase1.torch_compile", skipped=comp.get("note") or "not checked")
 
+
+def _phase2_cases(suite: ET.Element, cls: str, result: dict) -> None:
+    """Phase 2: one case per output (eager, and compiled under ``--mode both``)."""
     p2 = result["phase2"]
     if p2["status"] == "skipped":
         _case(suite, cls, "phase2.accuracy", skipped=p2.get("reason") or "skipped")
@@ -82,6 +98,9 @@ def build(result: dict) -> ET.Element:
                     out=f"decided by {o.get('decided_by')}; cosine {o.get('cosine')}",
                 )
 
+
+def _phase3_cases(suite: ET.Element, cls: str, result: dict) -> None:
+    """Phase 3: the device's performance."""
     p3 = result["phase3"]
     if p3["status"] == "skipped":
         _case(suite, cls, "phase3.performance", skipped=p3.get("reason") or "skipped")
@@ -97,56 +116,62 @@ def build(result: dict) -> ET.Element:
             f"throughput {d.get('throughput_samples_per_s')} samples/s",
         )
 
+
+def _baseline_cases(suite: ET.Element, cls: str, result: dict) -> None:
+    """The baseline comparison: accuracy per output, the exact gates, latency, compile, memory, training."""
     b = result.get("baseline")
-    if b:
-        if b.get("status") == "skipped":
-            _case(suite, cls, "baseline", skipped=b.get("reason") or "skipped")
-        else:
-            for name, a in b.get("accuracy", {}).items():
-                _case(
-                    suite,
-                    cls,
-                    f"baseline.accuracy[{name}]",
-                    failure=None
-                    if a.get("passed")
-                    else f"{name} does not match the baseline ({failure_text(a)})",
-                )
-            comp = b.get("compiled") or {}
-            parts = (
-                ("latency", b.get("latency"), ("latency:", "latency,")),
-                ("compiled.compile", comp.get("compile"), ("compile:",)),
-                ("compiled.latency", comp.get("latency"), ("latency (compiled)",)),
-                ("memory", b.get("memory"), ("memory",)),
-                ("training", b.get("training"), ("training memory",)),
+    if not b:
+        return
+    if b.get("status") == "skipped":
+        _case(suite, cls, "baseline", skipped=b.get("reason") or "skipped")
+    else:
+        for name, a in b.get("accuracy", {}).items():
+            _case(
+                suite,
+                cls,
+                f"baseline.accuracy[{name}]",
+                failure=None
+                if a.get("passed")
+                else f"{name} does not match the baseline ({failure_text(a)})",
             )
-            for r in (b.get("exact") or {}).get("rows", []):  # the exact gates, one case each
+        comp = b.get("compiled") or {}
+        parts = (
+            ("latency", b.get("latency"), ("latency:", "latency,")),
+            ("compiled.compile", comp.get("compile"), ("compile:",)),
+            ("compiled.latency", comp.get("latency"), ("latency (compiled)",)),
+            ("memory", b.get("memory"), ("memory",)),
+            ("training", b.get("training"), ("training memory",)),
+        )
+        for r in (b.get("exact") or {}).get("rows", []):  # the exact gates, one case each
+            _case(
+                suite,
+                cls,
+                f"baseline.exact[{r['quantity']}]",
+                failure=next(
+                    (m for m in b["exact"]["regressions"] if m.startswith(r["quantity"] + ":")),
+                    None,
+                ),
+            )
+        for key, x, prefixes in parts:
+            x = x or {}
+            msg = next((r for r in b.get("regressions", []) if r.startswith(prefixes)), None)
+            if x.get("gated") is False:  # the emulator's host time, shown only
+                _case(suite, cls, f"baseline.{key}", skipped=x["host_time_note"])
+            elif x.get("regressed") is None or "note" in x:
+                _case(suite, cls, f"baseline.{key}", skipped=x.get("note", "not compared"))
+            elif x.get("decision") == "undecided":
                 _case(
                     suite,
                     cls,
-                    f"baseline.exact[{r['quantity']}]",
-                    failure=next(
-                        (m for m in b["exact"]["regressions"] if m.startswith(r["quantity"] + ":")),
-                        None,
-                    ),
+                    f"baseline.{key}",
+                    skipped=result.get("inconclusive") or "inconclusive",
                 )
-            for key, x, prefixes in parts:
-                x = x or {}
-                msg = next((r for r in b.get("regressions", []) if r.startswith(prefixes)), None)
-                if x.get("gated") is False:  # the emulator's host time, shown only
-                    _case(suite, cls, f"baseline.{key}", skipped=x["host_time_note"])
-                elif x.get("regressed") is None or "note" in x:
-                    _case(suite, cls, f"baseline.{key}", skipped=x.get("note", "not compared"))
-                elif x.get("decision") == "undecided":
-                    _case(
-                        suite,
-                        cls,
-                        f"baseline.{key}",
-                        skipped=result.get("inconclusive") or "inconclusive",
-                    )
-                else:
-                    _case(
-                        suite, cls, f"baseline.{key}", failure=msg if x.get("regressed") else None
-                    )
+            else:
+                _case(suite, cls, f"baseline.{key}", failure=msg if x.get("regressed") else None)
+
+
+def _compiled_performance_case(suite: ET.Element, cls: str, result: dict) -> None:
+    """Phase 3's compiled model (``--mode both``)."""
     pc = (result.get("phase3") or {}).get("compiled")
     if pc:
         _case(
@@ -156,6 +181,10 @@ def build(result: dict) -> ET.Element:
             pc.get("total_s") or 0.0,
             failure=pc.get("reason") if pc.get("status") == "fail" else None,
         )
+
+
+def _training_cases(suite: ET.Element, cls: str, result: dict) -> None:
+    """The training check, eager and compiled."""
     tr = result.get("training") or {}
     if tr.get("status") not in (None, "skipped"):
         eager = dict(tr, **tr.get("eager_verdict", {}))  # without compiled's failure text
@@ -174,6 +203,10 @@ def build(result: dict) -> ET.Element:
                 t,
                 failure=(part.get("reason") if part.get("status") == "fail" else None),
             )
+
+
+def _cost_case(suite: ET.Element, cls: str, result: dict) -> None:
+    """The cost budget (``--max-cost-per-million``)."""
     c = result.get("cost", {})
     if c.get("budget_usd_per_million") is not None:
         _case(
@@ -188,6 +221,9 @@ def build(result: dict) -> ET.Element:
             else None,
         )
 
+
+def _totals(root: ET.Element, suite: ET.Element, result: dict) -> None:
+    """The suite's and the root's counts of tests, failures, skipped, and the time."""
     cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
     suite.set("failures", str(sum(1 for x in cases if x.find("failure") is not None)))
@@ -196,7 +232,6 @@ def build(result: dict) -> ET.Element:
     suite.set("time", f"{result.get('elapsed_s', 0.0):.3f}")
     for k in ("tests", "failures", "errors", "skipped", "time"):
         root.set(k, suite.get(k))
-    return root
 
 
 def write(result: dict, path: str) -> None:
