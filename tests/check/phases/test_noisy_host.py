@@ -236,7 +236,7 @@ def test_accuracy_regression_is_caught_on_a_loaded_host(quiet_baseline, burners,
     save_file(
         t,
         path,
-        metadata={"format": "torchneuron.check.baseline/1", "model": "check_models.py:blocks"},
+        metadata={"format": "torchneuron.check.baseline/1", "model": "check_inference.py:blocks"},
     )
     code, out, _ = _check(str(b), tmp_path)
     assert code == 1, out

@@ -151,7 +151,7 @@ def test_raising_loss_fn_is_a_usage_error_found_on_the_reference():
         in err
     ), err
     assert (
-        "Traceback" not in out + err and "check_models.py" in err
+        "Traceback" not in out + err and "check_training.py" in err
     )  # where it was raised, no traceback
 
 
