@@ -24,6 +24,8 @@ FAST = ["--iterations", "20", "--max-warmup", "30"]
 FAST_KW = dict(iterations=20, max_warmup=30)
 MINILM = ["--batch-size", "4", "--iterations", "5", "--max-warmup", "5"]
 MINILM_KW = dict(batch_size=4, iterations=5, max_warmup=5)
+#: A sweep's lean settings (every grid point runs a check).
+SWEEP_FAST = ["--iterations", "5", "--max-warmup", "5"]
 
 
 @functools.cache
@@ -79,6 +81,11 @@ def cli(*argv: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in argv])
     return code, out.getvalue(), err.getvalue()
+
+
+def sweep_cli(model: str, axes: list, *options) -> tuple[int, str, str]:
+    """``torchneuron check MODEL --sweep AXES... OPTIONS`` with SWEEP_FAST, in this process."""
+    return cli("check", model, "--sweep", *axes, *SWEEP_FAST, *options)
 
 
 @functools.cache
