@@ -24,7 +24,7 @@ import tempfile
 from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = os.path.join(HERE, "..", "tests", "fixtures", "check_models.py") + ":blocks"
+MODEL = os.path.join(HERE, "..", "tests", "fixtures", "check_inference.py") + ":blocks"
 RUN = [
     "--iterations",
     "80",

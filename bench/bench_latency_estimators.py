@@ -29,13 +29,13 @@ import copy, json, os, sys, time
 import torch
 import torchneuron
 sys.path.insert(0, sys.argv[1])
-import check_models
+import check_inference
 from torchneuron.check.phases import calibration
 from torchneuron.check.phases import phase3
 from torchneuron.check.phases import workclock
 
 n = int(sys.argv[2])
-model, inputs = check_models.blocks()
+model, inputs = check_inference.blocks()
 model.eval()
 dev_model = copy.deepcopy(model).to("neuron")
 x, xd = inputs["x"], inputs["x"].to("neuron")

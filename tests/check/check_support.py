@@ -3,8 +3,10 @@ check results, so each expensive check (minilm) runs once per test session."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
+import glob
 import io
 import os
 
@@ -12,18 +14,43 @@ from torchneuron.check import CheckConfig, run
 from torchneuron.cli import main
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
-MODELS = os.path.join(FIXTURES, "check_models.py")
+#: The factories of the check tests, one file a subject (fixture() finds a name's file).
+CHECK_FIXTURES = sorted(glob.glob(os.path.join(FIXTURES, "check_*.py")))
+#: The factories that break the factory contract (usage errors).
+USAGE = os.path.join(FIXTURES, "check_usage.py")
 
 #: Lean settings for the tests: the machine is shared and small.
 FAST = ["--iterations", "20", "--max-warmup", "30"]
 FAST_KW = dict(iterations=20, max_warmup=30)
 MINILM = ["--batch-size", "4", "--iterations", "5", "--max-warmup", "5"]
 MINILM_KW = dict(batch_size=4, iterations=5, max_warmup=5)
+#: A sweep's lean settings (every grid point runs a check).
+SWEEP_FAST = ["--iterations", "5", "--max-warmup", "5"]
+
+
+@functools.cache
+def _fixture_files() -> dict[str, str]:
+    """Each top-level name of the check_*.py fixtures -> the one file that defines it."""
+    where: dict[str, str] = {}
+    for path in CHECK_FIXTURES:
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            for name in names:
+                assert name not in where, f"{name} is defined in {where[name]} and {path}"
+                where[name] = path
+    return where
 
 
 def fixture(name: str) -> str:
-    """``path/to/check_models.py:name``."""
-    return f"{MODELS}:{name}"
+    """``path/to/check_<subject>.py:name``: the fixture file that defines ``name``."""
+    return f"{_fixture_files()[name]}:{name}"
 
 
 @functools.cache
@@ -31,7 +58,8 @@ def fallback_op() -> str | None:
     """The torch function the ``falls_back`` fixture uses (None: every candidate is native now)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("check_models_fixture", MODELS)
+    path = _fixture_files()["fallback_op"]
+    spec = importlib.util.spec_from_file_location("check_inference_fixture", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.fallback_op()
@@ -53,6 +81,11 @@ def cli(*argv: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in argv])
     return code, out.getvalue(), err.getvalue()
+
+
+def sweep_cli(model: str, axes: list, *options) -> tuple[int, str, str]:
+    """``torchneuron check MODEL --sweep AXES... OPTIONS`` with SWEEP_FAST, in this process."""
+    return cli("check", model, "--sweep", *axes, *SWEEP_FAST, *options)
 
 
 @functools.cache

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from check_support import FAST, FIXTURES, MODELS, cli, fixture, needs_fallback_op
+from check_support import FAST, FIXTURES, USAGE, cli, fixture, needs_fallback_op
 
 VENV_BIN = os.path.dirname(sys.executable)
 
@@ -58,17 +58,17 @@ def test_user_factory_default_batch_from_first_input():
         (["check"], "MODEL is required"),
         (["check", "no-such-model"], "unknown model 'no-such-model'"),
         (["check", "missing.py:factory"], "file 'missing.py' not found"),
-        (["check", f"{MODELS}:nope"], "has no attribute 'nope'"),
-        (["check", f"{MODELS}:NOT_CALLABLE"], "not a callable factory"),
-        (["check", f"{MODELS}:factory_raises"], "the factory raised ValueError: no weights found"),
+        (["check", f"{USAGE}:nope"], "has no attribute 'nope'"),
+        (["check", f"{USAGE}:NOT_CALLABLE"], "not a callable factory"),
+        (["check", f"{USAGE}:factory_raises"], "the factory raised ValueError: no weights found"),
         (
-            ["check", f"{MODELS}:returns_model_only"],
+            ["check", f"{USAGE}:returns_model_only"],
             "must return (model, example_inputs), got a Small",
         ),
-        (["check", f"{MODELS}:returns_not_a_module"], "expected a torch.nn.Module"),
-        (["check", f"{MODELS}:returns_bad_inputs"], "'x' is a list"),
+        (["check", f"{USAGE}:returns_not_a_module"], "expected a torch.nn.Module"),
+        (["check", f"{USAGE}:returns_bad_inputs"], "'x' is a list"),
         (
-            ["check", f"{MODELS}:takes_nothing", "--batch-size", "4"],
+            ["check", f"{USAGE}:takes_nothing", "--batch-size", "4"],
             "takes no batch_size parameter",
         ),
         (
@@ -91,8 +91,8 @@ def test_bad_input_exits_2_with_a_clear_message(argv, message):
 
 
 def test_factory_traceback_is_shown():
-    code, _, err = cli("check", f"{MODELS}:factory_raises")
-    assert code == 2 and "check_models.py" in err and "in factory_raises" in err
+    code, _, err = cli("check", f"{USAGE}:factory_raises")
+    assert code == 2 and "check_usage.py" in err and "in factory_raises" in err
 
 
 # ------------------------------------------------------------------ real entry points

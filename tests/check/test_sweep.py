@@ -4,24 +4,16 @@ points time the compiled model; bad grids are bad usage."""
 import json
 
 import pytest
-from check_support import cli
+from check_support import cli, sweep_cli
 
 from torchneuron.check import CheckUsageError, sweep
 
 
 def test_sweep_grid_table_plots_and_json(tmp_path):
     svg, j = tmp_path / "s.svg", tmp_path / "s.json"
-    code, out, err = cli(
-        "check",
+    code, out, err = sweep_cli(
         "mlp",
-        "--sweep",
-        "batch=2,8",
-        "dtype=float32",
-        "mode=eager,compile",
-        "--iterations",
-        "5",
-        "--max-warmup",
-        "5",
+        ["batch=2,8", "dtype=float32", "mode=eager,compile"],
         "--sweep-plot",
         svg,
         "--json",
@@ -87,15 +79,9 @@ def test_sweep_compile_point_that_fails_to_compile_is_a_failure_not_eager_figure
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "compile_models.py"
     )
     j = tmp_path / "s.json"
-    code, out, err = cli(
-        "check",
+    code, out, err = sweep_cli(
         f"{path}:unlowerable",
-        "--sweep",
-        "mode=eager,compile",
-        "--iterations",
-        "5",
-        "--max-warmup",
-        "5",
+        ["mode=eager,compile"],
         "--sweep-plot",
         tmp_path / "s.svg",
         "--json",
@@ -127,19 +113,7 @@ def test_repeated_sweep_axis_is_bad_usage():
 )
 def test_options_a_sweep_ignores_are_bad_usage(tmp_path, opt, value):
     args = [opt] + ([str(tmp_path / value)] if value else [])
-    code, out, err = cli(
-        "check",
-        "mlp",
-        "--sweep",
-        "batch=1",
-        "--iterations",
-        "5",
-        "--max-warmup",
-        "5",
-        "--sweep-plot",
-        tmp_path / "s.svg",
-        *args,
-    )
+    code, out, err = sweep_cli("mlp", ["batch=1"], "--sweep-plot", tmp_path / "s.svg", *args)
     assert code == 2 and f"{opt} cannot be used with --sweep" in err, out + err
     assert out == "" and not (tmp_path / "s.svg").exists()  # checked before any point ran
 
@@ -148,19 +122,8 @@ def test_options_a_sweep_ignores_are_bad_usage(tmp_path, opt, value):
 def test_sweep_output_paths_are_checked_before_running(tmp_path, which):
     paths = {"--json": tmp_path / "s.json", "--sweep-plot": tmp_path / "s.svg"}
     paths[which] = tmp_path / "missing" / ("s.json" if which == "--json" else "s.svg")
-    code, out, err = cli(
-        "check",
-        "mlp",
-        "--sweep",
-        "batch=1",
-        "--iterations",
-        "5",
-        "--max-warmup",
-        "5",
-        "--json",
-        paths["--json"],
-        "--sweep-plot",
-        paths["--sweep-plot"],
+    code, out, err = sweep_cli(
+        "mlp", ["batch=1"], "--json", paths["--json"], "--sweep-plot", paths["--sweep-plot"]
     )
     assert code == 2 and which in err and "does not exist" in err, out + err
     assert out == "" and not any(p.exists() for p in paths.values())

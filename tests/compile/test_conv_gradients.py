@@ -6,6 +6,7 @@ gradient against the CPU."""
 import pytest
 import torch
 import torch.nn.functional as F
+from compile_support import assert_compiled_gradients_match_cpu
 
 import torchneuron  # noqa: F401
 
@@ -37,17 +38,7 @@ def test_gradients_match_cpu(name):
 
     torch.manual_seed(0)
     cpu = [torch.randn(xs), torch.randn(ws) * 0.3, torch.randn(ws[0])]
-    dev = [t.to("neuron").requires_grad_() for t in cpu]
-    for t in cpu:
-        t.requires_grad_()
-    torch._dynamo.reset()
-    loss = torch.compile(f, backend="neuron")(*dev)
-    loss.backward()
-    ref = f(*cpu)
-    ref.backward()
-    torch.testing.assert_close(loss.cpu(), ref, atol=1e-3, rtol=1e-4)
-    for d, c in zip(dev, cpu):
-        torch.testing.assert_close(d.grad.cpu(), c.grad, atol=1e-4, rtol=1e-4)
+    assert_compiled_gradients_match_cpu(f, cpu)
 
 
 def test_conv1d_module_without_bias_weight_gradient_matches_cpu():

@@ -1,4 +1,5 @@
-"""The compile-path op sweep (tests/compile/compile_sweep.py): compiled vs the CPU.
+"""The compile-path op sweep (tests/compile/compile_sweep.py, its cases in
+compile_sweep_cases.py): compiled vs the CPU.
 
 ``make test`` runs a representative subset (FAST: one graph per dtype); the whole table,
 every op over 10 dtypes and 3 input kinds (special values, non-contiguous, empty), is
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import functools
 
-import compile_sweep as cs
+import compile_sweep_cases as sweep_cases
 import pytest
 import torch
+from compile_sweep import sweep
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -119,10 +121,12 @@ def _known(kinds, dtypes, ops, reason):
 
 _KINDS = ("plain", "strided", "empty")
 _NONEMPTY = ("plain", "strided")
-_known(_NONEMPTY, cs.F, ["elu", "selu", "leaky_relu", "relu6", "relu", "clamp_ clone"], _ZERO)
+_known(
+    _NONEMPTY, sweep_cases.F, ["elu", "selu", "leaky_relu", "relu6", "relu", "clamp_ clone"], _ZERO
+)
 _known(_NONEMPTY, (torch.float64,), ["softshrink"], _ZERO)
 _known(_NONEMPTY, (torch.float16, torch.bfloat16), ["logsigmoid"], _ZERO)
-_known(_NONEMPTY, cs.I, ["copysign"], _ZERO)
+_known(_NONEMPTY, sweep_cases.I, ["copysign"], _ZERO)
 _known(("plain",), (torch.float32, torch.bfloat16), ["gelu"], _GELU)
 # float32-grade formulas only (decompositions_special._float_op): a float64 one fails to
 # lower, naming the op, rather than differing from eager's full width by ~1e-7
@@ -144,7 +148,7 @@ _known(
 
 @functools.cache
 def _results(kind, dtype, names=None) -> dict:
-    return cs.sweep(dtype, kind, None if names is None else set(names))
+    return sweep(dtype, kind, None if names is None else set(names))
 
 
 def _check(kind, dtype, name, names=None):
@@ -157,10 +161,12 @@ def _check(kind, dtype, name, names=None):
 def _params(groups, marks=()):
     out = []
     for (kind, dtype), names in groups:
-        for op in cs.cases(dtype, kind, None if names is None else set(names), aborting=True):
+        for op in sweep_cases.cases(
+            dtype, kind, None if names is None else set(names), aborting=True
+        ):
             reason = KNOWN.get((kind, dtype, op.name))
             m = list(marks) + ([pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
-            if (kind, dtype, op.name) in cs.ABORTS:
+            if (kind, dtype, op.name) in sweep_cases.ABORTS:
                 m = list(marks) + [pytest.mark.xfail(run=False, reason=_ABORTS)]
             out.append(
                 pytest.param(
@@ -179,7 +185,9 @@ def test_compile_sweep_subset_matches_cpu(kind, dtype, name, names):
 
 @pytest.mark.parametrize(
     "kind, dtype, name, names",
-    _params([((k, d), None) for k in _KINDS for d in cs.ALL], marks=[pytest.mark.compile_sweep]),
+    _params(
+        [((k, d), None) for k in _KINDS for d in sweep_cases.ALL], marks=[pytest.mark.compile_sweep]
+    ),
 )
 def test_compile_sweep_matches_cpu(kind, dtype, name, names):
     _check(kind, dtype, name, names)

@@ -9,8 +9,6 @@ fail with exit 1, naming the quantity and the ops."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from check_support import FAST, cli, fixture, needs_fallback_op
@@ -19,19 +17,8 @@ from check_support import FAST, cli, fixture, needs_fallback_op
 pytestmark = pytest.mark.noisy_host
 
 RECHECKS = 10  # issue 22: ten unchanged re-checks under load, all exit 0
-BURN_SECONDS = 600  # each burner ends itself after this, even if the test process dies
-
-
-@pytest.fixture(scope="module")
-def burners():
-    """One busy-looping process per core, for the module's duration."""
-    code = f"import time\nend = time.time() + {BURN_SECONDS}\nwhile time.time() < end:\n    pass\n"
-    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 1)]
-    yield procs
-    for p in procs:
-        p.kill()
-    for p in procs:
-        p.wait()
+# the burners (conftest.py) end themselves after this, even if the test process dies
+BURN_SECONDS = 600
 
 
 def _save(tmp_path_factory, model: str) -> str:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 import torch
-from check_support import FAST, cli, fixture
+from check_support import FAST, cli, fixture, sweep_cli
 from compile_support import fresh_compile_state  # noqa: F401  (autouse fixture)
 
 from torchneuron.check import sweep
@@ -106,20 +106,8 @@ def test_compile_mode_figures_are_the_compiled_models(tmp_path):
 
 def test_sweep_compile_points_report_the_compiled_peak(tmp_path):
     j = tmp_path / "s.json"
-    code, out, err = cli(
-        "check",
-        "mlp",
-        "--sweep",
-        "batch=8",
-        "mode=eager,compile",
-        "--iterations",
-        "5",
-        "--max-warmup",
-        "5",
-        "--sweep-plot",
-        tmp_path / "s.svg",
-        "--json",
-        j,
+    code, out, err = sweep_cli(
+        "mlp", ["batch=8", "mode=eager,compile"], "--sweep-plot", tmp_path / "s.svg", "--json", j
     )
     assert code == 0, out + err
     pts = {p["mode"]: p for p in json.loads(j.read_text())["points"]}

@@ -8,8 +8,6 @@ its own baseline, and planted regressions (the device alone 30 % slower; the mod
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from check_support import cli, fixture
@@ -35,19 +33,8 @@ COMMON = [
 # --gate-host-latency: these tests are of the host-latency statistics, which decide only
 # under that flag (the exact gates decide by default: tests/check/baseline/test_exact_gates.py)
 RUN = COMMON + ["--mode", "eager"]
-BURN_SECONDS = 300  # each burner ends itself after this, even if the test process dies
-
-
-@pytest.fixture(scope="module")
-def burners():
-    """One busy-looping process per core, for the module's duration."""
-    code = f"import time\nend = time.time() + {BURN_SECONDS}\nwhile time.time() < end:\n    pass\n"
-    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 1)]
-    yield procs
-    for p in procs:
-        p.kill()
-    for p in procs:
-        p.wait()
+# the burners (conftest.py) end themselves after this, even if the test process dies
+BURN_SECONDS = 300
 
 
 def _save(tmp_path_factory, name: str, run: list) -> str:
@@ -236,7 +223,7 @@ def test_accuracy_regression_is_caught_on_a_loaded_host(quiet_baseline, burners,
     save_file(
         t,
         path,
-        metadata={"format": "torchneuron.check.baseline/1", "model": "check_models.py:blocks"},
+        metadata={"format": "torchneuron.check.baseline/1", "model": "check_inference.py:blocks"},
     )
     code, out, _ = _check(str(b), tmp_path)
     assert code == 1, out

@@ -77,7 +77,7 @@ def test_strict_fallback_fails_with_op_and_traceback():
     e = p1["error"]
     assert e["type"] == "NotImplementedError"
     assert e["op"].startswith(f"aten::{op}")
-    assert "Traceback" in e["traceback"] and "check_models.py" in e["traceback"]
+    assert "Traceback" in e["traceback"] and "check_inference.py" in e["traceback"]
     for phase in ("phase2", "phase3"):
         assert r[phase]["status"] == "skipped"
         assert "phase 1 failed" in r[phase]["reason"] and f"aten::{op}" in r[phase]["reason"]
@@ -90,7 +90,7 @@ def test_python_error_on_device_only():
     e = r["phase1"]["error"]
     assert e["type"] == "RuntimeError" and "refuses the neuron device" in e["message"]
     assert e["op"] is None  # raised in Python, not in an operator
-    assert "check_models.py" in e["raised_at"]
+    assert "check_planted.py" in e["raised_at"]
     assert r["phase2"]["status"] == "skipped" and r["phase3"]["status"] == "skipped"
     assert r["exit_code"] == 1
 
@@ -99,7 +99,7 @@ def test_failing_op_found_when_the_message_does_not_name_it():
     r = result(fixture("bad_shapes_on_device"), **FAST_KW)
     e = r["phase1"]["error"]
     assert e["op"] == "aten::mm.default" and e["op_source"] == "re-run under an operator recorder"
-    assert "check_models.py" in e["raised_at"] and "in forward" in e["raised_at"]
+    assert "check_planted.py" in e["raised_at"] and "in forward" in e["raised_at"]
     assert e["reference"] == "the model runs on the reference device cpu"
     assert r["exit_code"] == 1
 
@@ -115,7 +115,7 @@ def test_model_failing_on_the_reference_too_is_bad_input():
     assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied" in err
     assert "failing op on neuron: aten::mm.default" in err
     line = next(ln for ln in err.splitlines() if ln.startswith("raised at: "))
-    assert "check_models.py" in line and line.endswith("in forward"), line
+    assert "check_planted.py" in line and line.endswith("in forward"), line
     assert "Phase 1" not in out
 
 

@@ -151,7 +151,7 @@ def test_raising_loss_fn_is_a_usage_error_found_on_the_reference():
         in err
     ), err
     assert (
-        "Traceback" not in out + err and "check_models.py" in err
+        "Traceback" not in out + err and "check_training.py" in err
     )  # where it was raised, no traceback
 
 
@@ -299,6 +299,25 @@ def test_update_comparison_is_scaled_to_the_update():
     assert not compare_update(half, r, g, p0, 1e-2, torch.bfloat16)["passed"]
 
 
+def _three_eager_steps(name: str, dtype: str, *options) -> tuple[int, str, str]:
+    """The fixture ``name`` checked for 3 eager training steps in ``dtype``."""
+    return cli(
+        "check",
+        fixture(name),
+        "--iterations",
+        "5",
+        "--max-warmup",
+        "5",
+        "--train-steps",
+        "3",
+        "--mode",
+        "eager",
+        "--dtype",
+        dtype,
+        *options,
+    )
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_gradient_of_the_wrong_sign_is_caught(tmp_path, dtype):
     """The device's fc1.weight gradient has the wrong sign. In bfloat16, 3 steps: the losses
@@ -307,22 +326,7 @@ def test_a_gradient_of_the_wrong_sign_is_caught(tmp_path, dtype):
     if dtype != "float32" and not autocast_available(getattr(torch, dtype)):
         pytest.skip(f"torch.autocast('neuron', {dtype}) is not available")
     j = tmp_path / "r.json"
-    code, out, err = cli(
-        "check",
-        fixture("trainable_sign_flipped"),
-        "--iterations",
-        "5",
-        "--max-warmup",
-        "5",
-        "--train-steps",
-        "3",
-        "--mode",
-        "eager",
-        "--dtype",
-        dtype,
-        "--json",
-        j,
-    )
+    code, out, err = _three_eager_steps("trainable_sign_flipped", dtype, "--json", j)
     assert code == 1, out + err
     tr = json.loads(j.read_text())["training"]
     assert "fc1.weight" in tr["final_params"]["failed"] and tr["final_params"][
@@ -331,20 +335,7 @@ def test_a_gradient_of_the_wrong_sign_is_caught(tmp_path, dtype):
     assert "parameter updates differ: fc1.weight" in tr["reason"]
     if dtype == "bfloat16":
         assert all(s["loss_passed"] and all(s["grad_norm_passed"].values()) for s in tr["per_step"])
-    code, out, err = cli(
-        "check",
-        fixture("trainable"),
-        "--iterations",
-        "5",
-        "--max-warmup",
-        "5",
-        "--train-steps",
-        "3",
-        "--mode",
-        "eager",
-        "--dtype",
-        dtype,
-    )
+    code, out, err = _three_eager_steps("trainable", dtype)
     assert code == 0, out + err
 
 

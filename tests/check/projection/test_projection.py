@@ -111,8 +111,8 @@ def test_lowering_a_model_whose_output_holds_a_kv_cache():
     from torchneuron.check.projection import stablehlo
 
     spec = importlib.util.spec_from_file_location(
-        "check_models",
-        os.path.join(FIXTURES, "check_models.py"),
+        "check_outputs",
+        os.path.join(FIXTURES, "check_outputs.py"),
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -166,9 +166,9 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join((["..."] if len(ls) > lines else []) + ls[-lines:])
 
 
-def _phase2_narrow(p2: dict, title: str) -> list:
-    """Below 130 columns: one row per metric, one column per output."""
-    t = Table(
+def _phase2_table(p2: dict, title: str) -> Table:
+    """An empty phase 2 table, its caption the rule and tolerance."""
+    return Table(
         title=title,
         title_justify="left",
         title_style="bold",
@@ -176,6 +176,11 @@ def _phase2_narrow(p2: dict, title: str) -> list:
         caption=f"rule: {p2['rule']}; tol {p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}",
         caption_justify="left",
     )
+
+
+def _phase2_narrow(p2: dict, title: str) -> list:
+    """Below 130 columns: one row per metric, one column per output."""
+    t = _phase2_table(p2, title)
     t.add_column("", style="cyan", no_wrap=True)
     outs = list(p2["outputs"].items())
     for name, _ in outs:
@@ -220,14 +225,7 @@ def phase2_tables(p2: dict, width: int = 200, label: str = "") -> list:
         return [t]
     if width < 130:
         return _phase2_narrow(p2, title)
-    t = Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAVY,
-        caption=f"rule: {p2['rule']}; tol {p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}",
-        caption_justify="left",
-    )
+    t = _phase2_table(p2, title)
     for c in (
         "output",
         "shape",
