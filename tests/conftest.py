@@ -142,3 +142,17 @@ def fallback_op() -> str:
     if name is None:
         pytest.skip("every candidate operator has a native kernel now")
     return name
+
+
+@pytest.fixture(scope="module")
+def burners(request):
+    """One busy-looping process per core, for the module's duration. Each ends itself after
+    the module's ``BURN_SECONDS``, even if the test process dies."""
+    seconds = request.module.BURN_SECONDS
+    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 1)]
+    yield procs
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.wait()

@@ -17,7 +17,7 @@ from check_support import FAST, cli, fixture, needs_fallback_op
 pytestmark = pytest.mark.noisy_host
 
 RECHECKS = 10  # issue 22: ten unchanged re-checks under load, all exit 0
-# the burners (conftest.py) end themselves after this, even if the test process dies
+# the burners (tests/conftest.py) end themselves after this, even if the test process dies
 BURN_SECONDS = 600
 
 

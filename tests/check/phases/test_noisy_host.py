@@ -33,7 +33,7 @@ COMMON = [
 # --gate-host-latency: these tests are of the host-latency statistics, which decide only
 # under that flag (the exact gates decide by default: tests/check/baseline/test_exact_gates.py)
 RUN = COMMON + ["--mode", "eager"]
-# the burners (conftest.py) end themselves after this, even if the test process dies
+# the burners (tests/conftest.py) end themselves after this, even if the test process dies
 BURN_SECONDS = 300
 
 
