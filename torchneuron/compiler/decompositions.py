@@ -16,6 +16,7 @@ from . import (
     decompositions_conv,
     decompositions_elementwise,
     decompositions_indexed,
+    decompositions_layers,
     decompositions_nn,
     decompositions_order,
     decompositions_pooling,
@@ -395,6 +396,7 @@ def decomposition_table() -> dict:
         **decompositions_conv.TABLE,
         **decompositions_indexed.TABLE,
         **decompositions_order.TABLE,
+        **decompositions_layers.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
