@@ -14,6 +14,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
     decompositions_conv,
+    decompositions_copies,
     decompositions_elementwise,
     decompositions_indexed,
     decompositions_layers,
@@ -397,6 +398,7 @@ def decomposition_table() -> dict:
         **decompositions_indexed.TABLE,
         **decompositions_order.TABLE,
         **decompositions_layers.TABLE,
+        **decompositions_copies.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
