@@ -22,6 +22,7 @@ from . import (
     decompositions_order,
     decompositions_pooling,
     decompositions_reductions,
+    decompositions_scaled,
     decompositions_scans,
     decompositions_special,
 )
@@ -399,6 +400,7 @@ def decomposition_table() -> dict:
         **decompositions_order.TABLE,
         **decompositions_layers.TABLE,
         **decompositions_copies.TABLE,
+        **decompositions_scaled.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
