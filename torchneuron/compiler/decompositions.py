@@ -13,6 +13,7 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
+    decompositions_adaptive,
     decompositions_conv,
     decompositions_copies,
     decompositions_elementwise,
@@ -401,6 +402,7 @@ def decomposition_table() -> dict:
         **decompositions_layers.TABLE,
         **decompositions_copies.TABLE,
         **decompositions_scaled.TABLE,
+        **decompositions_adaptive.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
