@@ -60,6 +60,65 @@ def _offsets(k):
             yield (first, *rest)
 
 
+def _divisor(sizes, outs, k, s, p, count_include_pad, divisor_override, dtype, device):
+    """ATen's divisor of each output position: ``divisor_override``, else the window's
+    size clipped to the padded input (``count_include_pad``) or to the input."""
+    if divisor_override is not None:
+        return divisor_override
+    n, div = len(sizes), None
+    for j in range(n):
+        o = aten.arange.start_step(0, outs[j], 1, dtype=dtype, device=device)
+        start = aten.sub.Tensor(aten.mul.Tensor(o, s[j]), p[j])
+        end = aten.clamp_max.default(aten.add.Tensor(start, k[j]), sizes[j] + p[j])
+        if count_include_pad:
+            size = aten.sub.Tensor(end, start)
+        else:
+            size = aten.sub.Tensor(
+                aten.clamp_max.default(end, sizes[j]), aten.clamp_min.default(start, 0)
+            )
+        size = aten.view.default(size, [outs[j] if i == j else 1 for i in range(n)])
+        div = size if div is None else aten.mul.Tensor(div, size)
+    return div
+
+
+def _add_at(z, g, dims, starts, steps, counts):
+    """``z`` with ``g`` added at the strided positions ``start + step * i`` of ``dims``."""
+    if not dims:
+        return aten.add.Tensor(z, g)
+    d, a, st, c = dims[0], starts[0], steps[0], counts[0]
+    part = aten.slice.Tensor(z, d, a, a + (c - 1) * st + 1, st)
+    part = _add_at(part, g, dims[1:], starts[1:], steps[1:], counts[1:])
+    return aten.slice_scatter.default(z, part, d, a, a + (c - 1) * st + 1, st)
+
+
+def _avg_pool_backward(n: int):
+    def avg_pool_backward(
+        grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    ):
+        """The gradient of an average pool: ``grad / divisor`` added into each window
+        (one strided slice per kernel offset) of the padded input, cropped to ``x``
+        (the pool's transpose; ATen's kernel spreads each output over its window)."""
+        k, p = _n(kernel_size, n), _n(padding, n)
+        s = _n(stride, n) if stride else k
+        sizes, outs = list(x.shape[-n:]), list(grad.shape[-n:])
+        low = grad.dtype in (torch.bfloat16, torch.float16)
+        g = aten._to_copy.default(grad, dtype=torch.float32) if low else grad
+        div = _divisor(sizes, outs, k, s, p, count_include_pad, divisor_override, g.dtype, g.device)
+        g = aten.div.Tensor(g, div)
+        padded = [
+            max(sz + 2 * pp, (o - 1) * ss + kk) for sz, pp, o, ss, kk in zip(sizes, p, outs, s, k)
+        ]
+        z = aten.zeros.default(list(x.shape[:-n]) + padded, dtype=g.dtype, device=g.device)
+        dims = list(range(x.dim() - n, x.dim()))
+        for offset in _offsets(k):
+            z = _add_at(z, g, dims, list(offset), s, outs)
+        for j, d in enumerate(dims):
+            z = aten.slice.Tensor(z, d, p[j], p[j] + sizes[j])
+        return aten._to_copy.default(z, dtype=grad.dtype) if low else z
+
+    return avg_pool_backward
+
+
 def _avg_pool(n: int):
     base = aten.avg_pool2d.default if n == 2 else aten.avg_pool3d.default
 
@@ -92,23 +151,9 @@ def _avg_pool(n: int):
         else:
             total = aten.mul.Tensor(base(xp, k, s, [0] * n, False, True, None), math.prod(k))
         div_dtype = torch.int64 if integral else torch.float32
-        if divisor_override is not None:
-            div = divisor_override
-        else:
-            div = None
-            for j in range(n):
-                o = aten.arange.start_step(0, outs[j], 1, dtype=div_dtype, device=x.device)
-                start = aten.sub.Tensor(aten.mul.Tensor(o, s[j]), p[j])
-                end = aten.clamp_max.default(aten.add.Tensor(start, k[j]), sizes[j] + p[j])
-                if count_include_pad:
-                    size = aten.sub.Tensor(end, start)
-                else:
-                    size = aten.sub.Tensor(
-                        aten.clamp_max.default(end, sizes[j]), aten.clamp_min.default(start, 0)
-                    )
-                shape = [outs[j] if i == j else 1 for i in range(n)]
-                size = aten.view.default(size, shape)
-                div = size if div is None else aten.mul.Tensor(div, size)
+        div = _divisor(
+            sizes, outs, k, s, p, count_include_pad, divisor_override, div_dtype, x.device
+        )
         if integral:  # ATen's CPU kernel: integer division (toward zero), in x's dtype
             y = aten.div.Tensor_mode(total, div, rounding_mode="trunc")
             return aten._to_copy.default(y, dtype=x.dtype)
@@ -155,4 +200,6 @@ TABLE = {
     aten.avg_pool2d.default: _avg_pool(2),
     aten.avg_pool3d.default: _avg_pool(3),
     aten.max_pool3d_with_indices.default: max_pool3d_with_indices,
+    aten.avg_pool2d_backward.default: _avg_pool_backward(2),
+    aten.avg_pool3d_backward.default: _avg_pool_backward(3),
 }
