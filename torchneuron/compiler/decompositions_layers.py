@@ -12,6 +12,9 @@
 - ``index_select`` of a 0-dim tensor (``index_add``/``index_copy``'s gradient of a 0-dim
   source) on it viewed as ``(1,)``: lowered, the ``stablehlo.convert`` of its result
   had the wrong shape and failed to compile.
+- ``_batch_norm_with_update_functional`` (no lowering) as
+  ``_native_batch_norm_legit_functional`` in training mode, which the table already
+  lowers with eager's statistics dtypes, and the CPU's empty ``(0,)`` uint8 reserve.
 """
 
 from __future__ import annotations
@@ -62,7 +65,28 @@ def index_select(x, dim, index):
     return aten.reshape.default(r, [])
 
 
+def batch_norm_with_update_functional(x, weight, bias, running_mean, running_var, momentum, eps):
+    """(out, save_mean, save_invstd, reserve, new running mean, new running var)."""
+    out, mean, rstd, rm, rv = aten._native_batch_norm_legit_functional.default(
+        x, weight, bias, running_mean, running_var, True, momentum, eps
+    )
+    reserve = aten.new_zeros.default(x, [0], dtype=torch.uint8)
+    return out, mean, rstd, reserve, rm, rv
+
+
+def batch_norm_backward(
+    grad, x, weight, running_mean, running_var, save_mean, save_var, update, eps, mask, reserve
+):
+    """``batch_norm_backward`` (``_batch_norm_with_update``'s gradient; ``save_var`` is
+    the saved inverse std, ``update`` training) as ``native_batch_norm_backward``."""
+    return aten.native_batch_norm_backward.default(
+        grad, x, weight, running_mean, running_var, save_mean, save_var, update, eps, mask
+    )
+
+
 TABLE = {
+    aten.batch_norm_backward.default: batch_norm_backward,
+    aten._batch_norm_with_update_functional.default: batch_norm_with_update_functional,
     aten.index_select.default: index_select,
     aten.empty.memory_format: empty,
     aten.empty_strided.default: lambda size, stride, **kw: empty(size, **kw),
