@@ -146,6 +146,8 @@ def _refusal(e: BaseException) -> str | None:
     """The op a NeuronCompileError names, else None."""
     while e is not None:
         if type(e).__name__ == "NeuronCompileError":
+            if getattr(e, "op", None):
+                return str(e.op)
             msg = str(e)
             i = msg.find("aten")
             return msg[i : i + 80].split()[0].rstrip(",") if i >= 0 else msg[:80]
@@ -227,6 +229,48 @@ def _closer_than_cpu(f, ts, got, ref) -> bool:
     return True
 
 
+# Cases where the CPU's float32 kernel is the one off, so its result is no reference: the
+# compiled result counts as matching when it is as near the float64 result as the CPU's
+# is, plus float32's tolerance (the check ``_nearer_than_cpu_float64``). Each measured:
+_CPU_FLOAT32_OFF = {
+    # ATen's float32 trigamma (polygamma n=1, digamma's gradient) near a pole: sample 1's
+    # x = -7.9506 gives 412.75259, float64 412.74422 (2e-5 relative), compiled 412.74414
+    # (2e-7). polygamma's OpInfo variants n=0..4 all call polygamma(1, x) in sample 1.
+    ("polygamma", "float32"): "ATen's float32 trigamma near a pole (2e-5 relative)",
+    ("special.polygamma", "float32"): "ATen's float32 trigamma near a pole (2e-5 relative)",
+    ("digamma", "grad"): "digamma's gradient is ATen's float32 trigamma (as polygamma)",
+    # a layer norm over one element: x - mean is 0, so the weight gradient is 0 (float64
+    # 6e-14); the CPU's float32 kernel gives -2.4e-5 (its mean's rounding times rstd =
+    # 1/sqrt(eps) = 316), compiled 0.0
+    ("nn.functional.layer_norm", "grad"): "ATen's float32 x - mean rounding times 1/sqrt(eps)",
+}
+
+
+def _nearer_than_cpu_float64(f, ts, got, ref, grad: bool) -> bool:
+    """Whether ``got`` is as near the float64 result as the CPU's float32 ``ref`` is,
+    plus float32's tolerance (for the cases of ``_CPU_FLOAT32_OFF``)."""
+    up = [t.detach().double().requires_grad_(t.requires_grad) for t in ts]
+    try:
+        ref64 = _grads(f, up) if grad else f(*up)
+    except Exception:  # noqa: BLE001
+        return False
+    got, ref, ref64 = (
+        [t.detach().cpu().double() for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
+        for x in (got, ref, ref64)
+    )
+    if not (len(got) == len(ref) == len(ref64)):
+        return False
+    rtol, atol = TOL[torch.float32]
+    for g, r, t in zip(got, ref, ref64):
+        if g.shape != t.shape:
+            return False
+        allowed = (r - t).abs().nan_to_num(0.0) + atol + rtol * t.abs()
+        near = (g - t).abs() <= allowed
+        if not bool(near.logical_or(g.isnan() & t.isnan()).logical_or(g == t).all()):
+            return False
+    return True
+
+
 def run_case(oid: str, dtype_name: str, max_samples: int = MAX_SAMPLES) -> Outcome:
     op = OPS[oid]
     grad = dtype_name == "grad"
@@ -258,6 +302,8 @@ def run_case(oid: str, dtype_name: str, max_samples: int = MAX_SAMPLES) -> Outco
         bad = _compare(got, ref, dtype)
         if bad and not grad and _tied_indices_ok(op, sample, got, ref, dtype):
             bad = None
+        if bad and (op.name, dtype_name) in _CPU_FLOAT32_OFF:
+            bad = None if _nearer_than_cpu_float64(f, ts, got, ref, grad) else bad
         if bad and dtype == torch.bfloat16 and not _closer_than_cpu(f, ts, got, ref):
             return Outcome("mismatch", f"sample {n}: {bad}")
         if bad and dtype != torch.bfloat16:

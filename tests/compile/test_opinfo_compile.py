@@ -56,6 +56,16 @@ SUBSET = {
     ("scatter_reduce.amax", "float32"): "match",
     ("index_reduce.mean", "int64"): "match",
     ("nn.functional.conv_transpose2d", "grad"): "match",
+    # issue 24, part two: the CPU's float32 trigamma off near a pole (_CPU_FLOAT32_OFF),
+    # bfloat16 bilinear rounded once, empty as zeros, the lowerings added, and a refusal
+    # that named no op (complex128: the op making it)
+    ("polygamma.polygamma_n_0", "float32"): "match",
+    ("nn.functional.bilinear", "bfloat16"): "match",
+    ("nn.functional.pad.circular", "grad"): "match",
+    ("special.i1e", "float32"): "match",
+    ("nn.functional.avg_pool2d", "grad"): "match",
+    ("put", "int64"): "match",
+    ("cdouble", "float32"): "refused",
 }
 
 

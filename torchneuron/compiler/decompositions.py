@@ -13,13 +13,17 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
+    decompositions_adaptive,
     decompositions_conv,
+    decompositions_copies,
     decompositions_elementwise,
     decompositions_indexed,
+    decompositions_layers,
     decompositions_nn,
     decompositions_order,
     decompositions_pooling,
     decompositions_reductions,
+    decompositions_scaled,
     decompositions_scans,
     decompositions_special,
 )
@@ -395,6 +399,10 @@ def decomposition_table() -> dict:
         **decompositions_conv.TABLE,
         **decompositions_indexed.TABLE,
         **decompositions_order.TABLE,
+        **decompositions_layers.TABLE,
+        **decompositions_copies.TABLE,
+        **decompositions_scaled.TABLE,
+        **decompositions_adaptive.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():

@@ -19,7 +19,7 @@ import torch
 from .errors import NeuronCompileError
 
 _ARITH_CONSTANT = re.compile(r"\barith\.constant\b")
-_FAILED_OP = re.compile(r"torch\.(aten|prims|prim)\.([A-Za-z0-9_.]+)")
+_FAILED_OP = re.compile(r"torch\.(aten|prims|prim|torch_nn)\.([A-Za-z0-9_.]+)")
 _RESOURCES = re.compile(r"\{-#\s*dialect_resources:.*?#-\}", re.S)
 _BLOB = re.compile(r'([A-Za-z0-9_.$-]+):\s*"0x([0-9A-Fa-f]*)"')
 _DENSE_RESOURCE = re.compile(r"dense_resource<([^>]+)>")
@@ -153,6 +153,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
         lambda m: lower_mlir_module(False, OutputType.STABLEHLO, m),
     )
     crash = None
+    text = None  # the module as the worker parsed it: its "-:N" locations are lines of it
     try:
         # Outside Dynamo's fake mode: the importer reads tensor constants (get_attr) by
         # value, and in fake mode that failed for any not on the CPU or needing a cast
@@ -167,11 +168,13 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, graph_name: str) -> tuple[str, 
                 p(module)
             raw = str(module)
         else:
+            text = str(module)
             raw, failure, crash = lowering_isolation.run_isolated(module, pipelines)
             if failure is not None:
                 raise RuntimeError(failure)
     except Exception as e:  # torch-mlir raises plain Exceptions; details are diagnostics
-        raise _lowering_error(gm, graph_name, "\n".join(diagnostics + [str(e).strip()])) from e
+        detail = "\n".join(diagnostics + [str(e).strip()])
+        raise _lowering_error(gm, graph_name, detail, text) from e
     if crash is not None:
         node = lowering_isolation.triage(gm, _lower_alone)
         op = str(node.target) if node is not None else None
@@ -203,10 +206,48 @@ def _lower_alone(gm: torch.fx.GraphModule) -> None:
         )
 
 
-def _lowering_error(gm, graph_name: str, detail: str) -> NeuronCompileError:
+def _op_at_line(detail: str, text: str | None) -> str:
+    """The torch-dialect op at the module line an error's ``-:N`` location points at
+    (the worker parses the module from ``text``, so its diagnostics carry line numbers of
+    it, and ops the conversion makes from an op keep that op's location: a
+    ``torch.runtime.assert`` or ``stablehlo.convert`` that fails names the ATen op it came
+    from). "" when there is none."""
+    loc = re.search(r'loc\((?:callsite\()?"-":(\d+)', detail)
+    if text is None or loc is None:
+        return ""
+    lines = text.splitlines()
+    n = int(loc.group(1))
+    return lines[n - 1] if 0 < n <= len(lines) else ""
+
+
+def _node_of_dtype(gm: torch.fx.GraphModule, detail: str) -> torch.fx.Node | None:
+    """The first op node making a tensor of the dtype the import failed on (its error is
+    the bare dtype, "torch.complex128", "torch.uint64": torch-mlir maps no type to it)."""
+    dtype = getattr(torch, detail.strip().removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        return None
+    for n in gm.graph.nodes:
+        vals = n.meta.get("val")
+        vals = vals if isinstance(vals, (list, tuple)) else [vals]
+        if n.op == "call_function" and any(getattr(v, "dtype", None) == dtype for v in vals):
+            return n
+    return None
+
+
+def _lowering_error(gm, graph_name: str, detail: str, text: str | None = None):
     """The NeuronCompileError of a failed conversion, naming the op and its source line."""
-    m = _FAILED_OP.search(detail)
+    m = _FAILED_OP.search(detail) or _FAILED_OP.search(_op_at_line(detail, text))
     op = source = None
+    if m is None:
+        node = _node_of_dtype(gm, detail)
+        if node is not None:
+            return NeuronCompileError(
+                "lowering",
+                graph_name,
+                f"no lowering for {detail.strip()} values",
+                str(node.target),
+                node_source(node),
+            )
     if m is None:  # e.g. only a leftover torch.constant.bool named: find its user
         left = [n for n in unlowered_ops(gm) if find_node(gm, n) is not None]
         m = _FAILED_OP.search(f"torch.aten.{left[0]}") if left else None
