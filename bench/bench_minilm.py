@@ -66,19 +66,22 @@ def forward_latency(runs, warmup: int, iters: int) -> list[list[float]]:
     return times
 
 
-def add_block(x, y, device: str, n: int) -> float:
-    """Seconds per `torch.add(x, y)`, n issued back to back."""
+def add_block(x, y, device: str, n: int) -> tuple[float, float]:
+    """(wall, issuing thread's CPU) seconds per `torch.add(x, y)`, n issued back
+    to back. The thread's CPU time is the host's per-op cost without the
+    neighbours' load (a shared host's wall time is not)."""
     _sync(device)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     for _ in range(n):
         torch.add(x, y)
+    c1 = time.thread_time()
     _sync(device)
-    return (time.perf_counter() - t0) / n
+    return (time.perf_counter() - t0) / n, (c1 - c0) / n
 
 
-def add_times(n: int, reps: int) -> tuple[float, float]:
-    """(cpu, neuron) seconds per add of two 1000-element float32 tensors:
-    median over reps of alternating blocks of n adds."""
+def add_times(n: int, reps: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(cpu, neuron) (wall, thread CPU) seconds per add of two 1000-element
+    float32 tensors: medians over reps of alternating blocks of n adds."""
     pairs = {
         d: (torch.randn(1000, device=d), torch.randn(1000, device=d)) for d in ("cpu", "neuron")
     }
@@ -88,7 +91,8 @@ def add_times(n: int, reps: int) -> tuple[float, float]:
     for _ in range(reps):
         for d, (x, y) in pairs.items():
             times[d].append(add_block(x, y, d, n))
-    return statistics.median(times["cpu"]), statistics.median(times["neuron"])
+    med = {d: tuple(statistics.median(t[i] for t in times[d]) for i in (0, 1)) for d in times}
+    return med["cpu"], med["neuron"]
 
 
 def keep_freed_memory() -> bool:
@@ -128,7 +132,7 @@ def main() -> None:
     fallbacks = sorted(torch.neuron.fallback_stats())
     del dev_model, dev_inputs
 
-    add_cpu, add_dev = add_times(args.adds, 9)
+    (add_cpu, cpu_thread), (add_dev, dev_thread) = add_times(args.adds, 9)
 
     cpu_ms, dev_ms = statistics.median(cpu) * 1e3, statistics.median(dev) * 1e3
     ratio = statistics.median(d / c for c, d in zip(cpu, dev))
@@ -148,6 +152,11 @@ def main() -> None:
     )
     print(f"add of 1000 floats: cpu {add_cpu * 1e6:.2f} us/op, neuron {add_dev * 1e6:.2f} us/op")
     print(f"per-op overhead of a small add, neuron - cpu: {(add_dev - add_cpu) * 1e6:.2f} us")
+    print(
+        "per-op overhead, issuing thread's CPU time, neuron - cpu: "
+        f"{(dev_thread - cpu_thread) * 1e6:.2f} us (cpu {cpu_thread * 1e6:.2f}, "
+        f"neuron {dev_thread * 1e6:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
 #include "aten/compiled_launch.h"
 #include "aten/context.h"
 #include "aten/intraop_threads.h"
+#include "aten/launch.h"
 
 namespace torchneuron {
 
@@ -136,8 +137,6 @@ c10::Stream make_stream(c10::DeviceIndex device, rt::StreamId id) {
 }
 
 void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn) {
-  // The runtime reports a failed kernel by its what(); c10::Error's carries a
-  // C++ backtrace, which is noise in an asynchronous error message.
   // The kernel runs ATen's CPU kernels on the stream's worker thread with the
   // launching thread's intra-op thread count (torch.set_num_threads), as of the
   // launch: OpenMP's thread count (and MKL's local one) is a per-thread setting,
@@ -150,15 +149,14 @@ void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn)
   // Read without ATen's per-thread lazy init: a launch must not fix the
   // launching thread's count (torch.get_num_threads() would then differ from a
   // CPU program's after another thread's torch.set_num_threads).
-  const int threads = launching_thread_intraop_threads();
-  auto kernel = [fn = std::move(fn), threads] {
-    use_intraop_threads(threads);
-    try {
-      fn();
-    } catch (const c10::Error& e) {
-      throw std::runtime_error(e.what_without_backtrace());
-    }
-  };
+  launch_flat(device, name, std::move(fn));
+}
+
+int launch_thread_count() { return launching_thread_intraop_threads(); }
+
+void kernel_prologue(int threads) { use_intraop_threads(threads); }
+
+void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel) {
   auto enqueue = [&] {
     translate_errors([&] {
       device_runtime().launch(device, current_stream_id(device), name, std::move(kernel));

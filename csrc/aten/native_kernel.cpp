@@ -15,6 +15,7 @@
 #include "aten/ivalue_tensors.h"
 #include "aten/kernel_signatures.h"
 #include "aten/kernel_warnings.h"
+#include "aten/launch.h"
 #include "aten/native_kernel.h"
 #include "aten/native_ops.h"
 
@@ -23,6 +24,11 @@ namespace native {
 namespace {
 
 std::string device_str(const at::Tensor& t) { return t.device().str(); }
+
+// A launch's arguments and pinned tensors, inline in its one closure for the
+// common small op (a binary op: 3 tensors).
+using Slots = c10::SmallVector<IValue, 4>;
+using Pins = c10::SmallVector<PinnedTensor, 3>;
 
 // All tensors of one op on one neuron device; CPU 0-dim tensors allowed.
 c10::DeviceIndex check_devices(const Plan& plan, const c10::FunctionSchema& s, Stack& args_view,
@@ -117,7 +123,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     note_narrowing(plan.name);
   }
 
-  std::vector<IValue> args(stack->begin() + base, stack->end());
+  Slots args(std::make_move_iterator(stack->begin() + base), std::make_move_iterator(stack->end()));
   torch::jit::drop(*stack, plan.num_args);
 
   // Results: written arguments come back as themselves (resized as the CPU
@@ -149,51 +155,66 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     });
   const auto* out_op = plan.out_op && !narrow && contiguous_inputs ? &*plan.out_op : nullptr;
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
-  // The kernel sees the tensors as they are now (launch_view), not as the
-  // caller may change them before it runs (rot90 = flip, then transpose_).
-  for (auto& a : args) a = map_tensors(a, launch_operand);
-  std::vector<at::Tensor> kresults;
-  for (const auto& r : results) kresults.push_back(launch_view(r));
-  launch(device, plan.name.c_str(),
-         [compute, out_op, &plan, args = std::move(args), results = std::move(kresults), narrow,
-          device, geo]() mutable {
-           std::optional<DropKnownWarnings> given;  // at the call, not again on stderr
-           if (!geo->warnings.empty()) given.emplace(geo->warnings);
-           if (narrow && plan.functional_op) {
-             // out= with narrowed inputs: the out= kernel would insist on
-             // 32-bit outs (_softmax.out: "expected out dtype float"), so the
-             // functional op computes at 32 bits and its results are written
-             // (widened back) into the out= tensors.
-             std::vector<IValue> in(args.begin(), args.end() - plan.num_out);
-             CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device);
-             redispatch_cpu(*plan.functional_op, &ca.stack);
-             for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r)
-               cpu_alias(results[r]).copy_(ca.stack[r].toTensor());
-             return;
-           }
-           CpuArgs ca = cpu_args(plan, compute.schema(), args, narrow, device);
-           if (out_op) {
-             for (const auto& r : results) ca.stack.emplace_back(cpu_alias(r));
-             redispatch_cpu(*out_op, &ca.stack);
-             return;
-           }
-           redispatch_cpu(compute, &ca.stack);
-           for (auto& [alias, n] : ca.writeback) alias.copy_(n);
-           // Written arguments were written through their aliases (or the
-           // writeback); fresh results are copied in, also for ops that do
-           // both (_native_batch_norm_legit updates running stats in place).
-           for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r) {
-             if (plan.ret_alias[r] >= 0) continue;
-             if (!results[r].defined() || !ca.stack[r].isTensor()) continue;
-             const at::Tensor& got = ca.stack[r].toTensor();
-             at::Tensor dst = cpu_alias(results[r]);
-             if (got.sizes() != dst.sizes()) {
-               TORCH_CHECK(false, plan.name, ": the CPU kernel returned shape ", got.sizes(),
-                           " where its geometry probe gave ", dst.sizes());
-             }
-             if (got.data_ptr() != dst.data_ptr()) dst.copy_(got);
-           }
-         });
+  // The kernel sees the tensors as they are now (PinnedTensor: launch_view's
+  // facts, its tensors built on the worker), not as the caller may change them
+  // before it runs (rot90 = flip, then transpose_). Arguments keep their
+  // shape with undefined tensors in the pinned ones' place.
+  Pins pins;
+  for (auto& a : args)
+    a = map_tensors(a, [&](const at::Tensor& t) {
+      pins.push_back(PinnedTensor::of(t, /*operand=*/true));
+      return at::Tensor();
+    });
+  for (const auto& r : results) pins.push_back(PinnedTensor::of(r, /*operand=*/false));
+  launch_flat(
+      device, plan.name.c_str(),
+      [compute, out_op, &plan, slots = std::move(args), pins = std::move(pins), narrow, device,
+       geo]() mutable {
+        size_t k = 0;
+        std::vector<IValue> args;
+        args.reserve(slots.size());
+        for (const auto& a : slots)
+          args.push_back(map_tensors(a, [&](const at::Tensor&) { return pins[k++].view(); }));
+        std::vector<at::Tensor> results;
+        results.reserve(pins.size() - k);
+        for (; k < pins.size(); ++k) results.push_back(pins[k].view());
+        std::optional<DropKnownWarnings> given;  // at the call, not again on stderr
+        if (!geo->warnings.empty()) given.emplace(geo->warnings);
+        if (narrow && plan.functional_op) {
+          // out= with narrowed inputs: the out= kernel would insist on
+          // 32-bit outs (_softmax.out: "expected out dtype float"), so the
+          // functional op computes at 32 bits and its results are written
+          // (widened back) into the out= tensors.
+          std::vector<IValue> in(args.begin(), args.end() - plan.num_out);
+          CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device);
+          redispatch_cpu(*plan.functional_op, &ca.stack);
+          for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r)
+            cpu_alias(results[r]).copy_(ca.stack[r].toTensor());
+          return;
+        }
+        CpuArgs ca = cpu_args(plan, compute.schema(), args, narrow, device);
+        if (out_op) {
+          for (const auto& r : results) ca.stack.emplace_back(cpu_alias(r));
+          redispatch_cpu(*out_op, &ca.stack);
+          return;
+        }
+        redispatch_cpu(compute, &ca.stack);
+        for (auto& [alias, n] : ca.writeback) alias.copy_(n);
+        // Written arguments were written through their aliases (or the
+        // writeback); fresh results are copied in, also for ops that do
+        // both (_native_batch_norm_legit updates running stats in place).
+        for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r) {
+          if (plan.ret_alias[r] >= 0) continue;
+          if (!results[r].defined() || !ca.stack[r].isTensor()) continue;
+          const at::Tensor& got = ca.stack[r].toTensor();
+          at::Tensor dst = cpu_alias(results[r]);
+          if (got.sizes() != dst.sizes()) {
+            TORCH_CHECK(false, plan.name, ": the CPU kernel returned shape ", got.sizes(),
+                        " where its geometry probe gave ", dst.sizes());
+          }
+          if (got.data_ptr() != dst.data_ptr()) dst.copy_(got);
+        }
+      });
   for (auto& t : results) stack->emplace_back(std::move(t));
 }
 

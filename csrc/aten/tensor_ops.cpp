@@ -20,6 +20,7 @@
 #include <typeinfo>
 
 #include "aten/context.h"
+#include "aten/launch.h"
 #include "runtime/activity.h"
 
 namespace torchneuron {
@@ -38,21 +39,43 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   return a;
 }
 
-at::Tensor launch_view(const at::Tensor& t) {
-  if (!t.defined()) return t;
-  auto* impl = t.unsafeGetTensorImpl();
-  if (t.device().type() != kNeuron)
-    return at::Tensor(impl->shallow_copy_and_detach(impl->version_counter(), true));
-  const c10::Storage& src = t.storage();
-  auto* keep = new c10::Storage(src);
-  c10::DataPtr ptr(
-      src.mutable_data(), keep, [](void* k) { delete static_cast<c10::Storage*>(k); }, t.device());
-  c10::Storage pinned(c10::Storage::use_byte_size_t(), src.nbytes(), std::move(ptr),
-                      /*allocator=*/nullptr, /*resizable=*/false);
-  auto view = c10::make_intrusive<c10::TensorImpl>(std::move(pinned), t.key_set(), t.dtype());
-  view->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  return at::Tensor(std::move(view));
+PinnedTensor PinnedTensor::of(const at::Tensor& t, bool operand) {
+  PinnedTensor p;
+  if (!t.defined() || t.device().type() != kNeuron) {
+    if (operand && t.defined() && t.device().is_cpu() && t.dim() == 0) {
+      p.other = launch_operand(t);
+    } else if (t.defined()) {
+      auto* impl = t.unsafeGetTensorImpl();
+      p.other = at::Tensor(impl->shallow_copy_and_detach(impl->version_counter(), true));
+    }
+    return p;
+  }
+  p.neuron = true;
+  p.storage = t.storage();
+  p.data = p.storage.mutable_data();
+  p.nbytes = p.storage.nbytes();
+  p.sizes.assign(t.sizes().begin(), t.sizes().end());
+  p.strides.assign(t.strides().begin(), t.strides().end());
+  p.offset = t.storage_offset();
+  p.dtype = t.dtype();
+  p.keys = t.key_set();
+  p.device = t.device();
+  return p;
 }
+
+at::Tensor PinnedTensor::view() const {
+  if (!neuron) return other;
+  // A new StorageImpl over the data pointer of the call, keeping the storage.
+  auto* keep = new c10::Storage(storage);
+  c10::DataPtr ptr(data, keep, [](void* k) { delete static_cast<c10::Storage*>(k); }, device);
+  c10::Storage pinned(c10::Storage::use_byte_size_t(), nbytes, std::move(ptr),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+  auto v = c10::make_intrusive<c10::TensorImpl>(std::move(pinned), keys, dtype);
+  v->set_sizes_and_strides(sizes, strides, offset);
+  return at::Tensor(std::move(v));
+}
+
+at::Tensor launch_view(const at::Tensor& t) { return PinnedTensor::of(t, false).view(); }
 
 at::Tensor launch_operand(const at::Tensor& t) {
   if (!t.defined() || !t.device().is_cpu() || t.dim() != 0) return launch_view(t);

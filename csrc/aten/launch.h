@@ -1,0 +1,56 @@
+// Launching with one heap block per launch: a kernel's closure and the
+// tensors it keeps, made on the launching thread and freed on the worker
+// (docs/design/eager-per-op-cost.md: each such block costs glibc's slow path).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+
+#include <functional>
+#include <stdexcept>
+
+namespace torchneuron {
+
+// launch's parts: the launching thread's intra-op thread count, set on the
+// worker before the kernel; the enqueue (kernel already wrapped).
+int launch_thread_count();
+void kernel_prologue(int threads);
+void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel);
+// launch with `f` wrapped once: one closure allocation per launch, not two.
+// The runtime reports a failed kernel by its what(); c10::Error's carries a
+// C++ backtrace, which is noise in an asynchronous error message.
+template <class F>
+void launch_flat(c10::DeviceIndex device, const char* name, F&& f) {
+  const int threads = launch_thread_count();
+  enqueue_kernel(device, name, [f = std::forward<F>(f), threads]() mutable {
+    kernel_prologue(threads);
+    try {
+      f();
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  });
+}
+
+// launch_view's facts as a flat record made at the call; view() builds
+// launch_view's tensor on the worker. Queued kernels capture these: every
+// heap block made on the launching thread and freed on the worker costs
+// glibc's slow path (docs/design/eager-per-op-cost.md); a Storage copy is a
+// refcount. `operand`: launch_operand's treatment of CPU scalars.
+struct PinnedTensor {
+  static PinnedTensor of(const at::Tensor& t, bool operand);
+  at::Tensor view() const;
+
+  c10::Storage storage;  // keeps the memory alive
+  void* data = nullptr;  // as of the call (a later resize_ may swap it)
+  size_t nbytes = 0;
+  c10::SmallVector<int64_t, 5> sizes, strides;
+  int64_t offset = 0;
+  caffe2::TypeMeta dtype;
+  c10::DispatchKeySet keys;  // conj/neg bits included
+  c10::Device device{c10::kCPU};
+  bool neuron = false;
+  at::Tensor other;  // not a neuron tensor: launch_view's or launch_operand's
+};
+
+}  // namespace torchneuron
