@@ -35,3 +35,18 @@ def assert_compiled_gradients_match_cpu(f, cpu: list) -> None:
     torch.testing.assert_close(loss.cpu(), ref, atol=1e-3, rtol=1e-4)
     for d, c in zip(dev, cpu):
         torch.testing.assert_close(d.grad.cpu(), c.grad, atol=1e-4, rtol=1e-4)
+
+
+def assert_weighted_gradient_matches_cpu(f, shape, dtype=torch.float32, **tol) -> None:
+    """The gradient of ``(f(x) * w).sum()`` with respect to a random ``x`` of ``shape``, with
+    ``f`` compiled by backend ``neuron`` on the device, matches eager on the CPU (``tol``:
+    assert_close's rtol/atol, the dtype's defaults when empty)."""
+    x = torch.randn(shape).to(dtype)
+    w = torch.randn_like(f(x))
+    xr = x.clone().requires_grad_()
+    (ref,) = torch.autograd.grad((f(xr) * w).sum(), [xr])
+    xd = x.to("neuron").requires_grad_()
+    torch._dynamo.reset()
+    out = torch.compile(lambda x, w: f(x) * w, backend="neuron")(xd, w.to("neuron"))
+    (got,) = torch.autograd.grad(out.sum(), [xd])
+    torch.testing.assert_close(got.cpu(), ref, **tol)

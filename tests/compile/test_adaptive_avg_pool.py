@@ -5,7 +5,10 @@ each failed to lower naming its op before)."""
 
 import pytest
 import torch
-from compile_support import fresh_compile_state  # noqa: F401
+from compile_support import (
+    assert_weighted_gradient_matches_cpu,
+    fresh_compile_state,  # noqa: F401
+)
 
 import torchneuron  # noqa: F401
 
@@ -38,12 +41,4 @@ def test_adaptive_avg_pool3d(out):
     ids=["1d", "2d", "3d", "area"],
 )
 def test_gradient(f, shape):
-    x = torch.randn(shape)
-    w = torch.randn_like(f(x))
-    xr = x.clone().requires_grad_()
-    (ref,) = torch.autograd.grad((f(xr) * w).sum(), [xr])
-    xd = x.to("neuron").requires_grad_()
-    torch._dynamo.reset()
-    out = torch.compile(lambda x, w: f(x) * w, backend="neuron")(xd, w.to("neuron"))
-    (got,) = torch.autograd.grad(out.sum(), [xd])
-    torch.testing.assert_close(got.cpu(), ref)
+    assert_weighted_gradient_matches_cpu(f, shape)

@@ -5,7 +5,10 @@ compiled against the CPU: padding, ``ceil_mode`` (windows clipped at the end),
 
 import pytest
 import torch
-from compile_support import fresh_compile_state  # noqa: F401
+from compile_support import (
+    assert_weighted_gradient_matches_cpu,
+    fresh_compile_state,  # noqa: F401
+)
 
 import torchneuron  # noqa: F401
 
@@ -20,18 +23,10 @@ _KW = [
 
 
 def _check(f, shape, dtype=torch.float32):
-    x = torch.randn(shape).to(dtype)
-    w = torch.randn_like(f(x))
-    xr = x.clone().requires_grad_()
-    (ref,) = torch.autograd.grad((f(xr) * w).sum(), [xr])
-    xd = x.to("neuron").requires_grad_()
-    torch._dynamo.reset()
-    out = torch.compile(lambda x, w: f(x) * w, backend="neuron")(xd, w.to("neuron"))
-    (got,) = torch.autograd.grad(out.sum(), [xd])
     # bfloat16: the sweep's tolerance (the CPU rounds each window's addition; here
     # float32 sums rounded once)
     tol = dict(rtol=1.6e-2, atol=1e-2) if dtype == torch.bfloat16 else {}
-    torch.testing.assert_close(got.cpu(), ref, **tol)
+    assert_weighted_gradient_matches_cpu(f, shape, dtype, **tol)
 
 
 @pytest.mark.parametrize("kw", _KW)
