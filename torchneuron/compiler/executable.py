@@ -14,7 +14,6 @@ written back in place.
 
 from __future__ import annotations
 
-import functools
 import math
 import weakref
 
@@ -23,61 +22,12 @@ import torch.utils.dlpack
 
 from .. import _C
 from .._warn import at_user_line
-from . import config, metrics
+from . import config, metrics, neuron_cc
 from .plan import GraphPlan
 
 
-class _DeviceBytes:
-    """DLPack producer over a neuron tensor's bytes (CPU-addressable inside a kernel).
-    Its capsule holds no Python object: XLA releases imported buffers from its own
-    threads, possibly while the interpreter shuts down, when taking the GIL is fatal."""
-
-    def __init__(self, t: torch.Tensor):
-        self.t = t
-
-    def __dlpack__(self, stream=None, **kwargs):
-        return _C._cpu_alias_dlpack(self.t)
-
-    def __dlpack_device__(self):
-        return (1, 0)  # kDLCPU, device 0
-
-
-@functools.lru_cache(maxsize=1)
-def _importer():
-    """The function ``neuron tensor -> jax array`` over the same bytes (zero-copy).
-
-    jaxlib's ``dlpack_managed_tensor_to_buffer`` straight from our capsule:
-    ``jax.dlpack.from_dlpack`` around it cost ~60 us a view in Python checks (device
-    and stream look-ups) against ~10 us, i.e. ~3 ms of a ResNet call with its 63
-    inputs (~5 ms of XLA time). Falls back to ``jax.dlpack.from_dlpack`` where that
-    entry point is missing or has another signature (it is private to jaxlib).
-    """
-    import jax.dlpack
-
-    try:
-        from jax._src.lib import _jax
-
-        from . import neuron_cc
-
-        cpu = neuron_cc.client().local_devices()[0]
-        probe = torch.zeros(16, dtype=torch.float32)
-        arr = _jax.dlpack_managed_tensor_to_buffer(
-            torch.utils.dlpack.to_dlpack(probe), cpu, None, None, _KDLCPU
-        )
-        if arr.unsafe_buffer_pointer() != probe.data_ptr():
-            raise TypeError("not zero-copy")
-    except Exception:
-        return lambda t: jax.dlpack.from_dlpack(_DeviceBytes(t))
-    to_buffer = _jax.dlpack_managed_tensor_to_buffer
-    capsule = _C._cpu_alias_dlpack
-    return lambda t: to_buffer(capsule(t), cpu, None, None, _KDLCPU)
-
-
-_KDLCPU = 1  # DLPack's kDLCPU
-
-
 def _jax_view(t: torch.Tensor):
-    return _importer()(t)
+    return neuron_cc.buffer_importer()(t)
 
 
 class _ViewCache:
@@ -96,7 +46,7 @@ class _ViewCache:
         self._d: dict[int, tuple] = {}
 
     def views(self, ins: list) -> list:
-        make = _importer()
+        make = neuron_cc.buffer_importer()
         out = []
         for k, t in enumerate(ins):
             e = self._d.get(k)

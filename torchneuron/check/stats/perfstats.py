@@ -77,45 +77,6 @@ STATISTICS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def paired_ratios(num: Sequence[float], den: Sequence[float]) -> list[float]:
-    """Per-iteration ratios ``num[i] / den[i]`` (iterations with a zero denominator dropped)."""
-    return [float(a) / float(b) for a, b in zip(num, den) if b > 0]
-
-
-def ratio_of_medians_ci(
-    current: Sequence[float],
-    baseline: Sequence[float],
-    confidence: float = 0.95,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = 0,
-) -> dict | None:
-    """Point estimate and percentile-bootstrap interval of ``median(current) / median(baseline)``.
-
-    Returns ``{"ratio", "low", "high", "confidence", "resamples", "n_current", "n_baseline"}``,
-    or None when a side has fewer than ``MIN_SAMPLES`` samples or a zero median.
-    """
-    c = np.asarray(current, dtype=np.float64)
-    b = np.asarray(baseline, dtype=np.float64)
-    if c.size < MIN_SAMPLES or b.size < MIN_SAMPLES or np.median(b) <= 0:
-        return None
-    rng = np.random.default_rng(seed)
-    mc = np.median(c[block_indices(c.size, resamples, rng)], axis=1)
-    mb = np.median(b[block_indices(b.size, resamples, rng)], axis=1)
-    mb[mb <= 0] = np.nan  # only possible with zero samples; dropped below
-    r = mc / mb
-    r = r[np.isfinite(r)]
-    a = (1 - confidence) / 2
-    return {
-        "ratio": float(np.median(c) / np.median(b)),
-        "low": float(np.quantile(r, a)),
-        "high": float(np.quantile(r, 1 - a)),
-        "confidence": confidence,
-        "resamples": resamples,
-        "n_current": int(c.size),
-        "n_baseline": int(b.size),
-    }
-
-
 def block_indices(n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """``(resamples, n)`` indices of moving-block bootstrap resamples of ``n`` ordered
     samples: random blocks of ``ceil(sqrt(n))`` consecutive indices, concatenated."""
