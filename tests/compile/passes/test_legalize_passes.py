@@ -18,6 +18,7 @@ from torchneuron.compiler.passes.legalize.functionalize_input_mutations import (
 )
 from torchneuron.compiler.passes.legalize.remove_none_outputs import remove_none_outputs
 from torchneuron.compiler.passes.legalize.uint8_constants import uint8_constants
+from torchneuron.compiler.passes.legalize.zero_dim_reductions import zero_dim_reductions
 
 aten = torch.ops.aten
 
@@ -144,3 +145,26 @@ def test_uint8_constants_as_int8_bits():
     assert -1 in fills and 0 in fills  # 255 as int8 bits
     assert_meta_matches(gm, ins)
     assert_same(gm(*ins), f(*ins))
+
+
+def test_zero_dim_reductions_run_on_a_one_element_view():
+    def f(x):
+        return (
+            x.sum(0, keepdim=True),
+            x.amax(-1, keepdim=True),
+            x.argmax(0, keepdim=True),
+            x.cumsum(0),
+            x.max(0, keepdim=True)[0],
+            x.sum(),  # a full reduction without keepdim: left alone
+        )
+
+    ins = (torch.tensor(-2.5),)
+    gm = trace(f, *ins)
+    run_pass(zero_dim_reductions, gm, ins)
+    for t in (aten.sum.dim_IntList, aten.amax.default, aten.argmax.default, aten.cumsum.default):
+        (n,) = nodes_of(gm, t)
+        assert n.args[0].meta["val"].shape == (1,), n.format_node()
+    (full,) = [n for n in nodes_of(gm, aten.sum.default)]
+    assert full.args[0].meta["val"].dim() == 0
+    assert_meta_matches(gm, ins)
+    assert_same(gm(*ins), f(*ins))  # every result 0-dim again, as ATen's
