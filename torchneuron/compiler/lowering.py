@@ -236,7 +236,12 @@ def _node_of_dtype(gm: torch.fx.GraphModule, detail: str) -> torch.fx.Node | Non
 
 def _lowering_error(gm, graph_name: str, detail: str, text: str | None = None):
     """The NeuronCompileError of a failed conversion, naming the op and its source line."""
-    m = _FAILED_OP.search(detail) or _FAILED_OP.search(_op_at_line(detail, text))
+    m = _FAILED_OP.search(detail)
+    if m is None:  # e.g. only a leftover constant named: an op with no lowering comes first
+        left = [n for n in unlowered_ops(gm) if find_node(gm, n) is not None]
+        m = _FAILED_OP.search(f"torch.aten.{left[0]}") if left else None
+    if m is None:  # every op has a lowering: the op the failing line came from
+        m = _FAILED_OP.search(_op_at_line(detail, text))
     op = source = None
     if m is None:
         node = _node_of_dtype(gm, detail)
@@ -248,9 +253,6 @@ def _lowering_error(gm, graph_name: str, detail: str, text: str | None = None):
                 str(node.target),
                 node_source(node),
             )
-    if m is None:  # e.g. only a leftover torch.constant.bool named: find its user
-        left = [n for n in unlowered_ops(gm) if find_node(gm, n) is not None]
-        m = _FAILED_OP.search(f"torch.aten.{left[0]}") if left else None
     if m:
         op = f"aten.{m.group(2)}" if m.group(1) == "aten" else f"{m.group(1)}.{m.group(2)}"
         node = find_node(gm, m.group(2))
