@@ -119,14 +119,15 @@ def test_unchanged_build_passes_on_a_loaded_host(quiet_baseline, burners, tmp_pa
     code, out, r = _check(quiet_baseline, tmp_path)
     lat = r["baseline"]["latency"]
     assert not lat["regressions"], out
-    assert code == 0, out
+    assert code in (0, 3), out  # pass, or inconclusive (the rounds ran out under the burners)
     assert lat["time_basis"].startswith("work time")
     assert set(lat["statistics"]) == {
         "device_alone",
         "model_or_inputs",
         "device_over_device_calibration",
     }
-    assert all(s["decision"] == "pass" for s in lat["statistics"].values() if s["decides"])
+    decided = [s["decision"] for s in lat["statistics"].values() if s["decides"]]
+    assert "regressed" not in decided and (code == 3 or set(decided) == {"pass"}), out
 
 
 @pytest.mark.noisy_host
@@ -209,7 +210,14 @@ def test_slowdown_of_one_process_only_is_not_a_regression(
     assert conf["first_process"]["decision"] == "regressed" and conf["ratios"][0] > 2, out
     assert len(conf["ratios"]) == 3 and max(conf["ratios"][1:]) < 1.24 and conf["failed"] == [], out
     assert st["decision"] == "pass" and st["ci"]["ratio"] < 1.10, out
-    assert code == 0, out
+    # the subject never fails the check; the other quantities may run out of rounds under the
+    # burners (CI, 2026-12-05: device alone straddled +10 %), which is exit 3, never 1
+    others = [
+        s["decision"]
+        for k, s in r["baseline"]["latency"]["statistics"].items()
+        if k != "model_or_inputs"
+    ]
+    assert code == 0 or (code == 3 and "undecided" in others and "regressed" not in others), out
 
 
 @pytest.mark.noisy_host
