@@ -6,7 +6,10 @@
 
 #include <cstring>
 
-#include "aten/context.h"
+#include "aten/allocator.h"
+#include "aten/device.h"
+#include "aten/launch.h"
+#include "aten/stream.h"
 
 namespace torchneuron {
 namespace {

@@ -10,7 +10,9 @@
 #include <string>
 
 #include "aten/compiled_launch.h"
-#include "aten/context.h"
+#include "aten/device.h"
+#include "aten/launch.h"
+#include "aten/stream.h"
 
 namespace torchneuron {
 

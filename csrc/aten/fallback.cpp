@@ -16,9 +16,13 @@
 #include <mutex>
 #include <set>
 
-#include "aten/context.h"
+#include "aten/alias.h"
+#include "aten/device.h"
+#include "aten/empty_tensor.h"
+#include "aten/generator.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/stats.h"
+#include "aten/stream.h"
 #include "aten/unsupported_layouts.h"
 #include "runtime/activity.h"
 

@@ -23,8 +23,10 @@
 #include <utility>
 #include <vector>
 
-#include "aten/context.h"
+#include "aten/alias.h"
+#include "aten/device.h"
 #include "aten/ivalue_tensors.h"
+#include "aten/launch.h"
 #include "aten/stats.h"
 
 namespace torchneuron {

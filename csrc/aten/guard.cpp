@@ -1,209 +1,14 @@
-// Device guard (c10::impl::DeviceGuardImplInterface) for `neuron`: current
-// device and stream per thread, streams and events over the runtime.
-#include <ATen/Parallel.h>
+// Device guard (c10::impl::DeviceGuardImplInterface) for `neuron`: PyTorch's
+// device and stream switches, streams and events over the runtime.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
-#include <sstream>
 
-#include <pthread.h>
+#include <cstdint>
 
-#include <atomic>
-#include <mutex>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-#include "aten/compiled_launch.h"
-#include "aten/context.h"
-#include "aten/intraop_threads.h"
-#include "aten/launch.h"
+#include "aten/device.h"
+#include "aten/stream.h"
 
 namespace torchneuron {
-
-namespace {
-std::atomic<bool> g_started{false};
-std::atomic<bool> g_bad_fork{false};
-std::mutex g_init_error_mu;
-std::string g_init_error;  // why the runtime could not start, if it could not
-
-// A forked child inherits the runtime's memory but not its worker threads:
-// like CUDA, the device cannot be used there.
-void mark_child_after_fork() {
-  if (g_started.load()) g_bad_fork.store(true);
-}
-const bool g_fork_handler = [] {
-  pthread_atfork(nullptr, nullptr, &mark_child_after_fork);
-  return true;
-}();
-}  // namespace
-
-bool in_bad_fork() { return g_bad_fork.load(); }
-bool runtime_started() { return g_started.load(); }
-
-rt::Runtime& device_runtime() {
-  TORCH_CHECK(!g_bad_fork.load(),
-              "Cannot re-initialize neuron in forked subprocess. To use the neuron device with "
-              "multiprocessing, use the 'spawn' start method");
-  static rt::Runtime* rt_ = [] {
-    rt::Runtime* r = nullptr;
-    translate_errors([&] { r = &rt::get(); });
-    g_started.store(true);
-    return r;
-  }();
-  return *rt_;
-}
-
-void translate_errors(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const rt::OutOfMemoryError& e) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
-  } catch (const rt::AsyncError& e) {
-    // Raised at a sync point, possibly far from the failing call.
-    TORCH_CHECK(!device_runtime().config().launch_blocking, e.what());
-    TORCH_CHECK(false, e.what(),
-                " (kernels run asynchronously, so the failing call may be an earlier one; "
-                "NEURON_LAUNCH_BLOCKING=1 raises the error at that call)");
-  } catch (const rt::Error& e) {
-    TORCH_CHECK(false, e.what());
-  }
-}
-
-c10::DeviceIndex device_count() noexcept {
-  try {
-    return static_cast<c10::DeviceIndex>(device_runtime().device_count());
-  } catch (const std::exception& e) {
-    // A bad environment shows as "no device", as CUDA does; the reason is
-    // kept for the error of the first device use.
-    std::lock_guard<std::mutex> lock(g_init_error_mu);
-    g_init_error = e.what();
-    return 0;
-  }
-}
-
-std::string runtime_start_error() {
-  std::lock_guard<std::mutex> lock(g_init_error_mu);
-  return g_init_error;
-}
-
-void check_device_index(c10::DeviceIndex index) {
-  auto n = device_count();
-  if (n == 0) {
-    auto why = runtime_start_error();
-    TORCH_CHECK(why.empty(), "no neuron device is usable: ", why);
-  }
-  if (index >= 0 && index < n) return;
-  // As CUDA: torch.AcceleratorError (a RuntimeError), "invalid device
-  // ordinal"; code 101 is cudaErrorInvalidDevice.
-  std::ostringstream msg;
-  msg << "neuron error: invalid device ordinal (invalid neuron device index " << int(index) << ": "
-      << int(n) << " NeuronCore(s) visible; NEURON_RT_VISIBLE_CORES, NEURON_LOGICAL_NC_CONFIG)";
-  throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 101,
-                              msg.str());
-}
-
-namespace {
-thread_local c10::DeviceIndex tls_device = 0;
-// Current stream per device for this thread; empty means all default.
-thread_local std::vector<rt::StreamId> tls_streams;
-}  // namespace
-
-c10::DeviceIndex current_device() { return tls_device; }
-
-void set_current_device(c10::DeviceIndex index) {
-  check_device_index(index);
-  tls_device = index;
-}
-
-c10::DeviceIndex resolve_device(c10::DeviceIndex index) {
-  if (index < 0) return current_device();
-  check_device_index(index);
-  return index;
-}
-
-rt::StreamId current_stream_id(c10::DeviceIndex device) {
-  return size_t(device) < tls_streams.size() ? tls_streams[device] : 0;
-}
-
-void set_current_stream(const c10::Stream& stream) {
-  TORCH_CHECK(stream.device_type() == kNeuron, "expected a neuron stream, got ", stream);
-  check_device_index(stream.device_index());
-  if (tls_streams.size() < size_t(device_count())) tls_streams.resize(device_count(), 0);
-  tls_streams[stream.device_index()] = stream.id();
-}
-
-c10::Stream make_stream(c10::DeviceIndex device, rt::StreamId id) {
-  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device), id);
-}
-
-void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn) {
-  // The kernel runs ATen's CPU kernels on the stream's worker thread with the
-  // launching thread's intra-op thread count (torch.set_num_threads), as of the
-  // launch: OpenMP's thread count (and MKL's local one) is a per-thread setting,
-  // and a worker thread otherwise keeps the count it first saw for good. Without
-  // this, `torch.set_num_threads(1)` after the first device op left the
-  // emulated core on 2 threads, whose parallel regions wait a scheduler slice
-  // whenever the second thread is descheduled (torchneuron check measured a
-  // 2-thread worker: docs/design/check-measurement.md, "The latency statistic"). Set on the
-  // worker thread only (intraop_threads.h): the user's process-wide count stays.
-  // Read without ATen's per-thread lazy init: a launch must not fix the
-  // launching thread's count (torch.get_num_threads() would then differ from a
-  // CPU program's after another thread's torch.set_num_threads).
-  launch_flat(device, name, std::move(fn));
-}
-
-int launch_thread_count() { return launching_thread_intraop_threads(); }
-
-void kernel_prologue(int threads) { use_intraop_threads(threads); }
-
-void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel) {
-  auto enqueue = [&] {
-    translate_errors([&] {
-      device_runtime().launch(device, current_stream_id(device), name, std::move(kernel));
-    });
-  };
-  // A compiled graph's kernel takes the GIL (compiled_launch.h): while one is
-  // queued, a launch that finds the stream's queue full must wait without the
-  // GIL, or that kernel could never run and the queue never drain.
-  if (device_runtime().config().launch_blocking || compiled_kernels_queued() > 0)
-    blocking_wait(enqueue);  // the launch waits for the kernel (or for queue space)
-  else
-    enqueue();
-}
-
-void sync_current_stream(c10::DeviceIndex device) {
-  blocking_wait([&] {
-    translate_errors(
-        [&] { device_runtime().synchronize_stream(device, current_stream_id(device)); });
-  });
-}
-
-void sync_device(c10::DeviceIndex device) {
-  blocking_wait([&] { translate_errors([&] { device_runtime().synchronize_device(device); }); });
-}
-
-void wait_current_stream(c10::DeviceIndex device) {
-  blocking_wait([&] {
-    translate_errors([&] { device_runtime().wait_stream(device, current_stream_id(device)); });
-  });
-}
-
-void wait_device(c10::DeviceIndex device) {
-  blocking_wait([&] { translate_errors([&] { device_runtime().wait_device(device); }); });
-}
-
-namespace {
-BlockingWaitHook g_wait_hook = nullptr;
-}  // namespace
-
-void blocking_wait(const std::function<void()>& wait) {
-  if (g_wait_hook)
-    g_wait_hook(wait);
-  else
-    wait();
-}
-
-void set_blocking_wait_hook(BlockingWaitHook hook) { g_wait_hook = hook; }
 
 namespace {
 
@@ -224,7 +29,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     set_current_device(d.index());
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
-    if (d.index() >= 0 && d.index() < device_count()) tls_device = d.index();
+    unchecked_set_current_device(d.index());
   }
 
   c10::Stream getStream(c10::Device d) const override {

@@ -11,7 +11,12 @@
 #include <deque>
 #include <mutex>
 
-#include "aten/context.h"
+#include "aten/allocator.h"
+#include "aten/device.h"
+#include "aten/generator.h"
+#include "aten/launch.h"
+#include "aten/pinned_memory.h"
+#include "aten/stream.h"
 
 namespace torchneuron {
 namespace {

@@ -3,8 +3,6 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "aten/context.h"
-
 namespace torchneuron {
 namespace {
 

@@ -1,6 +1,7 @@
-// Launching with one heap block per launch: a kernel's closure and the
-// tensors it keeps, made on the launching thread and freed on the worker
-// (docs/design/eager-per-op-cost.md: each such block costs glibc's slow path).
+// Launching kernels on the current stream, with one heap block per launch: a
+// kernel's closure and the tensors it keeps, made on the launching thread and
+// freed on the worker (docs/design/eager-per-op-cost.md: each such block costs
+// glibc's slow path).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,6 +11,9 @@
 #include <stdexcept>
 
 namespace torchneuron {
+
+// Enqueue `fn` on the current stream of `device`.
+void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn);
 
 // launch's parts: the launching thread's intra-op thread count, set on the
 // worker before the kernel; the enqueue (kernel already wrapped).

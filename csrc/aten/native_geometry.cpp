@@ -7,10 +7,11 @@
 #include <mutex>
 #include <sstream>
 
-#include "aten/context.h"
+#include "aten/device.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/kernel_warnings.h"
 #include "aten/native_kernel.h"
+#include "aten/stats.h"
 #include "aten/unsupported_layouts.h"
 
 namespace torchneuron::native {

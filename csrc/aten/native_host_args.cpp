@@ -7,7 +7,9 @@
 
 #include <sys/mman.h>
 
-#include "aten/context.h"
+#include "aten/alias.h"
+#include "aten/device.h"
+#include "aten/generator.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/native_kernel.h"
 

@@ -11,7 +11,9 @@
 
 #include <set>
 
-#include "aten/context.h"
+#include "aten/alias.h"
+#include "aten/device.h"
+#include "aten/empty_tensor.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/kernel_signatures.h"
 #include "aten/kernel_warnings.h"

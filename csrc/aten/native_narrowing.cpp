@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "aten/context.h"
+#include "aten/device.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/native_kernel.h"
 #include "aten/stats.h"

@@ -4,7 +4,6 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "aten/context.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/native_kernel.h"
 #include "aten/native_ops.h"

@@ -1,8 +1,11 @@
 // The native kernel's synchronous path: ops whose result sizes depend on the data, and
 // calls whose geometry probe failed (the CPU kernel's error is raised at the call).
-#include "aten/context.h"
+#include "aten/alias.h"
+#include "aten/device.h"
+#include "aten/empty_tensor.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/native_kernel.h"
+#include "aten/stream.h"
 #include "runtime/activity.h"
 
 namespace torchneuron::native {

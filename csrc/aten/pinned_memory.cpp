@@ -24,7 +24,7 @@
 #include <map>
 #include <mutex>
 
-#include "aten/context.h"
+#include "aten/pinned_memory.h"
 
 namespace torchneuron {
 namespace {

@@ -22,7 +22,10 @@
 #include <tuple>
 #include <vector>
 
-#include "aten/context.h"
+#include "aten/alias.h"
+#include "aten/device.h"
+#include "aten/empty_tensor.h"
+#include "aten/launch.h"
 #include "aten/stats.h"
 
 namespace torchneuron {

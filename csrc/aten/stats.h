@@ -1,5 +1,6 @@
 // Counters of the PyTorch integration: CPU fallbacks (calls, seconds) and
-// 64-bit narrowing events, per operator name. Thread-safe.
+// 64-bit narrowing events, per operator name. Thread-safe. Also the two
+// policy switches they count under: the fallback mode and 64-bit narrowing.
 #pragma once
 
 #include <cstdint>
@@ -40,5 +41,10 @@ void warn_fallback(const std::string& op);
 // (TORCHNEURON_FALLBACK=error: NotImplementedError naming the op).
 std::string fallback_mode();
 void set_fallback_mode(const std::string& mode);
+
+// The 64-bit policy (native_narrowing.cpp): whether int64/float64 compute narrowed
+// (TORCHNEURON_NARROW_64BIT, default on).
+bool narrow_64bit_enabled();
+void set_narrow_64bit(bool on);
 
 }  // namespace torchneuron

@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "aten/context.h"
+#include "aten/alias.h"
 
 namespace torchneuron::distributed {
 

@@ -14,7 +14,7 @@
 
 namespace torchneuron::distributed {
 
-// CPU aliases of neuron tensors (aten/context.h's cpu_alias), one per tensor.
+// CPU aliases of neuron tensors (aten/alias.h's cpu_alias), one per tensor.
 std::vector<at::Tensor> aliases(const std::vector<at::Tensor>& ts);
 std::vector<std::vector<at::Tensor>> aliases(const std::vector<std::vector<at::Tensor>>& ls);
 // The lists' tensors in order, as one list.

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include "aten/alias.h"
 #include "distributed/arguments.h"
 
 namespace torchneuron::distributed {

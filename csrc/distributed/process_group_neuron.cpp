@@ -21,6 +21,9 @@
 
 #include <algorithm>
 
+#include "aten/device.h"
+#include "aten/launch.h"
+#include "aten/stream.h"
 #include "distributed/arguments.h"
 
 namespace torchneuron::distributed {

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "aten/context.h"
 #include "distributed/comm_queue.h"
 
 namespace torchneuron::distributed {

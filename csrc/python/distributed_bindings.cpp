@@ -1,6 +1,6 @@
 #include "python/distributed_bindings.h"
 
-#include "aten/context.h"
+#include "aten/device.h"
 #include "distributed/process_group_neuron.h"
 
 namespace torchneuron::distributed {

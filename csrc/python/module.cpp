@@ -6,11 +6,15 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
+#include "aten/alias.h"
 #include "aten/compiled_launch.h"
-#include "aten/context.h"
+#include "aten/device.h"
+#include "aten/generator.h"
 #include "aten/kernel_signatures.h"
 #include "aten/native_ops.h"
+#include "aten/pinned_memory.h"
 #include "aten/stats.h"
+#include "aten/stream.h"
 #include "python/distributed_bindings.h"
 #include "python/profiler_bindings.h"
 
@@ -36,7 +40,7 @@ py::dict core_properties(int device) {
   return d;
 }
 
-// The blocking-wait hook (context.h): waits for device work release the GIL,
+// The blocking-wait hook (stream.h): waits for device work release the GIL,
 // so that a stream worker can drop Python-visible tensors and storages.
 // Not while the interpreter finalizes: a thread taking the GIL then exits.
 void release_gil_while(const std::function<void()>& wait) {

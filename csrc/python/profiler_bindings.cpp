@@ -13,7 +13,7 @@ TORCH_API std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceba
 TORCH_API void installCapturedTracebackPython();
 }  // namespace torch
 
-#include "aten/context.h"
+#include "aten/device.h"
 #include "profiler/kineto_plugin.h"
 #include "python/profiler_bindings.h"
 #include "runtime/activity.h"

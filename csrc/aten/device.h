@@ -1,0 +1,44 @@
+// The device: the runtime behind `neuron` (started on first use, unusable in
+// a forked child), its errors as PyTorch's, the device count and the calling
+// thread's current device.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <string>
+
+#include "runtime/runtime.h"
+
+namespace torchneuron {
+
+namespace rt = torchneuron::runtime;
+
+constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
+
+// The runtime; runtime errors become PyTorch errors (see translate_errors).
+rt::Runtime& device_runtime();
+
+// Runs `fn`, turning runtime exceptions into PyTorch's error types:
+// OutOfMemoryError -> c10::OutOfMemoryError (torch.OutOfMemoryError),
+// others -> c10::Error (RuntimeError).
+void translate_errors(const std::function<void()>& fn);
+
+c10::DeviceIndex device_count() noexcept;
+// Why the runtime could not start ("" if it started or was not tried).
+std::string runtime_start_error();
+// True in a child forked after the runtime started (the device is unusable).
+bool in_bad_fork();
+// True once the runtime started (NEURON_RT_VISIBLE_CORES is read then).
+bool runtime_started();
+// Throws IndexError-like c10::Error naming the index and the count.
+void check_device_index(c10::DeviceIndex index);
+// The calling thread's current device (as cudaGetDevice), default 0.
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);
+// The device guard's noexcept restore: an index out of range is ignored.
+void unchecked_set_current_device(c10::DeviceIndex index) noexcept;
+// -1 resolves to the current device.
+c10::DeviceIndex resolve_device(c10::DeviceIndex index);
+
+}  // namespace torchneuron
