@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 
-.PHONY: setup build lint format test test-runtime ensure-gtest test-python test-noisy-host test-compile-sweep test-protected demo bench bench-dist bench-compile clean conformance
+.PHONY: setup build lint format test test-runtime ensure-gtest test-python test-noisy-host test-compile-sweep test-protected test-concatenation demo bench bench-dist bench-compile clean conformance
 
 setup: $(VENV)/.deps-stamp
 
@@ -60,7 +60,13 @@ format: setup
 	$(VENV)/bin/ruff format .
 	find csrc -name '*.cpp' -o -name '*.h' | xargs $(VENV)/bin/clang-format -i
 
-test: lint test-runtime test-python test-protected
+# The device suite with adaptive eager execution's buffering on and every native kernel
+# buffered (threshold 0): each way a result can be observed must flush first.
+test-concatenation: build
+	TORCH_NEURONX_ENABLE_CONCATENATION=1 TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD=0 \
+	  $(PY) -m pytest -q -m "not noisy_host and not compile_sweep" tests/device tests/profiler
+
+test: lint test-runtime test-python test-protected test-concatenation
 
 # The main job: the three-phase check of all-MiniLM-L6-v2 (real weights), report.html.
 # prices.csv has no verified trn2.48xlarge on-demand price. To show the projection's cost line

@@ -282,6 +282,23 @@ def reset_kernel_signature_stats() -> None:
     _C._reset_kernel_signature_stats()
 
 
+def concatenation_stats() -> dict:
+    """Adaptive eager execution's buffering (``TORCH_NEURONX_ENABLE_CONCATENATION=1``;
+    docs/design/concatenation-engine.md): ``buffered`` native kernels that waited in their
+    stream's buffer because the stream had at least
+    ``TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD`` (15) kernels queued, ``direct`` ones
+    enqueued at once, and ``flushes`` by cause (``launch``: another launch on the stream;
+    ``wait``: a host wait; ``event``: an event or a query; ``limit``:
+    ``TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT`` (1024) kernels; ``queue_low``: the
+    stream ran low). Flushed kernels run one by one: fusing them is not built yet. All
+    zero with the variable unset."""
+    return _C._concatenation_stats()
+
+
+def reset_concatenation_stats() -> None:
+    _C._reset_concatenation_stats()
+
+
 def full_width_stats() -> dict[str, int]:
     """``{op_name: calls}`` of operators with float64/int64 inputs computed at
     full width because the narrowed dtype has no kernel (int64 convolution and

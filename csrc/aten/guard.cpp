@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "aten/concatenation.h"
 #include "aten/device.h"
 #include "aten/stream.h"
 
@@ -71,11 +72,13 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
         bool timing = flag == c10::EventFlag::BACKEND_DEFAULT;
         *event = from_event(device_runtime().create_event(stream.device_index(), timing));
       }
+      flush_stream(stream.device_index(), stream.id(), FlushCause::kEvent);
       device_runtime().record_event(to_event(*event), stream.device_index(), stream.id());
     });
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (!event) return;
+    flush_stream(stream.device_index(), stream.id(), FlushCause::kEvent);
     translate_errors([&] {
       device_runtime().stream_wait_event(stream.device_index(), stream.id(), to_event(event));
     });
@@ -89,6 +92,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
   bool queryStream(const c10::Stream& stream) const override {
     bool r = false;
+    flush_stream(stream.device_index(), stream.id(), FlushCause::kEvent);
     translate_errors(
         [&] { r = device_runtime().query_stream(stream.device_index(), stream.id()); });
     return r;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "aten/compiled_launch.h"
+#include "aten/concatenation.h"
 #include "aten/device.h"
 #include "aten/intraop_threads.h"
 #include "aten/launch.h"
@@ -31,11 +32,14 @@ int launch_thread_count() { return launching_thread_intraop_threads(); }
 
 void kernel_prologue(int threads) { use_intraop_threads(threads); }
 
-void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel) {
+void enqueue_on(c10::DeviceIndex device, int64_t stream, const char* name,
+                std::function<void()> kernel) {
   auto enqueue = [&] {
-    translate_errors([&] {
-      device_runtime().launch(device, current_stream_id(device), name, std::move(kernel));
-    });
+    if (concatenation_enabled()) {
+      enqueue_counted(device, stream, name, std::move(kernel));  // the queue depth it reads
+      return;
+    }
+    translate_errors([&] { device_runtime().launch(device, stream, name, std::move(kernel)); });
   };
   // A compiled graph's kernel takes the GIL (compiled_launch.h): while one is
   // queued, a launch that finds the stream's queue full must wait without the
@@ -44,6 +48,19 @@ void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<voi
     blocking_wait(enqueue);  // the launch waits for the kernel (or for queue space)
   else
     enqueue();
+}
+
+void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel) {
+  const auto stream = current_stream_id(device);
+  flush_stream(device, stream, FlushCause::kLaunch);  // buffered kernels go first
+  enqueue_on(device, stream, name, std::move(kernel));
+}
+
+void buffer_or_enqueue(c10::DeviceIndex device, const char* name, std::function<void()> kernel) {
+  if (concatenation_enabled())
+    buffer_kernel(device, name, std::move(kernel));
+  else
+    enqueue_on(device, current_stream_id(device), name, std::move(kernel));
 }
 
 }  // namespace torchneuron

@@ -16,24 +16,42 @@ namespace torchneuron {
 void launch(c10::DeviceIndex device, const char* name, std::function<void()> fn);
 
 // launch's parts: the launching thread's intra-op thread count, set on the
-// worker before the kernel; the enqueue (kernel already wrapped).
+// worker before the kernel; the enqueue (kernel already wrapped), after the
+// stream's buffered kernels (concatenation.h); enqueue_on: on `stream`, with
+// no buffer before it (the buffers' own flush).
 int launch_thread_count();
 void kernel_prologue(int threads);
 void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel);
-// launch with `f` wrapped once: one closure allocation per launch, not two.
-// The runtime reports a failed kernel by its what(); c10::Error's carries a
-// C++ backtrace, which is noise in an asynchronous error message.
+void enqueue_on(c10::DeviceIndex device, int64_t stream, const char* name,
+                std::function<void()> kernel);
+// A native op's kernel: enqueued, or buffered under adaptive eager execution.
+void buffer_or_enqueue(c10::DeviceIndex device, const char* name, std::function<void()> kernel);
+
+// `f` wrapped once: one closure allocation per launch, not two. The runtime
+// reports a failed kernel by its what(); c10::Error's carries a C++
+// backtrace, which is noise in an asynchronous error message.
 template <class F>
-void launch_flat(c10::DeviceIndex device, const char* name, F&& f) {
+std::function<void()> wrap_kernel(F&& f) {
   const int threads = launch_thread_count();
-  enqueue_kernel(device, name, [f = std::forward<F>(f), threads]() mutable {
+  return [f = std::forward<F>(f), threads]() mutable {
     kernel_prologue(threads);
     try {
       f();
     } catch (const c10::Error& e) {
       throw std::runtime_error(e.what_without_backtrace());
     }
-  });
+  };
+}
+
+template <class F>
+void launch_flat(c10::DeviceIndex device, const char* name, F&& f) {
+  enqueue_kernel(device, name, wrap_kernel(std::forward<F>(f)));
+}
+
+// launch_flat for a native op's kernel, which adaptive eager execution may buffer.
+template <class F>
+void launch_native(c10::DeviceIndex device, const char* name, F&& f) {
+  buffer_or_enqueue(device, name, wrap_kernel(std::forward<F>(f)));
 }
 
 // launch_view's facts as a flat record made at the call; view() builds

@@ -168,7 +168,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
       return at::Tensor();
     });
   for (const auto& r : results) pins.push_back(PinnedTensor::of(r, /*operand=*/false));
-  launch_flat(
+  launch_native(
       device, plan.name.c_str(),
       [compute, out_op, &plan, slots = std::move(args), pins = std::move(pins), narrow, device,
        geo]() mutable {

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "aten/concatenation.h"
 #include "aten/device.h"
 #include "aten/stream.h"
 
@@ -55,6 +56,7 @@ BlockingWaitHook g_wait_hook = nullptr;
 }  // namespace
 
 void blocking_wait(const std::function<void()>& wait) {
+  flush_all();  // what the host waits for may be buffered (concatenation.h)
   if (g_wait_hook)
     g_wait_hook(wait);
   else

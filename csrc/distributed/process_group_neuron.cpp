@@ -21,6 +21,7 @@
 
 #include <algorithm>
 
+#include "aten/concatenation.h"
 #include "aten/device.h"
 #include "aten/launch.h"
 #include "aten/stream.h"
@@ -266,6 +267,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::issue(Call call) {
   // An idle stream has nothing the transfer must wait for: start it now
   // (the kernel below still orders later kernels after it).
   bool idle = false;
+  flush_stream(device, current_stream_id(device), FlushCause::kEvent);
   translate_errors(
       [&] { idle = device_runtime().query_stream(device, current_stream_id(device)); });
   post_check();  // first: the peers wait for it

@@ -8,6 +8,7 @@
 
 #include "aten/alias.h"
 #include "aten/compiled_launch.h"
+#include "aten/concatenation.h"
 #include "aten/device.h"
 #include "aten/generator.h"
 #include "aten/kernel_signatures.h"
@@ -169,6 +170,21 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_kernel_signature_stats", &reset_kernel_signature_stats);
+  m.def("_concatenation_enabled", &concatenation_enabled);
+  m.def("_concatenation_stats", [] {
+    const auto s = concatenation_stats();
+    py::dict out, flushes;
+    out["buffered"] = s.buffered;
+    out["direct"] = s.direct;
+    flushes["launch"] = s.flush_launch;
+    flushes["wait"] = s.flush_wait;
+    flushes["event"] = s.flush_event;
+    flushes["limit"] = s.flush_limit;
+    flushes["queue_low"] = s.flush_queue_low;
+    out["flushes"] = flushes;
+    return out;
+  });
+  m.def("_reset_concatenation_stats", &reset_concatenation_stats);
   // ((op, calls), ...) of one compiled launch; TORCH_WARN reaches Python as a warning
   m.def("_note_compiled_narrowing",
         [](const std::vector<std::pair<std::string, int64_t>>& ops, bool full_width) {

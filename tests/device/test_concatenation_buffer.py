@@ -1,0 +1,154 @@
+"""Adaptive eager execution's buffering (TORCH_NEURONX_ENABLE_CONCATENATION=1,
+csrc/aten/concatenation.h): native kernels wait in their stream's buffer, and every way the
+host or another stream can observe their results flushes it first. Each case runs in a child
+process (the variables are read once) and compares with the same program on the CPU."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+_PRELUDE = """
+import json, threading, torch, torchneuron
+def run(dev):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(256, 256, generator=g).to(dev)
+    x = a
+    for _ in range(20):  # keeps the stream busy: what follows is buffered
+        x = (x @ a).tanh()
+    return a, x
+"""
+
+CASES = {
+    # a host read (.cpu(): a device-to-host copy, itself a launch) flushes the stream
+    "host_read": """
+def prog(dev):
+    a, x = run(dev)
+    for _ in range(100):
+        x = x * 1.001 + 0.001
+    return x.cpu()
+""",
+    # an event recorded on one stream and waited on by another orders the second
+    # stream's kernels after the first's buffered ones
+    "streams_and_events": """
+def prog(dev):
+    if dev == "cpu":
+        a, x = run(dev)
+        return (x * 2 + 1).sum(0)
+    s1, s2 = torch.neuron.Stream(), torch.neuron.Stream()
+    with torch.neuron.stream(s1):
+        a, x = run(dev)
+        y = x * 2
+        e = torch.neuron.Event()
+        e.record(s1)
+    with torch.neuron.stream(s2):
+        s2.wait_event(e)
+        z = (y + 1).sum(0)
+    torch.neuron.synchronize()
+    return z.cpu()
+""",
+    # in-place ops and views on buffered results, then a reduction read as a Python number
+    "in_place_and_views": """
+def prog(dev):
+    a, x = run(dev)
+    x[0].mul_(3.0)
+    x.t()[1:4].add_(1.0)
+    v = x.view(-1)[::7]
+    v.clamp_(max=0.5)
+    return torch.tensor([x.sum().item(), v.mean().item()])
+""",
+    # autograd: the backward's kernels are buffered too; the gradient is read by the host
+    "autograd": """
+def prog(dev):
+    a, x = run(dev)
+    w = a.clone().requires_grad_()
+    loss = ((x @ w).relu() ** 2).mean()
+    loss.backward()
+    return torch.cat([loss.detach().reshape(1).cpu(), w.grad.cpu().reshape(-1)[:100]])
+""",
+    # random draws keep the generator's order (reseeding waits for queued draws)
+    "random": """
+def prog(dev):
+    a, x = run(dev)
+    torch.manual_seed(5)
+    d = torch.nn.functional.dropout(x, 0.5)
+    torch.manual_seed(5)
+    e = torch.nn.functional.dropout(x, 0.5)
+    return torch.stack([(d - e).abs().max(), ((d == 0) == (e == 0)).all().float()]).cpu()
+""",
+    # another thread issuing to the same device, joined before the read
+    "threads": """
+def prog(dev):
+    a, x = run(dev)
+    out = {}
+    def worker():
+        out["y"] = (x * 3 - 1).sum()
+    t = threading.Thread(target=worker); t.start(); t.join()
+    return torch.stack([out["y"], (x * 2).sum()]).cpu()
+""",
+}
+
+
+def _run(body: str, env: dict) -> subprocess.CompletedProcess:
+    code = (
+        _PRELUDE
+        + textwrap.dedent(body)
+        + """
+cpu = prog("cpu")
+torch.neuron.reset_concatenation_stats()
+got = prog("neuron")
+print(json.dumps({"stats": torch.neuron.concatenation_stats(),
+                  "diff": float((got.double() - cpu.double()).abs().max())}))
+"""
+    )
+    # the case's variables alone (make test-concatenation runs this file with its own set)
+    mine = ("TORCH_NEURONX_ENABLE_CONCATENATION", "TORCH_NEURONX_CONCATENATION_", "NEURON_LAUNCH_B")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(mine)}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _result(body, **env):
+    import json
+
+    p = _run(body, {"TORCH_NEURONX_ENABLE_CONCATENATION": "1", **env})
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_buffered_kernels_give_the_cpu_result(case):
+    # threshold 0: every native kernel is buffered until a flush point
+    r = _result(CASES[case], TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD="0")
+    assert r["diff"] <= 1e-4, r
+    assert r["stats"]["buffered"] > 40 and r["stats"]["direct"] == 0, r
+    assert sum(r["stats"]["flushes"].values()) >= 1, r
+
+
+def test_buffer_limit_and_default_threshold():
+    r = _result(
+        CASES["host_read"],
+        TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD="0",
+        TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT="16",
+    )
+    assert r["diff"] <= 1e-4 and r["stats"]["flushes"]["limit"] >= 10, r
+    # the default threshold (15 queued kernels): the first kernels go at once
+    r = _result(CASES["host_read"])
+    assert r["diff"] <= 1e-4 and r["stats"]["direct"] >= 15, r
+
+
+def test_off_by_default_and_under_launch_blocking():
+    import json
+
+    for env in ({}, {"TORCH_NEURONX_ENABLE_CONCATENATION": "1", "NEURON_LAUNCH_BLOCKING": "1"}):
+        p = _run(CASES["host_read"], env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        assert r["diff"] <= 1e-4 and r["stats"]["buffered"] == r["stats"]["direct"] == 0, r
