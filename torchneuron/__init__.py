@@ -67,6 +67,7 @@ def _drain_at_exit() -> None:
     # launched after this (atexit handlers registered before this import) wait
     # for their kernel: one still running at finalization aborted the process.
     _C._set_compiled_launches_blocking()
+    _C._stop_concatenation_buffering()  # later native kernels go straight to the stream
     for i in range(_C._device_count()):
         try:
             _C._synchronize(i)

@@ -59,6 +59,7 @@ std::atomic<int64_t> s_buffered{0}, s_direct{0}, s_launch{0}, s_wait{0}, s_event
 // Set by the first buffered kernel: until then a flush has nothing to do (and
 // must not start the runtime, e.g. in a forked child's wait).
 std::atomic<bool> g_used{false};
+std::atomic<bool> g_stopped{false};
 
 // A flush enqueues through enqueue_kernel's waits, which flush: not again.
 thread_local bool tls_flushing = false;
@@ -154,6 +155,13 @@ void enqueue_counted(c10::DeviceIndex device, rt::StreamId stream, const char* n
 
 void buffer_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel) {
   const rt::StreamId stream = current_stream_id(device);
+  if (g_stopped.load(std::memory_order_relaxed) || tls_flushing) {
+    // after the exit drain; or a kernel launched while this thread enqueues a
+    // buffer (its lock is held): in order after what it enqueued so far
+    s_direct.fetch_add(1);
+    enqueue_on(device, stream, name, std::move(kernel));
+    return;
+  }
   Buffer& b = buffer_of(device, stream);
   g_used.store(true, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lk(b.m);
@@ -198,6 +206,8 @@ void flush_all() {
     drain_locked(*b, c10::DeviceIndex(int16_t(k >> 48)), rt::StreamId(k & kStreamMask));
   }
 }
+
+void stop_buffering() noexcept { g_stopped.store(true); }
 
 ConcatenationStats concatenation_stats() {
   ConcatenationStats s;

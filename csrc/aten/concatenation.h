@@ -36,6 +36,11 @@ void flush_all();  // FlushCause::kWait
 void enqueue_counted(c10::DeviceIndex device, rt::StreamId stream, const char* name,
                      std::function<void()> kernel);
 
+// From now on native kernels are enqueued, not buffered (the interpreter's exit
+// drain: a kernel buffered after it would never run, and its closure would
+// outlive the runtime).
+void stop_buffering() noexcept;
+
 // Counters since start (or the last reset): kernels buffered and enqueued
 // directly; flushes by cause ("launch", "wait", "event", "limit", "queue_low").
 struct ConcatenationStats {

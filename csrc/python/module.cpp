@@ -185,6 +185,7 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_concatenation_stats", &reset_concatenation_stats);
+  m.def("_stop_concatenation_buffering", &stop_buffering);
   // ((op, calls), ...) of one compiled launch; TORCH_WARN reaches Python as a warning
   m.def("_note_compiled_narrowing",
         [](const std::vector<std::pair<std::string, int64_t>>& ops, bool full_width) {

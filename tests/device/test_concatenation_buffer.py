@@ -152,3 +152,30 @@ def test_off_by_default_and_under_launch_blocking():
         assert p.returncode == 0, p.stderr[-3000:]
         r = json.loads(p.stdout.strip().splitlines()[-1])
         assert r["diff"] <= 1e-4 and r["stats"]["buffered"] == r["stats"]["direct"] == 0, r
+
+
+def test_kernels_after_the_exit_drain_are_not_buffered():
+    # an atexit handler registered before torchneuron's import runs after its drain: its
+    # kernels must still run (a buffered one would be dropped with the process)
+    code = textwrap.dedent(
+        """
+        import atexit
+        def late():
+            import torch
+            x = torch.ones(64, device="neuron")
+            for _ in range(50):
+                x = x * 2.0
+            print("late", float(x[0].cpu()), torch.neuron.concatenation_stats()["direct"])
+        atexit.register(late)  # before `import torch`, which loads torchneuron
+        import torch
+        a = torch.randn(128, 128, device="neuron")
+        for _ in range(20):
+            a = (a @ a).tanh()
+        """
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_NEURONX_")}
+    env = {**base, "TORCH_NEURONX_ENABLE_CONCATENATION": "1"}
+    env["TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD"] = "0"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"late {2.0**50}" in p.stdout and int(p.stdout.split()[-1]) >= 50, p.stdout
