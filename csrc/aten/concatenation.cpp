@@ -51,7 +51,9 @@ struct Buffer {
 };
 
 std::mutex g_registry_mutex;
-std::unordered_map<uint64_t, std::unique_ptr<Buffer>> g_buffers;
+// Never destroyed: a forked child exits with its parent's buffered kernels, whose
+// storages cannot be freed there (the runtime is refused in the child).
+auto& g_buffers = *new std::unordered_map<uint64_t, std::unique_ptr<Buffer>>();
 
 std::atomic<int64_t> s_buffered{0}, s_direct{0}, s_launch{0}, s_wait{0}, s_event{0}, s_limit{0},
     s_low{0};

@@ -179,3 +179,27 @@ def test_kernels_after_the_exit_drain_are_not_buffered():
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"late {2.0**50}" in p.stdout and int(p.stdout.split()[-1]) >= 50, p.stdout
+
+
+def test_a_forked_child_exits_cleanly_with_its_parents_buffered_kernels():
+    # the child inherits the buffers; freeing their storages there would call the runtime
+    # it is refused (it aborted at exit)
+    code = textwrap.dedent(
+        """
+        import os, sys, torch
+        a = torch.randn(256, 256, device="neuron")
+        for _ in range(20):
+            a = (a @ a).tanh()
+        b = a * 2
+        assert torch.neuron.concatenation_stats()["buffered"] > 0
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)
+        print("child", os.waitpid(pid, 0)[1], torch.allclose(b.cpu(), a.cpu() * 2))
+        """
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_NEURONX_")}
+    env = {**base, "TORCH_NEURONX_ENABLE_CONCATENATION": "1"}
+    env["TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD"] = "0"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert p.returncode == 0 and "child 0 True" in p.stdout, p.stdout + p.stderr[-3000:]
