@@ -428,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     if a.quiet:
         print(
-            f"torchneuron check {result['model']['name']}: {result['verdict'].upper()}"
-            + "".join(f"\n  {f}" for f in result["failures"])
+            f"torchneuron check {result.model['name']}: {result.verdict.upper()}"
+            + "".join(f"\n  {f}" for f in result.failures)
         )
     else:
         report_terminal.render(result, _console(), details=a.details)
@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             if path:
                 print(f"{opt} written to {path}")
-    return int(result["exit_code"])
+    return int(result.exit_code)
 
 
 def _sweep(a, argv) -> int:

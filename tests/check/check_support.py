@@ -11,6 +11,7 @@ import io
 import os
 
 from torchneuron.check import CheckConfig, run
+from torchneuron.check.result import CheckResult
 from torchneuron.cli import main
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
@@ -89,11 +90,11 @@ def sweep_cli(model: str, axes: list, *options) -> tuple[int, str, str]:
 
 
 @functools.cache
-def _cached(model: str, items: tuple) -> dict:
+def _cached(model: str, items: tuple) -> CheckResult:
     return run(CheckConfig(model=model, progress=False, **dict(items)))
 
 
-def result(model: str, **kw) -> dict:
+def result(model: str, **kw) -> CheckResult:
     """A check result (library call), cached per (model, options) for the session.
     Treat it as read-only."""
     return _cached(model, tuple(sorted(kw.items())))

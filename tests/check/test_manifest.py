@@ -32,7 +32,7 @@ def test_manifest_contents(monkeypatch):
 
 def test_every_result_has_a_manifest():
     r = result("mlp", **FAST_KW)
-    assert {"versions", "device_stack", "host", "env", "created_utc"} <= set(r["manifest"])
+    assert {"versions", "device_stack", "host", "env", "created_utc"} <= set(r.manifest)
 
 
 def test_manifest_diff():

@@ -6,15 +6,15 @@ from check_support import FAST_KW, fixture, result  # noqa: F401
 
 def test_mode_compile_measures_compiled_model_in_phases_2_and_3():
     r = result("mlp", mode="compile", **FAST_KW)
-    c = r["phase1"]["compile"]
+    c = r.phase1.compile
     assert c["ok"] and c["phases_2_3"] == "compiled"
-    assert r["verdict"] == "pass"
-    assert r["cost"]["device"]["overhead_label"].startswith("compile time")
+    assert r.verdict == "pass"
+    assert r.cost["device"]["overhead_label"].startswith("compile time")
 
 
 def test_mode_eager_skips_compile():
     r = result("mlp", mode="eager", **FAST_KW)
-    c = r["phase1"]["compile"]
+    c = r.phase1.compile
     assert c["checked"] is False and "--mode eager" in c["note"]
 
 
@@ -25,12 +25,12 @@ def test_compile_failure_reports_stage_op_and_source():
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "compile_models.py"
     )
     r = result(f"{path}:unlowerable", **FAST_KW)
-    c = r["phase1"]["compile"]
+    c = r.phase1.compile
     assert c["checked"] and not c["ok"]
     e = c["error"]
     assert e["compile_stage"] == "lowering" and e["op"] == "aten.special_bessel_j0.default"
     assert "compile_models.py" in e["raised_at"]
-    assert r["phase1"]["status"] == "fail"  # a model that does not compile fails phase 1
+    assert r.phase1.status == "fail"  # a model that does not compile fails phase 1
 
 
 def test_mode_both_reports_compiled_accuracy_beside_eager(tmp_path):
@@ -83,8 +83,8 @@ def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
 
     # not check_support.result: its per-session cache may hold an unplanted run of mlp
     r = run(CheckConfig(model="mlp", progress=False, **FAST_KW))
-    assert r["phase2"]["status"] == "pass" and r["phase2"]["compiled"]["status"] == "fail"
-    assert r["verdict"] == "fail" and any(f.startswith("phase 2 (compiled)") for f in r["failures"])
+    assert r.phase2["status"] == "pass" and r.phase2["compiled"]["status"] == "fail"
+    assert r.verdict == "fail" and any(f.startswith("phase 2 (compiled)") for f in r.failures)
 
 
 def test_mode_both_times_and_prices_the_compiled_model(tmp_path):

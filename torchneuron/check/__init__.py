@@ -10,8 +10,8 @@ as JSON, JUnit XML and a self-contained HTML page. See docs/check.md.
 Library use::
 
     from torchneuron.check import CheckConfig, run
-    result = run(CheckConfig(model="mlp", iterations=50))
-    result["verdict"], result["exit_code"]
+    result = run(CheckConfig(model="mlp", iterations=50))  # a CheckResult (result.py)
+    result.verdict, result.exit_code, result.phase1.status, result.to_json()
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch
 
 from .config import CheckConfig
 from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_USAGE, CheckUsageError
+from .result import CheckResult, Phase1Result
 from .runner import run, write_outputs
 
 
@@ -40,11 +41,13 @@ def autocast_available(dtype: torch.dtype = torch.bfloat16) -> bool:
 
 __all__ = [
     "CheckConfig",
+    "CheckResult",
     "CheckUsageError",
     "EXIT_FAIL",
     "EXIT_INCONCLUSIVE",
     "EXIT_PASS",
     "EXIT_USAGE",
+    "Phase1Result",
     "autocast_available",
     "run",
     "write_outputs",

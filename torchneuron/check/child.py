@@ -16,7 +16,7 @@ def main() -> None:
     on stdout (after ``_TAG``)."""
     cfg = CheckConfig(**json.loads(sys.stdin.read()))
     r = run(cfg)
-    p3 = r.get("phase3") or {}
+    p3 = r.phase3 or {}
     res = (
         estimates(p3)
         if p3.get("status") == "pass"

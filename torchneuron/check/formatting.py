@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .result import Phase1Result
+
 
 def ms(seconds: float | None, digits: int = 3) -> str:
     """Seconds shown as milliseconds."""
@@ -185,12 +187,10 @@ def projected_cost(x: dict) -> str:
     )
 
 
-def narrowing(p1: dict) -> str:
+def narrowing(p1: Phase1Result) -> str:
     """Phase 1's 64-bit narrowing: the eager runs' ops, then the compiled runs' (calls each)."""
-    eager = ", ".join(f"{k} ×{v}" for k, v in p1["narrowing"].items())
-    comp = ", ".join(
-        f"{k} ×{v}" for k, v in ((p1.get("compile") or {}).get("narrowing") or {}).items()
-    )
+    eager = ", ".join(f"{k} ×{v}" for k, v in p1.narrowing.items())
+    comp = ", ".join(f"{k} ×{v}" for k, v in ((p1.compile or {}).get("narrowing") or {}).items())
     return "; ".join(x for x in (eager, f"compiled: {comp}" if comp else "") if x) or "none"
 
 

@@ -7,7 +7,6 @@ import math
 import numbers
 import os
 import time
-from typing import Any
 
 import torch
 
@@ -20,8 +19,7 @@ from .errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, CheckUsageError
 from .model import loading
 from .phases import phase1, phase2, phase3
 from .projection import cost as cost_mod
-
-SCHEMA = "torchneuron.check.result/1"
+from .result import CheckResult, Phase1Result
 
 #: What a baseline does not decide (docs/design/check-measurement.md, "Baselines and regressions", "Training").
 TRAINING_NOT_BASELINED = (
@@ -176,8 +174,9 @@ def _guard_outputs(cfg: CheckConfig) -> None:
             )
 
 
-def run(cfg: CheckConfig, ui=None) -> dict:
-    """Run a whole check. Returns the JSON-ready result; ``result["exit_code"]`` is 0
+def run(cfg: CheckConfig, ui=None) -> CheckResult:
+    """Run a whole check. Returns its result (``result.to_dict()`` is the JSON);
+    ``result.exit_code`` is 0
     (pass) or 1 (a phase failed, a regression, over budget). Bad usage or input raises
     CheckUsageError (exit code 2) before or while the model is loaded and compared."""
     ui = ui or NullUI()
@@ -198,7 +197,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
     _run_training(result, loaded, cfg, p1, ui)
     _run_projection(result, loaded, cfg, p1, ui)
     _compare_baseline(result, base, session, extra, loaded, cfg, ui)
-    result["cost"] = cost_mod.compute(
+    result.cost = cost_mod.compute(
         p1,
         p3,
         cfg,
@@ -209,7 +208,7 @@ def run(cfg: CheckConfig, ui=None) -> dict:
         man["device_stack"]["emulated"],
     )
     _decide(result, cfg)
-    result["elapsed_s"] = time.perf_counter() - t_start
+    result.elapsed_s = time.perf_counter() - t_start
     _save_baseline(result, cfg, extra, session, ui)
     return result
 
@@ -242,38 +241,33 @@ def _load_model(cfg: CheckConfig, base, ui) -> tuple:
     return loaded, model_desc
 
 
-def _new_result(cfg: CheckConfig, model_desc: dict, man: dict, base) -> dict[str, Any]:
+def _new_result(cfg: CheckConfig, model_desc: dict, man: dict, base) -> CheckResult:
     """The result's head: schema, empty verdict, config, model, manifest, thresholds."""
-    return {
-        "schema": SCHEMA,
-        "verdict": None,
-        "exit_code": None,
-        "failures": [],
-        "warnings": [],
-        "config": cfg.to_dict(),
-        "model": model_desc | {"dtype": cfg.dtype, "seed": cfg.seed},
-        "manifest": man,
-        "thresholds": baseline_mod.thresholds(cfg, base),
-    }
+    return CheckResult(
+        config=cfg.to_dict(),
+        model=model_desc | {"dtype": cfg.dtype, "seed": cfg.seed},
+        manifest=man,
+        thresholds=baseline_mod.thresholds(cfg, base),
+    )
 
 
-def _run_phase1(result: dict, loaded, cfg: CheckConfig, base, ui) -> tuple:
+def _run_phase1(result: CheckResult, loaded, cfg: CheckConfig, base, ui) -> tuple:
     """Phase 1; returns its result, the session, and why later phases skip (None: they run)."""
     p1, session = phase1.run(loaded, cfg, ui)
-    result["phase1"] = p1
-    if base is not None and p1["status"] == "pass":
-        baseline_mod.check_outputs(base, p1["outputs"])
+    result.phase1 = p1
+    if base is not None and p1.status == "pass":
+        baseline_mod.check_outputs(base, p1.outputs)
     skip = None
-    if p1["status"] != "pass":
-        e = p1["error"]
+    if p1.status != "pass":
+        e = p1.error
         skip = f"phase 1 failed ({e['type']}{' in ' + e['op'] if e['op'] else ''}): nothing to compare or time"
     return p1, session, skip
 
 
-def _run_phase2(result: dict, loaded, cfg: CheckConfig, session, skip, ui) -> tuple:
+def _run_phase2(result: CheckResult, loaded, cfg: CheckConfig, session, skip, ui) -> tuple:
     """Phase 2 (and its compiled section under ``--mode both``); returns it and its extras."""
     p2, extra = phase2.run(loaded, cfg, session.outputs, ui, skip)
-    result["phase2"] = p2
+    result.phase2 = p2
     if cfg.mode == "both" and p2["status"] != "skipped" and session.compiled_outputs is not None:
         p2["compiled"] = phase2.compiled_section(
             session.compiled_outputs, session.outputs, extra, cfg
@@ -281,11 +275,13 @@ def _run_phase2(result: dict, loaded, cfg: CheckConfig, session, skip, ui) -> tu
     return p2, extra
 
 
-def _run_phase3(result: dict, loaded, cfg: CheckConfig, session, extra: dict, skip, ui) -> dict:
+def _run_phase3(
+    result: CheckResult, loaded, cfg: CheckConfig, session, extra: dict, skip, ui
+) -> dict:
     """Phase 3, and a host-latency baseline's extra rounds up to ``--max-rounds``."""
-    p1 = result["phase1"]
+    p1 = result.phase1
     # --mode both: the compiled model in the same interleaved iterations as eager
-    comp = p1.get("compile") or {}
+    comp = p1.compile or {}
     if cfg.mode == "both" and skip is None and comp.get("ok"):
         session.compiled_model = torch.compile(
             session.model, backend="neuron"
@@ -298,7 +294,7 @@ def _run_phase3(result: dict, loaded, cfg: CheckConfig, session, extra: dict, sk
         extra["reference"],
         cfg,
         loaded.batch_size,
-        comp.get("compile_s") if compiled_device else p1.get("cold_latency_s"),
+        comp.get("compile_s") if compiled_device else p1.cold_latency_s,
         ui,
         skip,
         extra.get("reference_cold_s"),
@@ -307,7 +303,7 @@ def _run_phase3(result: dict, loaded, cfg: CheckConfig, session, extra: dict, sk
     p3["cold_basis"] = (
         "compiled first call (compile included)" if compiled_device else "eager first pass"
     )
-    result["phase3"] = p3
+    result.phase3 = p3
     if cfg.save_baseline and p3["status"] == "pass" and cfg.gate_host_latency:
         # A baseline for host-latency gates is measured --max-rounds rounds (pooled): every later
         # check is compared with it, so its own sampling error is in every interval (docs/design/check-measurement.md)
@@ -319,12 +315,14 @@ def _run_phase3(result: dict, loaded, cfg: CheckConfig, session, extra: dict, sk
     return p3
 
 
-def _run_profile_and_exact(result: dict, session, cfg: CheckConfig, p1: dict, skip, ui) -> None:
+def _run_profile_and_exact(
+    result: CheckResult, session, cfg: CheckConfig, p1: Phase1Result, skip, ui
+) -> None:
     """``--profile`` (after phase 3's warm-up) and the exact quantities per pass."""
     if cfg.profile:  # after phase 3's warm-up: a steady-state iteration (check/phases/profile.py)
         from .phases import profile as profile_mod
 
-        result["profile"] = (
+        result.profile = (
             profile_mod.run(session, cfg, ui)
             if skip is None
             else {"status": "skipped", "reason": skip}
@@ -332,73 +330,70 @@ def _run_profile_and_exact(result: dict, session, cfg: CheckConfig, p1: dict, sk
     # exact quantities per pass (phases/exact.py): the default performance gates
     from .phases import exact
 
-    result["exact"] = (
+    result.exact = (
         exact.run(session, cfg, p1, ui)
         if skip is None and not cfg.baseline_process
         else {"status": "skipped", "reason": skip or "a baseline's extra process"}
     )
 
 
-def _phase_warnings(result: dict, p1: dict, p2: dict, p3: dict) -> None:
+def _phase_warnings(result: CheckResult, p1: Phase1Result, p2: dict, p3: dict) -> None:
     """The warnings of phases 2 and 3, outputs not compared, a non-deterministic device."""
-    result["warnings"] += p2.get("warnings", []) + p3.get("warnings", [])
-    if p1.get("uncomparable_outputs"):
-        result["warnings"].append(
+    result.warnings += p2.get("warnings", []) + p3.get("warnings", [])
+    if p1.uncomparable_outputs:
+        result.warnings.append(
             "outputs not compared (not tensors): "
-            + ", ".join(f"{u['name']} ({u['type']})" for u in p1["uncomparable_outputs"])
+            + ", ".join(f"{u['name']} ({u['type']})" for u in p1.uncomparable_outputs)
         )
-    if p1.get("determinism") and not p1["determinism"]["identical"]:
-        result["warnings"].append(
-            "two device runs gave different outputs (not bitwise deterministic)"
-        )
+    if p1.determinism and not p1.determinism["identical"]:
+        result.warnings.append("two device runs gave different outputs (not bitwise deterministic)")
 
 
-def _run_training(result: dict, loaded, cfg: CheckConfig, p1: dict, ui) -> None:
+def _run_training(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Result, ui) -> None:
     """The training check (factories returning a loss_fn) and its warnings."""
     from .phases import training
 
-    result["training"] = (
+    result.training = (
         training.run(loaded, cfg, ui, cfg.train_steps)
-        if p1["status"] == "pass" and not cfg.baseline_process
+        if p1.status == "pass" and not cfg.baseline_process
         else {
             "status": "skipped",
             "reason": "phase 1 failed"
-            if p1["status"] != "pass"
+            if p1.status != "pass"
             else "a baseline's extra process measures phase 3 only",
         }
     )
-    result["warnings"] += [
+    result.warnings += [
         f"training: {w}"
-        for w in result["training"].get("warnings", [])
-        + result["training"].get("device_warnings", [])
+        for w in result.training.get("warnings", []) + result.training.get("device_warnings", [])
     ]
 
 
-def _run_projection(result: dict, loaded, cfg: CheckConfig, p1: dict, ui) -> None:
+def _run_projection(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Result, ui) -> None:
     """The Trainium projection (an estimate from the graph, never a verdict)."""
     from .phases import projection as project_phase
 
-    result["projection"] = (
+    result.projection = (
         project_phase.run(loaded, cfg, ui)
-        if p1["status"] == "pass" and not cfg.baseline_process
+        if p1.status == "pass" and not cfg.baseline_process
         else {"status": "skipped", "reason": "phase 1 failed"}
     )
 
 
 def _compare_baseline(
-    result: dict, base, session, extra: dict, loaded, cfg: CheckConfig, ui
+    result: CheckResult, base, session, extra: dict, loaded, cfg: CheckConfig, ui
 ) -> None:
     """The baseline comparison; an undecided latency interval measures another round, up to
     ``--max-rounds``. After phase 1 failed, only whether the model still compiles."""
-    p1, p3 = result["phase1"], result["phase3"]
+    p1, p3 = result.phase1, result.phase3
     if base is not None:
-        if p1["status"] == "pass":
-            result["baseline"] = baseline_compare.compare(
+        if p1.status == "pass":
+            result.baseline = baseline_compare.compare(
                 base, result, session.outputs, cfg.torch_dtype
             )
             while (
                 cfg.gate_host_latency
-                and _undecided(result["baseline"])
+                and _undecided(result.baseline)
                 and p3["status"] == "pass"
                 and p3["rounds"] < cfg.max_rounds
             ):
@@ -406,14 +401,14 @@ def _compare_baseline(
                     f"Latency against the baseline undecided after {p3['rounds']} round(s): measuring again"
                 )
                 phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
-                result["baseline"] = baseline_compare.compare(
+                result.baseline = baseline_compare.compare(
                     base, result, session.outputs, cfg.torch_dtype
                 )
             _confirm_regressions(result, base, session, cfg, ui)
         else:
             # nothing to compare but whether the model still compiles (a compile failure fails phase 1)
             comp_cmp = baseline_compare.compile_success(base, p1)
-            result["baseline"] = {
+            result.baseline = {
                 "path": base.path,
                 "created_utc": base.meta.get("created_utc"),
                 "status": "fail" if comp_cmp.get("regressed") else "skipped",
@@ -422,35 +417,35 @@ def _compare_baseline(
                 "reason": "phase 1 failed: only whether the model compiles was compared",
             }
     else:
-        result["baseline"] = None
-    if result["training"].get("status") in ("pass", "fail") and (
+        result.baseline = None
+    if result.training.get("status") in ("pass", "fail") and (
         base is not None or cfg.save_baseline
     ):
-        result["warnings"].append(TRAINING_NOT_BASELINED)  # baseline.training
+        result.warnings.append(TRAINING_NOT_BASELINED)  # baseline.training
 
 
-def _decide(result: dict, cfg: CheckConfig) -> None:
+def _decide(result: CheckResult, cfg: CheckConfig) -> None:
     """The verdict and exit code from the failures; inconclusive only under
     ``--gate-host-latency``."""
-    fails = result["failures"]
+    fails = result.failures
     fails += _failures(result, cfg)
     # exit 3 belongs to --gate-host-latency alone: the exact gates always decide
-    undecided = _undecided(result["baseline"] or {}) if cfg.gate_host_latency else []
+    undecided = _undecided(result.baseline or {}) if cfg.gate_host_latency else []
     inconclusive = not fails and bool(undecided)
     if inconclusive:
-        result["inconclusive"] = _inconclusive_reason(result, undecided)
-    result["verdict"] = "fail" if fails else "inconclusive" if inconclusive else "pass"
-    result["exit_code"] = EXIT_FAIL if fails else EXIT_INCONCLUSIVE if inconclusive else EXIT_PASS
+        result.inconclusive = _inconclusive_reason(result, undecided)
+    result.verdict = "fail" if fails else "inconclusive" if inconclusive else "pass"
+    result.exit_code = EXIT_FAIL if fails else EXIT_INCONCLUSIVE if inconclusive else EXIT_PASS
 
 
-def _failures(result: dict, cfg: CheckConfig) -> list[str]:
+def _failures(result: CheckResult, cfg: CheckConfig) -> list[str]:
     """One line per failure: phases 1–3, training, regressions, the cost budget."""
-    p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
+    p1, p2, p3 = result.phase1, result.phase2, result.phase3
     fails = []
-    if p1["status"] == "fail":
-        e = p1["error"]
+    if p1.status == "fail":
+        e = p1.error
         fails.append(
-            f"phase 1: the model failed on {p1['device']} during {e['stage']}: {e['type']}"
+            f"phase 1: the model failed on {p1.device} during {e['stage']}: {e['type']}"
             + (f" in {e['op']}" if e["op"] else "")
             + f": {e.get('short_message') or ''}"
             + (f" (hint: {e['hint']})" if e.get("hint") else "")
@@ -468,43 +463,41 @@ def _failures(result: dict, cfg: CheckConfig) -> list[str]:
         )
     if p3["status"] == "fail":
         fails.append(f"phase 3: {p3['reason']}")
-    if result["training"]["status"] == "fail":
-        fails.append(f"training: {result['training']['reason']}")
-    if result["baseline"] and result["baseline"].get("regressions"):
-        fails += [f"regression: {r}" for r in result["baseline"]["regressions"]]
-    if result["cost"].get("over_budget"):
+    if result.training["status"] == "fail":
+        fails.append(f"training: {result.training['reason']}")
+    if result.baseline and result.baseline.get("regressions"):
+        fails += [f"regression: {r}" for r in result.baseline["regressions"]]
+    if result.cost.get("over_budget"):
         fails.append(
-            f"cost: {result['cost']['device']['usd_per_million']:.4g} USD per million samples exceeds "
+            f"cost: {result.cost['device']['usd_per_million']:.4g} USD per million samples exceeds "
             f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)"
         )
     return fails
 
 
-def _inconclusive_reason(result: dict, undecided: list[str]) -> str:
+def _inconclusive_reason(result: CheckResult, undecided: list[str]) -> str:
     """Why the host latency could not be decided: the comparisons, rounds and processes."""
     procs = max(
         [
             len((c.get("confirmation") or {}).get("values", [1]))
-            for c in ((result["baseline"] or {}).get("latency") or {})
-            .get("statistics", {})
-            .values()
+            for c in ((result.baseline or {}).get("latency") or {}).get("statistics", {}).values()
         ]
         or [1]
     )
     return (
         f"inconclusive: the host was too noisy to decide latency ({', '.join(undecided)}) "
-        f"against the baseline after {result['phase3']['rounds']} round(s) (--max-rounds)"
+        f"against the baseline after {result.phase3['rounds']} round(s) (--max-rounds)"
         + (f" and on the median of {procs} processes" if procs > 1 else "")
         + f": an interval of the change straddles the threshold "
-        f"+{result['thresholds']['latency_p50']:.0%}"
+        f"+{result.thresholds['latency_p50']:.0%}"
     )
 
 
-def _save_baseline(result: dict, cfg: CheckConfig, extra: dict, session, ui) -> None:
+def _save_baseline(result: CheckResult, cfg: CheckConfig, extra: dict, session, ui) -> None:
     """Baseline save: only what --save-baseline names, only for a passing run."""
-    result["baseline_saved"] = None
+    result.baseline_saved = None
     if cfg.save_baseline:
-        if result["verdict"] == "pass":
+        if result.verdict == "pass":
             _measure_processes(result, cfg, ui)
             outs = {
                 "reference": extra["outputs"]["reference"],
@@ -512,19 +505,17 @@ def _save_baseline(result: dict, cfg: CheckConfig, extra: dict, session, ui) -> 
                 "device": session.outputs,
             }
             baseline_mod.save(cfg.save_baseline, result, outs)
-            result["baseline_saved"] = cfg.save_baseline
+            result.baseline_saved = cfg.save_baseline
         else:
-            result["warnings"].append(
-                f"baseline not saved to {cfg.save_baseline!r}: the check failed"
-            )
+            result.warnings.append(f"baseline not saved to {cfg.save_baseline!r}: the check failed")
 
 
-def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:
+def _measure_processes(result: CheckResult, cfg: CheckConfig, ui) -> None:
     """``--baseline-runs N``: phase 3 in N - 1 more fresh processes, their figures beside this
     one's in ``phase3.baseline_processes`` (baseline_runs.py), which the baseline keeps."""
     from .baseline import runs as baseline_runs
 
-    p3 = result["phase3"]
+    p3 = result.phase3
     own = baseline_runs.estimates(p3)
     # --mode compile: the compiled figures are compared with their own margin, not these;
     # without --gate-host-latency the host's figures decide nothing: one process is enough
@@ -535,26 +526,24 @@ def _measure_processes(result: dict, cfg: CheckConfig, ui) -> None:
     failed = [e["error"] for e in extra if "error" in e]
     p3["baseline_processes"] = baseline_runs.summary([own] + [e for e in extra if "error" not in e])
     p3["baseline_processes"]["failed"] = failed
-    result["warnings"] += [
+    result.warnings += [
         f"baseline: an extra process of --baseline-runs failed ({why})" for why in failed
     ]
 
 
-def _confirm_regressions(result: dict, base, session, cfg: CheckConfig, ui) -> None:
+def _confirm_regressions(result: CheckResult, base, session, cfg: CheckConfig, ui) -> None:
     """A latency regression of this process re-measured in up to ``--baseline-runs`` − 1 fresh
     processes and decided on the median over the processes (baseline_runs.confirm): one
     process's offset is not a verdict, as a baseline is not one process's figure."""
     from .baseline import runs as baseline_runs
 
-    if result["phase3"]["status"] != "pass" or cfg.baseline_process or not cfg.gate_host_latency:
+    if result.phase3["status"] != "pass" or cfg.baseline_process or not cfg.gate_host_latency:
         return
-    conf = baseline_runs.confirm(result["baseline"].get("latency") or {}, cfg, ui)
+    conf = baseline_runs.confirm(result.baseline.get("latency") or {}, cfg, ui)
     if conf is None:
         return
-    result["baseline"] = baseline_compare.compare(
-        base, result, session.outputs, cfg.torch_dtype, conf
-    )
-    result["warnings"] += [
+    result.baseline = baseline_compare.compare(base, result, session.outputs, cfg.torch_dtype, conf)
+    result.warnings += [
         f"baseline: a fresh process confirming a latency regression failed ({why})"
         for why in conf["failed"]
     ]
@@ -569,7 +558,7 @@ def _undecided(b: dict) -> list[str]:
     return [name for name, lat in lats if lat.get("decision") == "undecided"]
 
 
-def write_outputs(result: dict, cfg: CheckConfig) -> list[str]:
+def write_outputs(result: CheckResult, cfg: CheckConfig) -> list[str]:
     """Write the --json, --junit and --html files asked for; returns their paths."""
     from .report import html as report_html
     from .report import junit

@@ -150,8 +150,8 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
             progress=False,
         )
         r = run_check(c, ui)
-        d = (r["phase3"] or {}).get("device") or {}
-        comp = r["phase1"].get("compile") or {}
+        d = (r.phase3 or {}).get("device") or {}
+        comp = r.phase1.compile or {}
         measured = "compiled" if comp.get("phases_2_3") == "compiled" else "eager"
         if mode == "compile" and measured != "compiled":  # never eager figures labelled compiled
             err = comp.get("error") or {}
@@ -160,7 +160,7 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
                 | {
                     "status": "fail",
                     "measured": None,
-                    "failures": r["failures"],
+                    "failures": r.failures,
                     "reason": "torch.compile(backend='neuron') failed: "
                     + (
                         err.get("short_message")
@@ -170,11 +170,11 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
                 }
             )
             continue
-        dc = r["cost"].get("device") or {}
-        thr = r["model"]["batch_size"] / d["p50_s"] if d.get("p50_s") else None
+        dc = r.cost.get("device") or {}
+        thr = r.model["batch_size"] / d["p50_s"] if d.get("p50_s") else None
         pt |= {
-            "status": r["verdict"],
-            "batch": r["model"]["batch_size"],
+            "status": r.verdict,
+            "batch": r.model["batch_size"],
             "measured": measured,
             "compiled_graphs": comp.get("compiled_graphs"),
             "graphs_ran_compiled": comp.get("graphs_ran_compiled"),
@@ -187,8 +187,8 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
             "usd_per_million_mean": dc.get("usd_per_million"),
             "overhead_s": dc.get("overhead_s"),
             # mode=compile: the compiled model's own peak (None: not measured), never eager's
-            "peak_allocated_bytes": memory.measured_peak(r["phase1"])[0],
-            "peak_allocated_basis": memory.measured_peak(r["phase1"])[1],
+            "peak_allocated_bytes": memory.measured_peak(r.phase1)[0],
+            "peak_allocated_basis": memory.measured_peak(r.phase1)[1],
             "usd_per_million": (
                 cost_mod.cost_per_million(
                     dc["usd_per_hour"], thr, dc.get("overhead_s") or 0.0, cfg.amortize_samples
@@ -196,7 +196,7 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
                 if thr and dc.get("usd_per_hour")
                 else None
             ),
-            "failures": r["failures"],
+            "failures": r.failures,
         }
         points.append(pt)
     failed = any(p["status"] == "fail" for p in points)

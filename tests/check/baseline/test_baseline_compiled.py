@@ -6,12 +6,14 @@ regression, and a baseline without compiled figures saying "not compared"."""
 import json
 import os
 import shutil
+from dataclasses import replace
 
 import pytest
 from check_support import FAST, cli, fixture
 
 from torchneuron.check.baseline import compare as baseline_mod
 from torchneuron.check.baseline.store import Baseline
+from torchneuron.check.result import CheckResult, Phase1Result
 
 # Loose thresholds (as test_baseline.py's round trip): an unchanged re-check of a
 # sub-millisecond model on a shared host; the planted slowdown (100 ms sleep) is far beyond.
@@ -310,13 +312,15 @@ def test_a_compile_mode_baseline_is_compared_as_the_compiled_model():
         outputs={},
     )
     assert baseline_mod.measured(base) == "compiled"
-    p1 = {"compile": {"checked": True, "ok": True}}
-    result = {"phase1": p1, "phase3": _run("eager", 1.0), "config": {"mode": "both"}}
+    p1 = Phase1Result(
+        "pass", "neuron:0", "eager", None, "warn", compile={"checked": True, "ok": True}
+    )
+    result = CheckResult(phase1=p1, phase3=_run("eager", 1.0), config={"mode": "both"})
     c = baseline_mod.compiled(base, result, 0.10)
     st = c["latency"]["statistics"]["compiled_alone"]  # the compiled model is 2x the baseline's
     assert (
         c["latency"]["decision"] == "regressed" and 3.9 < st["ci"]["low"] <= st["ci"]["high"] < 4.1
     )
     assert c["compile"]["note"].startswith("not compared: the baseline does not record")
-    same = baseline_mod.compiled(base, result | {"phase3": _run("eager", 0.25)}, 0.10)
+    same = baseline_mod.compiled(base, replace(result, phase3=_run("eager", 0.25)), 0.10)
     assert same["latency"]["decision"] == "pass"

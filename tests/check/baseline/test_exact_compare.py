@@ -3,6 +3,7 @@ run (the runs are in test_exact_gates.py)."""
 
 from torchneuron.check.baseline import exact
 from torchneuron.check.config import DEFAULT_THRESHOLDS
+from torchneuron.check.result import CheckResult
 
 TH = dict(DEFAULT_THRESHOLDS)
 
@@ -24,10 +25,10 @@ def _side(kernels, fallbacks=None, latency=None, new_signatures=None):
 
 def _compare(base_eager, cur_eager, bproj=None, cproj=None):
     bmx = {"exact": {"eager": base_eager}, "projection": bproj}
-    result = {
-        "exact": {"status": "pass", "eager": cur_eager},
-        "projection": {"status": "pass", "trn2": {"latency_s_per_core": cproj}} if cproj else {},
-    }
+    result = CheckResult(
+        exact={"status": "pass", "eager": cur_eager},
+        projection={"status": "pass", "trn2": {"latency_s_per_core": cproj}} if cproj else {},
+    )
     return exact.compare(bmx, result, TH)
 
 
@@ -71,7 +72,7 @@ def test_new_signatures_and_an_older_baseline():
     assert out["regressions"][0].startswith(
         "eager new kernel signatures after warm-up per pass: 1 vs"
     )
-    old = exact.compare({"compile": None}, {"exact": {"status": "pass"}}, TH)
+    old = exact.compare({"compile": None}, CheckResult(exact={"status": "pass"}), TH)
     assert old["rows"] == [] and "save it again" in old["notes"][0]
 
 
@@ -83,13 +84,13 @@ def test_projected_times_under_other_fixed_costs_are_not_compared():
     cur["projection"]["trn2"]["roofline_factor"] = 2.0
     fitted = {"execution_us": 60.0, "roofline_factor": 2.0}
     bmx = {"exact": {"eager": base}, "projection": {"trn2": 50e-6}}
-    result = {
-        "exact": {"status": "pass", "eager": cur},
-        "projection": {
+    result = CheckResult(
+        exact={"status": "pass", "eager": cur},
+        projection={
             "status": "pass",
             "trn2": {"latency_s_per_core": 200e-6, "overheads": fitted},
         },
-    }
+    )
     out = exact.compare(bmx, result, TH)
     assert not out["regressions"]
     assert not [r for r in out["rows"] if "projected" in r["quantity"]]

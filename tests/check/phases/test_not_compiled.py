@@ -11,6 +11,7 @@ from check_support import FAST, FAST_KW, cli, fixture, result
 from torchneuron.check import formatting, sweep
 from torchneuron.check.baseline import compare as baseline_mod
 from torchneuron.check.baseline.store import Baseline
+from torchneuron.check.result import Phase1Result
 
 pytestmark = pytest.mark.skipif(not sweep.compile_available(), reason="compile path not available")
 
@@ -18,15 +19,15 @@ pytestmark = pytest.mark.skipif(not sweep.compile_available(), reason="compile p
 @pytest.mark.parametrize("mode", ["compile", "both"])
 def test_a_model_dynamo_never_compiles_fails_phase1(mode):
     r = result(fixture("never_compiled"), mode=mode, **FAST_KW)
-    c = r["phase1"]["compile"]
+    c = r.phase1.compile
     assert c["checked"] and not c["ok"] and c["compiled_graphs"] == 0 and c["graph_runs"] == 0
-    assert r["phase1"]["status"] == "fail" and r["exit_code"] == 1
+    assert r.phase1.status == "fail" and r.exit_code == 1
     assert (
         c["error"]["type"] == "NotCompiled" and "0 graph(s) ran compiled" in c["error"]["message"]
     )
     assert "Dynamo compiled no graph" in c["error"]["message"]
     # no eager figures reported as the compiled model's
-    assert r["phase2"]["status"] == "skipped" and r["phase3"]["status"] == "skipped"
+    assert r.phase2["status"] == "skipped" and r.phase3["status"] == "skipped"
     assert c.get("phases_2_3") != "compiled"
 
 
@@ -106,7 +107,11 @@ def _compare(base_entry, cur_entry):
     b = Baseline(
         path="b", meta={"metrics": {"compile": base_entry}}, thresholds={}, manifest={}, outputs={}
     )
-    return baseline_mod.compile_success(b, {"compile": cur_entry})
+    p1 = Phase1Result(
+        status="pass", device="neuron:0", mode="eager", error=None, fallback_mode="warn"
+    )
+    p1.compile = cur_entry
+    return baseline_mod.compile_success(b, p1)
 
 
 def test_more_graphs_falling_back_than_the_baseline_is_a_compile_regression():

@@ -6,11 +6,11 @@ from check_support import FAST, FAST_KW, MINILM_KW, cli, fixture, needs_fallback
 
 
 def _assert_ran(p1):
-    assert p1["status"] == "pass", p1.get("error")
-    assert p1["error"] is None
-    assert p1["cold_latency_s"] > 0
-    assert p1["determinism"]["identical"] is True
-    m = p1["memory"]
+    assert p1.status == "pass", p1.error
+    assert p1.error is None
+    assert p1.cold_latency_s > 0
+    assert p1.determinism["identical"] is True
+    m = p1.memory
     assert (
         0
         < m["weights_bytes"]
@@ -18,12 +18,12 @@ def _assert_ran(p1):
         <= m["peak_reserved_bytes"]
         <= m["capacity_bytes"]
     )
-    assert isinstance(p1["narrowing"], dict)
-    assert p1["op_profile"] and all(
-        r["op"].startswith("aten::") and r["self_host_s"] >= 0 for r in p1["op_profile"]
+    assert isinstance(p1.narrowing, dict)
+    assert p1.op_profile and all(
+        r["op"].startswith("aten::") and r["self_host_s"] >= 0 for r in p1.op_profile
     )
     # compiled mode (issue 6): it compiles, cold and warm times, graphs and breaks counted
-    c = p1["compile"]
+    c = p1.compile
     assert c["checked"] is True and c["ok"] is True, c.get("error")
     assert c["modes"] == ["eager", "compile"]
     assert c["compile_s"] > 0 and 0 < c["warm_compile_s"]
@@ -35,73 +35,73 @@ def _assert_ran(p1):
 
 def test_mlp_runs():
     r = result("mlp", **FAST_KW)
-    p1 = r["phase1"]
+    p1 = r.phase1
     _assert_ran(p1)
-    assert p1["fallback"]["ops"] == {}
-    assert p1["outputs"] == [{"name": "output", "shape": [32, 10], "dtype": "float32"}]
+    assert p1.fallback["ops"] == {}
+    assert p1.outputs == [{"name": "output", "shape": [32, 10], "dtype": "float32"}]
 
 
 def test_minilm_runs():
     r = result("minilm", **MINILM_KW)
-    p1 = r["phase1"]
+    p1 = r.phase1
     _assert_ran(p1)
-    assert p1["outputs"] == [{"name": "output", "shape": [4, 384], "dtype": "float32"}]
+    assert p1.outputs == [{"name": "output", "shape": [4, 384], "dtype": "float32"}]
     # the weights of all-MiniLM-L6-v2 (22.7 M float32 parameters) live in device memory
-    assert p1["memory"]["weights_bytes"] >= 22_000_000 * 4
+    assert p1.memory["weights_bytes"] >= 22_000_000 * 4
     # int64 attention-mask arithmetic is narrowed to int32 on the device, and counted
-    assert all(isinstance(k, str) and v > 0 for k, v in p1["narrowing"].items())
+    assert all(isinstance(k, str) and v > 0 for k, v in p1.narrowing.items())
 
 
 def test_fallback_ops_are_counted_and_timed():
     op = needs_fallback_op()
     r = result(fixture("falls_back"), **FAST_KW)
-    p1 = r["phase1"]
-    assert p1["status"] == "pass"
-    ops = p1["fallback"]["ops"]
+    p1 = r.phase1
+    assert p1.status == "pass"
+    ops = p1.fallback["ops"]
     hit = [k for k in ops if k.startswith(f"aten::{op}")]
     assert hit, ops
     v = ops[hit[0]]
     assert (
         v["calls"] >= 3 and v["seconds"] > 0 and 0 < v["share"] < 1
     )  # cold, determinism, profile runs
-    assert 0 < p1["fallback"]["share"] < 1
+    assert 0 < p1.fallback["share"] < 1
     # the steady-state share is measured again in phase 3
-    assert r["phase3"]["device"]["fallback_share"] > 0
+    assert r.phase3["device"]["fallback_share"] > 0
 
 
 def test_strict_fallback_fails_with_op_and_traceback():
     op = needs_fallback_op()
     r = result(fixture("falls_back"), fallback="error", **FAST_KW)
-    p1 = r["phase1"]
-    assert p1["status"] == "fail"
-    e = p1["error"]
+    p1 = r.phase1
+    assert p1.status == "fail"
+    e = p1.error
     assert e["type"] == "NotImplementedError"
     assert e["op"].startswith(f"aten::{op}")
     assert "Traceback" in e["traceback"] and "check_inference.py" in e["traceback"]
-    for phase in ("phase2", "phase3"):
-        assert r[phase]["status"] == "skipped"
-        assert "phase 1 failed" in r[phase]["reason"] and f"aten::{op}" in r[phase]["reason"]
-    assert r["verdict"] == "fail" and r["exit_code"] == 1
-    assert r["cost"]["device"].get("usd_per_million") is None
+    for p in (r.phase2, r.phase3):
+        assert p["status"] == "skipped"
+        assert "phase 1 failed" in p["reason"] and f"aten::{op}" in p["reason"]
+    assert r.verdict == "fail" and r.exit_code == 1
+    assert r.cost["device"].get("usd_per_million") is None
 
 
 def test_python_error_on_device_only():
     r = result(fixture("raises_on_device"), **FAST_KW)
-    e = r["phase1"]["error"]
+    e = r.phase1.error
     assert e["type"] == "RuntimeError" and "refuses the neuron device" in e["message"]
     assert e["op"] is None  # raised in Python, not in an operator
     assert "check_planted.py" in e["raised_at"]
-    assert r["phase2"]["status"] == "skipped" and r["phase3"]["status"] == "skipped"
-    assert r["exit_code"] == 1
+    assert r.phase2["status"] == "skipped" and r.phase3["status"] == "skipped"
+    assert r.exit_code == 1
 
 
 def test_failing_op_found_when_the_message_does_not_name_it():
     r = result(fixture("bad_shapes_on_device"), **FAST_KW)
-    e = r["phase1"]["error"]
+    e = r.phase1.error
     assert e["op"] == "aten::mm.default" and e["op_source"] == "re-run under an operator recorder"
     assert "check_planted.py" in e["raised_at"] and "in forward" in e["raised_at"]
     assert e["reference"] == "the model runs on the reference device cpu"
-    assert r["exit_code"] == 1
+    assert r.exit_code == 1
 
 
 def test_model_failing_on_the_reference_too_is_bad_input():
@@ -151,10 +151,10 @@ def test_model_returning_no_tensors_anywhere_is_bad_input(name, returned):
 
 def test_model_returning_no_tensors_on_the_device_only_fails_phase_1():
     r = result(fixture("none_on_device"), **FAST_KW)
-    e = r["phase1"]["error"]
+    e = r.phase1.error
     assert e["type"] == "NoTensorsError" and "returned None" in e["message"]
     assert e["reference"] == "the model runs on the reference device cpu"
-    assert r["exit_code"] == 1
+    assert r.exit_code == 1
 
 
 def test_device_failure_exit_code_and_report():
@@ -182,7 +182,7 @@ def test_peak_memory_is_the_program_order_peak():
     # at most four 1 MiB tensors are alive in program order (input, running value, product,
     # sum). Queued kernels keep their tensors until they run, so the host running ahead of the
     # device held about 40 MiB in the development runs: the compared figure must not be that.
-    m = result(fixture("runs_ahead"), mode="eager", **FAST_KW)["phase1"]["memory"]
+    m = result(fixture("runs_ahead"), mode="eager", **FAST_KW).phase1.memory
     assert m["peak_allocated_basis"] == "in order" and m["peak_allocated_bytes"] == 4 * 2**20
     assert (
         m["peak_allocated_in_order_bytes"]
@@ -197,10 +197,10 @@ def test_peak_memory_is_the_same_with_and_without_save_baseline(tmp_path):
     from torchneuron.check import CheckConfig, run
 
     kw = dict(model="mlp", mode="eager", iterations=5, max_warmup=3, progress=False)
-    plain = run(CheckConfig(**kw))["phase1"]["memory"]["peak_allocated_bytes"]
-    saved = run(CheckConfig(**kw, save_baseline=str(tmp_path / "b"), baseline_runs=1))["phase1"][
-        "memory"
-    ]["peak_allocated_bytes"]
+    plain = run(CheckConfig(**kw)).phase1.memory["peak_allocated_bytes"]
+    saved = run(
+        CheckConfig(**kw, save_baseline=str(tmp_path / "b"), baseline_runs=1)
+    ).phase1.memory["peak_allocated_bytes"]
     stored = json.load(open(tmp_path / "b" / "baseline.json"))["metrics"]["peak_allocated_bytes"]
     assert plain == saved == stored
 

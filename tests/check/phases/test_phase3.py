@@ -100,7 +100,7 @@ def _assert_measured(p3, iterations):
 
 def test_mlp_performance():
     r = result("mlp", **FAST_KW)
-    p3 = r["phase3"]
+    p3 = r.phase3
     _assert_measured(p3, 20)
     assert p3["samples_per_iteration"] == 32
     assert (
@@ -109,12 +109,12 @@ def test_mlp_performance():
         <= p3["device"]["median_ci95_s"][1]
     )
     # cold latency (first device iteration) is reported apart from the steady state
-    assert p3["device"]["cold_s"] == r["phase1"]["cold_latency_s"]
+    assert p3["device"]["cold_s"] == r.phase1.cold_latency_s
 
 
 def test_minilm_performance():
     r = result("minilm", **MINILM_KW)
-    p3 = r["phase3"]
+    p3 = r.phase3
     _assert_measured(p3, 5)
     assert p3["samples_per_iteration"] == 4
     assert p3["device"]["warmup"]["max_iterations"] == 5
@@ -140,7 +140,7 @@ def test_iterations_and_seconds_are_exclusive():
 def test_default_window_fits_a_short_warm_up():
     # a --cv-window that is given may not exceed --max-warmup (bad usage); the default one
     # is shortened to it, and the report says which window was used
-    w = result("mlp", iterations=5, max_warmup=5)["phase3"]
+    w = result("mlp", iterations=5, max_warmup=5).phase3
     assert w["settings"]["cv_window"] == 5 and w["device"]["warmup"]["window"] == 5
 
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from torchneuron.check.baseline import exact as baseline_exact
 from torchneuron.check.report import html as report_html
 from torchneuron.check.report import summary, terminal
+from torchneuron.check.result import CheckResult
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def good():
     return result(fixture("good"), projection=True, **FAST_KW)
 
 
-def _screen(r: dict, details: bool = False, width: int = 140) -> str:
+def _screen(r: CheckResult, details: bool = False, width: int = 140) -> str:
     con = Console(record=True, width=width, highlight=False)
     terminal.render(r, con, details=details)
     return con.export_text()
@@ -34,7 +35,7 @@ def _lines(text: str) -> list[str]:
 def test_verdict_first_then_phases_findings_pointer(good):
     text = _screen(good)
     lines = _lines(text)
-    name = good["model"]["name"]
+    name = good.model["name"]
     assert lines[0].startswith(f"PASS torchneuron check {name} · exit code 0: every phase passed")
     assert lines[1] == summary.EXIT_CODES
     order = [
@@ -61,10 +62,10 @@ def test_first_screen_fits_100_columns(good):
 
 def test_performance_line_has_eager_and_compiled_projections(good):
     text = " ".join(_screen(good).split())  # rich wraps lines
-    ep = good["exact"]["eager"]["projection"]["trn2"]
+    ep = good.exact["eager"]["projection"]["trn2"]
     cp = summary.compiled_pass_s(good)
     # one graph: the StableHLO projection holds its one execution, nothing is added
-    assert cp is not None and cp == good["projection"]["trn2"]["latency_s_per_core"]
+    assert cp is not None and cp == good.projection["trn2"]["latency_s_per_core"]
     assert (
         f"projected Trainium2 per pass (ESTIMATE): eager {summary.us(ep['latency_s'])} "
         f"({ep['launches']} launches), compiled {summary.us(cp)}"
@@ -76,25 +77,25 @@ def test_performance_line_has_eager_and_compiled_projections(good):
 
 def test_details_prints_the_tables_after_the_first_screen(good):
     text = _screen(good, details=True)
-    assert _lines(text)[0].startswith(f"PASS torchneuron check {good['model']['name']}")
+    assert _lines(text)[0].startswith(f"PASS torchneuron check {good.model['name']}")
     pointer = text.index("the full tables are below")
     for title in ("Phase 1 — does it run", "Phase 3 — stable performance", "Cost per million"):
         assert text.index(title) > pointer, title
     assert _lines(text)[-1].startswith("verdict: PASS (exit code 0)")
 
 
-def _planted(good: dict) -> dict:
+def _planted(good: CheckResult) -> CheckResult:
     r = copy.deepcopy(good)
-    p1 = r["phase1"]
-    p1["fallback"]["ops"] = {"aten::_fft_r2c": {"calls": 3, "seconds": 0.01, "share": 0.25}}
-    p1["narrowing"] = {"aten::cumsum": 2}
-    p1["compile"].update(
+    p1 = r.phase1
+    p1.fallback["ops"] = {"aten::_fft_r2c": {"calls": 3, "seconds": 0.01, "share": 0.25}}
+    p1.narrowing = {"aten::cumsum": 2}
+    p1.compile.update(
         graph_breaks=2,
         break_reasons=[{"reason": "call to print()", "where": "model.py:12"}],
         recompiles=1,
     )
-    r["exact"]["eager"]["new_signatures"] = ["aten::addmm(f32[8, 64], f32[64, 32])"]
-    r["config"]["html_path"], r["config"]["json_path"] = "out/report.html", "out/r.json"
+    r.exact["eager"]["new_signatures"] = ["aten::addmm(f32[8, 64], f32[64, 32])"]
+    r.config["html_path"], r.config["json_path"] = "out/report.html", "out/r.json"
     return r
 
 
@@ -116,10 +117,10 @@ def test_findings_name_the_actionable_problems_with_hints(good):
     assert "clean: no CPU fallback, no graph break, no recompile" in clean
 
 
-def _regressed(good: dict) -> dict:
+def _regressed(good: CheckResult) -> CheckResult:
     """A re-check whose eager pass launches more addmm kernels than its baseline's."""
     r = copy.deepcopy(good)
-    base = copy.deepcopy(r["exact"])
+    base = copy.deepcopy(r.exact)
     base["eager"]["kernels_by_op"]["aten::addmm"] = 1
     row = {
         "quantity": "eager device launches per pass",
@@ -133,7 +134,7 @@ def _regressed(good: dict) -> dict:
         "ops": ["aten::addmm x1 -> x2"],
     }
     msg = "regression: eager device launches per pass: 3 vs the baseline's 2 (threshold +10%)"
-    r["baseline"] = {
+    r.baseline = {
         "path": "baselines/good",
         "created_utc": "2026-12-01",
         "status": "fail",
@@ -142,17 +143,17 @@ def _regressed(good: dict) -> dict:
             "rows": [row],
             "regressions": [msg],
             "notes": [],
-            "by_op": {"eager": baseline_exact.by_op_table(base["eager"], r["exact"]["eager"])},
+            "by_op": {"eager": baseline_exact.by_op_table(base["eager"], r.exact["eager"])},
         },
     }
-    r.update(verdict="fail", exit_code=1, failures=[msg])
+    r.verdict, r.exit_code, r.failures = "fail", 1, [msg]
     return r
 
 
 def test_a_regression_leads_the_screen(good):
     text = _screen(_regressed(good))
     lines = _lines(text)
-    name = good["model"]["name"]
+    name = good.model["name"]
     assert lines[0].startswith(
         f"REGRESSION torchneuron check {name} · exit code 1: 1 regression(s)"
     )
@@ -161,7 +162,7 @@ def test_a_regression_leads_the_screen(good):
     assert re.search(r"baseline\s+REGRESSION\s+1 regression\(s\) against baselines/good", text)
     # a failure that is not a regression reads FAIL
     r = _regressed(good)
-    r["failures"].insert(0, "phase 2: 1 output(s) not accurate against cpu: output")
+    r.failures.insert(0, "phase 2: 1 output(s) not accurate against cpu: output")
     assert _lines(_screen(r))[0].startswith(f"FAIL torchneuron check {name}")
 
 

@@ -11,6 +11,7 @@ import torch
 from .. import formatting
 from .. import manifest as manifest_mod
 from ..phases import memory as memory_mod
+from ..result import CheckResult, Phase1Result
 from . import exact as exact_mod
 from . import setup as baseline_setup
 from .host_latency import compiled_view as _compiled_view
@@ -20,7 +21,7 @@ from .store import Baseline, _measured_now, measured
 
 def compare(
     base: Baseline,
-    result: dict,
+    result: CheckResult,
     device_outputs: dict[str, torch.Tensor],
     dtype: torch.dtype,
     confirm: dict | None = None,
@@ -41,7 +42,7 @@ def compare(
     Also listed, without failing: new or vanished fallback ops, changed narrowing, and the
     manifest entries that changed.
     """
-    th = result["thresholds"]
+    th = result.thresholds
     bmx = base.meta["metrics"]
     res: dict[str, Any] = {
         "path": base.path,
@@ -52,10 +53,10 @@ def compare(
         "memory": None,
         "changes": {},
     }
-    _accuracy(res, base, device_outputs, result["phase2"]["tol"], dtype)
-    seed = result["config"].get("seed", 0)
+    _accuracy(res, base, device_outputs, result.phase2["tol"], dtype)
+    seed = result.config.get("seed", 0)
     res["latency"] = _eager_latency(base, result, th["latency_p50"], seed, confirm)
-    gate = bool(result["config"].get("gate_host_latency"))
+    gate = bool(result.config.get("gate_host_latency"))
     res["regressions"] += res["latency"].get("regressions", []) if gate else []
     res["compiled"] = compiled(
         base,
@@ -73,15 +74,15 @@ def compare(
             shown_only(lat)
     res["exact"] = exact_mod.compare(bmx, result, th)
     res["regressions"] += res["exact"]["regressions"]
-    res["training"] = training(bmx, result.get("training") or {}, th)
+    res["training"] = training(bmx, result.training or {}, th)
     res["regressions"] += res["training"].get("regressions", [])
-    _memory(res, bmx, result["phase1"], th)
-    cur_fb, old_fb = set(result["phase1"]["fallback"]["ops"]), set(bmx.get("fallback_ops") or [])
+    _memory(res, bmx, result.phase1, th)
+    cur_fb, old_fb = set(result.phase1.fallback["ops"]), set(bmx.get("fallback_ops") or [])
     res["changes"] = {
         "new_fallback_ops": sorted(cur_fb - old_fb),
         "removed_fallback_ops": sorted(old_fb - cur_fb),
-        "narrowing_changed": result["phase1"]["narrowing"] != (bmx.get("narrowing") or {}),
-        "manifest": manifest_mod.diff(base.manifest, result["manifest"]),
+        "narrowing_changed": result.phase1.narrowing != (bmx.get("narrowing") or {}),
+        "manifest": manifest_mod.diff(base.manifest, result.manifest),
     }
     res["status"] = "fail" if res["regressions"] else "pass"
     return res
@@ -111,12 +112,12 @@ def _accuracy(
 
 
 def _eager_latency(
-    base: Baseline, result: dict, threshold: float, seed: int, confirm: dict | None
+    base: Baseline, result: CheckResult, threshold: float, seed: int, confirm: dict | None
 ) -> dict:
     """The eager model's latency against the baseline's, when both runs timed it with the same
     sides; else why not."""
-    bmx, p3 = base.meta["metrics"], result["phase3"] or {}
-    b_measured, c_measured = measured(base), _measured_now(result["phase1"])
+    bmx, p3 = base.meta["metrics"], result.phase3 or {}
+    b_measured, c_measured = measured(base), _measured_now(result.phase1)
     other_sides = baseline_setup.differs(bmx, p3)
     if b_measured == "eager" and c_measured == "eager" and other_sides:
         return _not_compared(other_sides)
@@ -131,7 +132,7 @@ def _eager_latency(
     )
 
 
-def _memory(res: dict, bmx: dict, p1: dict, th: dict) -> None:
+def _memory(res: dict, bmx: dict, p1: Phase1Result, th: dict) -> None:
     """Peak device memory against the baseline's (``res["memory"]``): a regression above
     ``baseline * (1 + peak_memory)`` and ``baseline + peak_memory_min_bytes``; a compiled
     model's peak never compared with an eager one's."""
@@ -242,11 +243,11 @@ COMPILED_BASIS = (
 )
 
 
-def compile_success(base: Baseline, p1: dict) -> dict:
+def compile_success(base: Baseline, p1: Phase1Result) -> dict:
     """Whether the model still compiles: a regression when the baseline compiled it with
     ``torch.compile(backend="neuron")`` and this run's compile failed. Graph and graph-break
     counts are listed beside, without failing."""
-    bc, cc = base.meta["metrics"].get("compile"), p1.get("compile") or {}
+    bc, cc = base.meta["metrics"].get("compile"), p1.compile or {}
     if bc is None:
         return _not_compared(
             "the baseline does not record whether the model compiled (saved by an earlier "
@@ -304,7 +305,7 @@ def compile_success(base: Baseline, p1: dict) -> dict:
 
 def compiled(
     base: Baseline,
-    result: dict,
+    result: CheckResult,
     threshold: float,
     seed: int = 0,
     skip: tuple = (),
@@ -317,19 +318,19 @@ def compiled(
     ``--mode compile`` and its ``compiled`` figures under ``--mode both``, on either side.
     ``skip``: statistics not repeated here (``model_or_inputs``, when eager's decided it);
     ``gate``: whether the latency's regressions fail (``--gate-host-latency``)."""
-    res: dict[str, Any] = {"compile": compile_success(base, result["phase1"]), "regressions": []}
+    res: dict[str, Any] = {"compile": compile_success(base, result.phase1), "regressions": []}
     res["regressions"] += res["compile"].get("regressions", [])
-    bmx, p3 = base.meta["metrics"], result["phase3"] or {}
+    bmx, p3 = base.meta["metrics"], result.phase3 or {}
     b = bmx if measured(base) == "compiled" else _compiled_view(bmx, bmx.get("compiled"), "p50_s")
     c = (
         p3
-        if _measured_now(result["phase1"]) == "compiled"
+        if _measured_now(result.phase1) == "compiled"
         else _compiled_view(p3, p3.get("compiled"), "device")
     )
     if c is None:
         why = (
             "this run did not time the compiled model (--mode eager)"
-            if result["config"].get("mode") == "eager"
+            if result.config.get("mode") == "eager"
             else "this run has no compiled figures ("
             + (
                 (p3.get("compiled") or {}).get("reason")

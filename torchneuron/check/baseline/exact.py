@@ -18,6 +18,8 @@ the cost per execution or launch, the roofline factor) differ from the baseline'
 
 from __future__ import annotations
 
+from ..result import CheckResult
+
 
 def op_diff(base: dict, cur: dict, limit: int = 8) -> list[str]:
     """``["aten::addmm x12 -> x36", ...]``: the ops whose counts changed, largest change first."""
@@ -123,12 +125,12 @@ def _same_overheads(b: dict, c: dict) -> bool:
     return _eager_overheads(b) == _eager_overheads(c)
 
 
-def _overhead_notes(bmx: dict, result: dict) -> list[str]:
+def _overhead_notes(bmx: dict, result: CheckResult) -> list[str]:
     """Why a projected time was not compared: its fixed costs differ from the baseline's (a
     baseline saved before ``projection/overheads.py``, or another ``--launch-overhead-us``)."""
     notes = []
     b = (((bmx.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
-    c = (((result.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
+    c = (((result.exact or {}).get("eager") or {}).get("projection") or {}).get("trn2")
     if b and c and not _same_overheads(b, c):
         notes.append(
             "eager projected time not compared: the baseline's fixed costs (launch "
@@ -136,7 +138,7 @@ def _overhead_notes(bmx: dict, result: dict) -> list[str]:
             f"this run's ({_eager_overheads(c)[0]:g} us, x{_eager_overheads(c)[1]:g}); save the "
             "baseline again (or pass its --launch-overhead-us)"
         )
-    pb, pc = bmx.get("projection") or {}, result.get("projection") or {}
+    pb, pc = bmx.get("projection") or {}, result.projection or {}
     if pb.get("trn2") and pc.get("status") == "pass" and not _same_compiled(pb, pc):
         notes.append(
             "compiled projected time not compared: the baseline was projected without this "
@@ -161,13 +163,13 @@ def _compile_rows(bc: dict | None, cc: dict | None, th: dict) -> list[dict]:
     return rows
 
 
-def compare(bmx: dict, result: dict, th: dict) -> dict:
+def compare(bmx: dict, result: CheckResult, th: dict) -> dict:
     """The exact gates of a run (``result``) against a baseline's metrics (``bmx``), per
     forward pass and per training step (device launches, fallbacks):
     ``{"rows", "regressions", "notes"}``."""
-    cur, base = result.get("exact") or {}, bmx.get("exact")
+    cur, base = result.exact or {}, bmx.get("exact")
     rows, notes = [], []
-    rows += _compile_rows(bmx.get("compile"), (result.get("phase1") or {}).get("compile"), th)
+    rows += _compile_rows(bmx.get("compile"), result.phase1.compile if result.phase1 else None, th)
     if not base:
         notes.append(
             "the baseline has no kernel trace (saved by an earlier version): projected time, "
@@ -188,7 +190,7 @@ def compare(bmx: dict, result: dict, th: dict) -> dict:
                 )
     notes += _overhead_notes(bmx, result)
     pb, pc = (bmx.get("projection") or {}).get("trn2"), _projected_now(result)
-    if pb and pc and _same_compiled(bmx["projection"], result["projection"]):
+    if pb and pc and _same_compiled(bmx["projection"], result.projection):
         # both ran --projection: the compiled graph's projection, from the StableHLO
         rows.append(
             _row(
@@ -201,7 +203,7 @@ def compare(bmx: dict, result: dict, th: dict) -> dict:
             )
         )
     bt = (bmx.get("training") or {}).get("exact") or {}
-    ct = (result.get("training") or {}).get("exact") or {}
+    ct = (result.training or {}).get("exact") or {}
     for side in ("eager", "compiled"):  # a training step, where both runs traced one
         if bt.get(side) and ct.get(side):
             rows += _side_rows(f"training ({side})", bt[side], ct[side], th, "per step")
@@ -229,8 +231,8 @@ def _by_op(base: dict, cur: dict) -> dict:
     }
 
 
-def _projected_now(result: dict) -> float | None:
-    p = result.get("projection") or {}
+def _projected_now(result: CheckResult) -> float | None:
+    p = result.projection or {}
     return p["trn2"]["latency_s_per_core"] if p.get("status") == "pass" else None
 
 

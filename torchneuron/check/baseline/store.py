@@ -29,6 +29,7 @@ import torch
 from ..config import DEFAULT_THRESHOLDS
 from ..errors import CheckUsageError
 from ..phases import memory as memory_mod
+from ..result import CheckResult, Phase1Result
 
 FORMAT = "torchneuron.check.baseline/1"
 #: What a baseline keeps of phase 1's compile check (``compiled.check_compile``).
@@ -67,14 +68,16 @@ def _json_bytes(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode()
 
 
-def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]]) -> list[str]:
+def save(
+    folder: str, result: CheckResult, outputs: dict[str, dict[str, torch.Tensor]]
+) -> list[str]:
     """Write a baseline into ``folder`` (created if needed; the four files replaced
     atomically, nothing else in the folder touched). Returns the paths written."""
     from safetensors.torch import save as st_save
 
     os.makedirs(folder, exist_ok=True)
     meta = _metadata(result)
-    thresholds = dict(result["thresholds"])
+    thresholds = dict(result.thresholds)
     tensors = {
         f"{kind}/{name}": t.detach().to("cpu").contiguous()
         for kind, named in outputs.items()
@@ -86,7 +89,7 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
             "outputs.safetensors",
             st_save(tensors, metadata={"format": FORMAT, "model": meta["model"]["name"]}),
         ),
-        ("manifest.json", _json_bytes(result["manifest"])),
+        ("manifest.json", _json_bytes(result.manifest)),
         ("thresholds.json", _json_bytes(thresholds)),
         ("baseline.json", _json_bytes(meta)),
     ):  # last: marks the folder complete
@@ -96,30 +99,28 @@ def save(folder: str, result: dict, outputs: dict[str, dict[str, torch.Tensor]])
     return written
 
 
-def _metadata(result: dict) -> dict:
+def _metadata(result: CheckResult) -> dict:
     """``baseline.json``: the model's identity, its outputs, the settings and the metrics."""
-    p1, p2 = result["phase1"], result["phase2"]
+    p1, p2 = result.phase1, result.phase2
     return {
         "format": FORMAT,
-        "created_utc": result["manifest"]["created_utc"],
+        "created_utc": result.manifest["created_utc"],
         "model": {
-            k: result["model"][k]
+            k: result.model[k]
             for k in ("name", "spec", "source", "fingerprint", "parameters", "batch_size", "inputs")
         },
-        "outputs": p1["outputs"],
-        "settings": {
-            k: result["config"][k] for k in ("dtype", "seed", "device", "reference", "mode")
-        }
+        "outputs": p1.outputs,
+        "settings": {k: result.config[k] for k in ("dtype", "seed", "device", "reference", "mode")}
         | {"tol": p2["tol"]},
         "metrics": _metrics(result),
     }
 
 
-def _metrics(result: dict) -> dict:
+def _metrics(result: CheckResult) -> dict:
     """What the run measured: latency, compile, memory, accuracy, the exact quantities."""
-    p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
+    p1, p2, p3 = result.phase1, result.phase2, result.phase3
     dev, ref = (p3.get("device") or {}), (p3.get("reference") or {})
-    comp = p1.get("compile") or {}
+    comp = p1.compile or {}
     return {
         # what the device figures below are: the eager model's, or (--mode compile) the compiled one's
         "measured": _measured_now(p1),
@@ -128,7 +129,7 @@ def _metrics(result: dict) -> dict:
         else {"checked": False},
         # --mode both: the compiled model's figures; its per-iteration seconds are samples["compiled"]
         "compiled": _compiled_figures(p3),
-        "cold_latency_s": p1.get("cold_latency_s"),
+        "cold_latency_s": p1.cold_latency_s,
         "p50_s": dev.get("p50_s"),
         "p90_s": dev.get("p90_s"),
         "p99_s": dev.get("p99_s"),
@@ -152,17 +153,15 @@ def _metrics(result: dict) -> dict:
         # --mode compile: the compiled model's own peak (memory.measured_peak)
         "peak_allocated_bytes": memory_mod.measured_peak(p1)[0],
         "peak_allocated_basis": memory_mod.measured_peak(p1)[1],
-        "peak_reserved_bytes": p1["memory"]["peak_reserved_bytes"],
-        "training": _training_figures(result.get("training") or {}),
-        "fallback_ops": sorted(p1["fallback"]["ops"]),
+        "peak_reserved_bytes": p1.memory["peak_reserved_bytes"],
+        "training": _training_figures(result.training or {}),
+        "fallback_ops": sorted(p1.fallback["ops"]),
         # --projection: the compiled graph's projected seconds per pass (an exact function
         # of the StableHLO), gated as the eager projection is (baseline/exact.py)
-        "projection": _projected(result.get("projection") or {}),
+        "projection": _projected(result.projection or {}),
         # the exact quantities per pass the default gates compare (phases/exact.py)
-        "exact": result.get("exact")
-        if (result.get("exact") or {}).get("status") == "pass"
-        else None,
-        "narrowing": p1["narrowing"],
+        "exact": result.exact if (result.exact or {}).get("status") == "pass" else None,
+        "narrowing": p1.narrowing,
         "accuracy": _accuracy_figures(p2),
     }
 
@@ -377,9 +376,9 @@ def _training_figures(t: dict) -> dict | None:
     }
 
 
-def _measured_now(p1: dict) -> str:
+def _measured_now(p1: Phase1Result) -> str:
     """What phase 3 timed as the device in this run: ``compiled`` under ``--mode compile``."""
-    return "compiled" if (p1.get("compile") or {}).get("phases_2_3") == "compiled" else "eager"
+    return "compiled" if (p1.compile or {}).get("phases_2_3") == "compiled" else "eager"
 
 
 def measured(base: Baseline) -> str:

@@ -14,17 +14,18 @@ from __future__ import annotations
 import torch
 
 from ..projection import kernels as kproj
+from ..result import Phase1Result
 from . import memory, trace
 
 
-def _compile_counts(p1: dict) -> dict | None:
-    c = p1.get("compile") or {}
+def _compile_counts(p1: Phase1Result) -> dict | None:
+    c = p1.compile or {}
     if not c.get("checked"):
         return None
     return {k: c.get(k) for k in ("compiled_graphs", "graph_breaks", "recompiles")}
 
 
-def run(session, cfg, p1: dict, ui=None) -> dict:
+def run(session, cfg, p1: Phase1Result, ui=None) -> dict:
     """``{"status", "eager", "compiled", "compile", "peak_allocated_bytes", "launch_us"}``;
     never raises (a failure is reported: the exact gates then compare nothing)."""
     if ui is not None:

@@ -24,6 +24,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..model import tensors as T
+from ..result import Phase1Result
 
 
 class _SyncEachOp(TorchDispatchMode):
@@ -101,12 +102,12 @@ def compiled_peak(session, compiled, dtype: torch.dtype, resident_bytes: int) ->
     }
 
 
-def measured_peak(phase1: dict) -> tuple[int | None, str | None]:
+def measured_peak(phase1: Phase1Result) -> tuple[int | None, str | None]:
     """The peak a baseline saves and compares, and its basis: under ``--mode compile`` (phases
     2 and 3 measured the compiled model) the compiled model's own (``compiled``, None when
     not measured), never the eager one's; otherwise the eager peak (``in order`` or ``run
     ahead``)."""
-    m = phase1.get("memory") or {}
-    if (phase1.get("compile") or {}).get("phases_2_3") == "compiled":
+    m = phase1.memory or {}
+    if (phase1.compile or {}).get("phases_2_3") == "compiled":
         return m.get("compiled_peak_allocated_bytes"), "compiled"
     return m.get("peak_allocated_bytes"), m.get("peak_allocated_basis")

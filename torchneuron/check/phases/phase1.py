@@ -32,6 +32,7 @@ from ..errors import CheckUsageError
 from ..manifest import compile_backend_available
 from ..model import tensors as T
 from ..model.loading import LoadedModel
+from ..result import Phase1Result
 from . import memory
 
 _OP_IN_MESSAGE = re.compile(r"\baten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
@@ -327,27 +328,27 @@ def _check_compile(
     return res
 
 
-def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]:
-    """Run phase 1. Returns the JSON-ready phase result and the device session (its
-    ``model`` is None when the model could not be placed on the device)."""
+def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[Phase1Result, DeviceSession]:
+    """Run phase 1. Returns the phase result and the device session (its ``model`` is None
+    when the model could not be placed on the device)."""
     dev = torch.device(cfg.device)
     session = DeviceSession(device=str(dev), sync=T.synchronizer(dev))
-    res: dict[str, Any] = {
-        "status": "fail",
-        "device": str(dev),
-        "mode": "eager",
-        "error": None,
-        "fallback_mode": cfg.fallback or _current_fallback_mode(),
-    }
+    res = Phase1Result(
+        status="fail",
+        device=str(dev),
+        mode="eager",
+        error=None,
+        fallback_mode=cfg.fallback or _current_fallback_mode(),
+    )
     gc.collect()  # device garbage of earlier work in this process freed now, not inside weights_bytes
     session.sync()
     torch.neuron.reset_fallback_stats()
     torch.neuron.reset_narrowing_stats()
     torch.neuron.reset_peak_memory_stats(dev)
-    timed, caught = _eager_passes(res, session, loaded, cfg, dev, ui)
-    res["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
-    res["outputs"] = T.describe_outputs(session.outputs)
-    if res["error"] is None:
+    timed, caught, weights = _eager_passes(res, session, loaded, cfg, dev, ui)
+    res.warnings = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    res.outputs = T.describe_outputs(session.outputs)
+    if res.error is None:
         timed += _op_profile(res, session, cfg)
     # the eager runs' fallbacks and narrowing, before the compiled runs add theirs (their
     # time is not in `timed`; compiled launches count narrowing too)
@@ -356,34 +357,35 @@ def run(loaded: LoadedModel, cfg: CheckConfig, ui) -> tuple[dict, DeviceSession]
     # the peaks so far (the host running ahead of the device), before the in-order pass resets them
     ahead = [torch.neuron.max_memory_allocated(dev), torch.neuron.max_memory_reserved(dev)]
     in_order = {"peak_allocated_bytes": None, "note": "not measured: the model failed"}
-    if res["error"] is None:
-        in_order = _in_order_and_compile(res, session, cfg)
-    res["fallback"] = _fallback_summary(fb, timed)
-    res["narrowing"] = dict(sorted(narrowing.items()))
+    if res.error is None:
+        in_order = _in_order_and_compile(res, session, cfg, weights)
+    else:
+        res.compile = _eager_only_compile()
+    res.fallback = _fallback_summary(fb, timed)
+    res.narrowing = dict(sorted(narrowing.items()))
     try:
         session.sync()
     except Exception as e:  # an asynchronous failure that surfaced late
-        if res["error"] is None:
-            res["error"] = _error_info(e, "synchronize after the runs")
+        if res.error is None:
+            res.error = _error_info(e, "synchronize after the runs")
     ahead = [
         max(ahead[0], torch.neuron.max_memory_allocated(dev)),
         max(ahead[1], torch.neuron.max_memory_reserved(dev)),
     ]
-    res["memory"] = _memory_summary(res, dev, in_order, ahead)
-    if "compile" not in res:
-        res["compile"] = _eager_only_compile()
-    res["status"] = "pass" if res["error"] is None else "fail"
+    res.memory = _memory_summary(res, dev, in_order, ahead, weights)
+    res.status = "pass" if res.error is None else "fail"
     return res, session
 
 
 def _eager_passes(
-    res: dict, session: DeviceSession, loaded: LoadedModel, cfg: CheckConfig, dev, ui
-) -> tuple[float, list]:
+    res: Phase1Result, session: DeviceSession, loaded: LoadedModel, cfg: CheckConfig, dev, ui
+) -> tuple[float, list, int | None]:
     """Place the model, run its cold and second (determinism) passes; on an exception, its
-    stage, failing operator and whether the reference fails too (``res["error"]``). Returns
-    the device runs' wall seconds and the warnings caught."""
+    stage, failing operator and whether the reference fails too (``res.error``). Returns
+    the device runs' wall seconds, the warnings caught and the weights' bytes on the device
+    (None when they were not placed)."""
     mem0 = torch.neuron.memory_allocated(dev)
-    timed = 0.0
+    timed, weights = 0.0, None
     caught: list[warnings.WarningMessage] = []
     stage = "moving the model and inputs to the device"
     try:
@@ -393,16 +395,16 @@ def _eager_passes(
             session.model = T.model_copy(loaded.model, dev)
             session.inputs = T.to_device(loaded.inputs, dev)
             session.sync()
-            res["weights_bytes"] = torch.neuron.memory_allocated(dev) - mem0
+            weights = torch.neuron.memory_allocated(dev) - mem0
             stage = "first forward pass (cold)"
             ui.step("Phase 1: first forward pass (cold)")
             t0 = time.perf_counter()
             raw = T.call(session.model, session.inputs, dev.type, cfg.torch_dtype)
             session.sync()
-            res["cold_latency_s"] = time.perf_counter() - t0
-            timed += res["cold_latency_s"]
-            res["uncomparable_outputs"] = []
-            out1 = T.flatten(raw, uncomparable=res["uncomparable_outputs"], numbers=True)
+            res.cold_latency_s = time.perf_counter() - t0
+            timed += res.cold_latency_s
+            res.uncomparable_outputs = []
+            out1 = T.flatten(raw, uncomparable=res.uncomparable_outputs, numbers=True)
             if not T.flatten(raw):
                 raise NoTensorsError(
                     f"the model returned no tensors on {dev}: it returned {describe_value(raw)}"
@@ -419,7 +421,7 @@ def _eager_passes(
             )
             session.sync()
             timed += time.perf_counter() - t0
-            res["determinism"] = _outputs_identical(session.outputs, out2)
+            res.determinism = _outputs_identical(session.outputs, out2)
             del out2
     except Exception as e:
         err = _error_info(e, stage, loaded.path)
@@ -436,35 +438,37 @@ def _eager_passes(
             err["reference"] = _check_reference(
                 loaded, cfg, e, err
             )  # raises when it fails there too
-        res["error"] = err
-    return timed, caught
+        res.error = err
+    return timed, caught, weights
 
 
-def _op_profile(res: dict, session: DeviceSession, cfg: CheckConfig) -> float:
-    """Host time per operator over one forward pass (``res["op_profile"]``); returns the
+def _op_profile(res: Phase1Result, session: DeviceSession, cfg: CheckConfig) -> float:
+    """Host time per operator over one forward pass (``res.op_profile``); returns the
     pass's wall seconds (0 when profiling failed)."""
     timed = 0.0
     try:
         t0 = time.perf_counter()
-        res["op_profile"] = profile_ops(session, cfg)
+        res.op_profile = profile_ops(session, cfg)
         timed += time.perf_counter() - t0
-        res["op_profile_note"] = (
+        res.op_profile_note = (
             "host time per operator (torch.profiler, CPU activity, self "
             "time) over one forward pass: dispatch time, plus execution "
             "and waiting for CPU fallbacks and copies; not device kernel time"
         )
     except Exception as e:
-        res["op_profile"] = []
-        res["op_profile_note"] = f"profiling failed: {type(e).__name__}: {e}"
+        res.op_profile = []
+        res.op_profile_note = f"profiling failed: {type(e).__name__}: {e}"
     return timed
 
 
-def _in_order_and_compile(res: dict, session: DeviceSession, cfg: CheckConfig) -> dict:
-    """The in-order peak memory pass, then the compile check (``res["compile"]``, its narrowing
+def _in_order_and_compile(
+    res: Phase1Result, session: DeviceSession, cfg: CheckConfig, weights: int | None
+) -> dict:
+    """The in-order peak memory pass, then the compile check (``res.compile``, its narrowing
     and warnings; a failed compile is phase 1's error). Returns the in-order peak."""
     with _fallback_ctx(cfg.fallback), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # phase 1's passes above recorded the warnings
-        in_order = memory.in_order_peak(session, cfg.torch_dtype, res["weights_bytes"])
+        in_order = memory.in_order_peak(session, cfg.torch_dtype, weights)
     before = torch.neuron.narrowing_stats()
     # the compiled runs' device warnings (64-bit narrowing of ops eager did not run) go to
     # the report's warnings section, not raw to stderr
@@ -472,17 +476,17 @@ def _in_order_and_compile(res: dict, session: DeviceSession, cfg: CheckConfig) -
         _fallback_ctx(cfg.fallback),
         warnings.catch_warnings(record=True) as caught_c,
     ):  # filters kept
-        res["compile"] = _check_compile(session, cfg, session.outputs, res["weights_bytes"])
-    res["warnings"] = sorted(
-        set(res["warnings"]) | {f"{w.category.__name__}: {w.message}" for w in caught_c}
+        res.compile = _check_compile(session, cfg, session.outputs, weights)
+    res.warnings = sorted(
+        set(res.warnings) | {f"{w.category.__name__}: {w.message}" for w in caught_c}
     )
-    if res["compile"].get("checked"):
+    if res.compile.get("checked"):
         after = torch.neuron.narrowing_stats()
-        res["compile"]["narrowing"] = {
+        res.compile["narrowing"] = {
             k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] > before.get(k, 0)
         }
-    if res["compile"].get("checked") and not res["compile"].get("ok"):
-        res["error"] = res["compile"]["error"]
+    if res.compile.get("checked") and not res.compile.get("ok"):
+        res.error = res.compile["error"]
     return in_order
 
 
@@ -505,7 +509,9 @@ def _fallback_summary(fb: dict, timed: float) -> dict:
     }
 
 
-def _memory_summary(res: dict, dev, in_order: dict, ahead: list) -> dict:
+def _memory_summary(
+    res: Phase1Result, dev, in_order: dict, ahead: list, weights: int | None
+) -> dict:
     """Peak device memory: in program order (what baselines compare), running ahead,
     reserved, the weights, the capacity; the compiled model's own peak beside."""
     mem = {
@@ -516,13 +522,13 @@ def _memory_summary(res: dict, dev, in_order: dict, ahead: list) -> dict:
         "peak_allocated_run_ahead_bytes": ahead[0],
         "peak_allocated_note": in_order.get("note"),
         "peak_reserved_bytes": ahead[1],
-        "weights_bytes": res.pop("weights_bytes", None),
+        "weights_bytes": weights,
         "capacity_bytes": torch.neuron.get_device_properties(
             dev.index if dev.index is not None else None
         ).total_memory,
     }
     # the figures above are the eager model's; the compiled model's own (memory.compiled_peak)
-    cmem = (res.get("compile") or {}).get("memory") or {}
+    cmem = (res.compile or {}).get("memory") or {}
     mem["compiled_peak_allocated_bytes"] = cmem.get("peak_allocated_bytes")
     mem["compiled_peak_detail"] = cmem or None
     return mem

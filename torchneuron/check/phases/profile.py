@@ -8,7 +8,7 @@ After phase 3 has warmed the model up, one more forward pass runs under
   drawn as an inline SVG in the HTML report;
 * the top operators by self device time, the table
   ``prof.key_averages().table(sort_by="self_device_time_total")`` prints,
-  which the JSON carries as ``result["profile"]["top_ops"]``.
+  which the JSON carries as ``result.profile["top_ops"]``.
 
 Times are microseconds, relative to the iteration's first event.
 """

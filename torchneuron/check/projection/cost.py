@@ -23,6 +23,7 @@ import io
 from importlib import resources
 
 from ..errors import CheckUsageError
+from ..result import Phase1Result
 
 DEFAULT_DEVICE_INSTANCE = "trn1.2xlarge"
 DEFAULT_REFERENCE_INSTANCE = {"cpu": "c7i.8xlarge", "cuda": "g5.xlarge"}
@@ -96,7 +97,7 @@ def cost_per_million(
 
 
 def compute(
-    phase1: dict,
+    phase1: Phase1Result,
     phase3: dict,
     cfg,
     device_price: dict,
@@ -119,7 +120,7 @@ def compute(
     if not d:
         res["notes"].append("no cost: phase 3 did not run")
         return res
-    comp = phase1.get("compile", {})
+    comp = phase1.compile
     if comp.get("checked") and comp.get("ok") and comp.get("phases_2_3") == "compiled":
         overhead, label = comp["compile_s"], "compile time (torch.compile first call)"
     else:

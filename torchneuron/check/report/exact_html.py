@@ -3,12 +3,13 @@ kernels by op, eager and compiled, and the eager projection beside the compiled 
 
 from __future__ import annotations
 
+from ..result import CheckResult
 from .html_parts import _e, _kv, _table
 
 
-def section(result: dict) -> str:
+def section(result: CheckResult) -> str:
     """``<h2>`` and tables; a line saying why when the trace did not run."""
-    ex = result.get("exact") or {}
+    ex = result.exact or {}
     head = '<h2 id="per-pass">Per forward pass — what the device ran (exact)</h2>'
     if ex.get("status") != "pass":
         return head + f"<p>{_e(ex.get('error') or ex.get('reason') or 'not traced')}</p>"

@@ -7,6 +7,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ..result import CheckResult
 from . import summary
 
 
@@ -20,10 +21,10 @@ def _status(r: dict) -> Text:
     return Text("pass" + (" (changed)" if r["changed"] else ""), style="green")
 
 
-def per_pass_table(result: dict) -> list:
+def per_pass_table(result: CheckResult) -> list:
     """What the device ran per forward pass, eager and compiled, with the eager projection
     beside the compiled one (``--projection``)."""
-    ex = result.get("exact") or {}
+    ex = result.exact or {}
     if ex.get("status") != "pass":
         return (
             [Text(f"Per pass: {ex.get('error') or ex.get('reason')}", style="yellow")] if ex else []
@@ -53,7 +54,7 @@ def per_pass_table(result: dict) -> list:
     if e and e.get("projection"):
         p2, p3 = e["projection"]["trn2"], e["projection"]["trn3"]
         c2 = summary.compiled_pass_s(result)
-        extra, _ = summary.extra_launches(result)
+        extra, _ = summary.extra_launches(result.exact)
         comp = (
             f"; compiled Trainium2 (StableHLO, one execution's fixed cost included"
             f"{f', + {extra} more graph launch(es)' if extra else ''}): {_us(c2)}"
@@ -68,7 +69,7 @@ def per_pass_table(result: dict) -> list:
                 style="dim",
             )
         )
-    tr = (result.get("training") or {}).get("exact") or {}
+    tr = (result.training or {}).get("exact") or {}
     for side, x in tr.items():
         if x:
             out.append(

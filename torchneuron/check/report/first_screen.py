@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..result import CheckResult
 from . import summary
 from .terminal_phases import failure_panel
 
@@ -22,14 +23,14 @@ _STYLE = {
 }
 
 
-def render(result: dict, con: Console, details: bool = False) -> None:
+def render(result: CheckResult, con: Console, details: bool = False) -> None:
     """Print the first screen on ``con``, at most ``WIDTH`` columns wide."""
     width = min(con.width, WIDTH)
     for part in (
         _verdict(result),
         _phases(result),
         _findings(result),
-        [failure_panel(result["phase1"])],
+        [failure_panel(result.phase1)],
         _pointer(result, details),
     ):
         for x in part:
@@ -37,22 +38,22 @@ def render(result: dict, con: Console, details: bool = False) -> None:
                 con.print(x, width=width)
 
 
-def _verdict(result: dict) -> list:
-    v, m = summary.verdict(result), result["model"]
+def _verdict(result: CheckResult) -> list:
+    v, m = summary.verdict(result), result.model
     head = Text()
     head.append(f"{v['label']} ", style=_STYLE.get(v["status"], "bold"))
     head.append(f"torchneuron check {m['name']}", style="bold")
-    head.append(f" · exit code {result['exit_code']}: {v['meaning']}")
+    head.append(f" · exit code {result.exit_code}: {v['meaning']}")
     out: list = [head]
     for f in v["failures"]:
         out.append(Text(f"  • {f}", style="red" if v["status"] == "fail" else "yellow"))
     out.append(Text(summary.EXIT_CODES, style="dim"))
-    ds = result["manifest"]["device_stack"]
+    ds = result.manifest["device_stack"]
     out.append(
         Text(
             f"{m['description']} · batch {m['batch_size']} · {m['dtype']} · "
-            f"{result['phase1']['device']} ({ds['device_name']}) · "
-            f"reference {result['config']['reference']}",
+            f"{result.phase1.device} ({ds['device_name']}) · "
+            f"reference {result.config['reference']}",
             style="dim",
         )
     )
@@ -67,7 +68,7 @@ def _verdict(result: dict) -> list:
     return out
 
 
-def _phases(result: dict) -> list:
+def _phases(result: CheckResult) -> list:
     t = Table.grid(padding=(0, 1))
     t.add_column(no_wrap=True)  # indent
     t.add_column(style="cyan", no_wrap=True, min_width=11)
@@ -81,7 +82,7 @@ def _phases(result: dict) -> list:
     return [Text(""), Text("Phases", style="bold"), t]
 
 
-def _findings(result: dict) -> list:
+def _findings(result: CheckResult) -> list:
     found = summary.findings(result)
     if not found:
         return [Text(""), Text("Findings", style="bold"), Text("  none", style="dim")]
@@ -98,7 +99,7 @@ def _findings(result: dict) -> list:
     return [Text(""), Text("Findings", style="bold"), t]
 
 
-def _pointer(result: dict, details: bool) -> list:
+def _pointer(result: CheckResult, details: bool) -> list:
     out: list = [Text(""), Text("Details", style="bold")]
     out += [Text(f"  {line}") for line in summary.details_pointer(result, details)]
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from .. import formatting
+from ..result import CheckResult, Phase1Result
 from . import exact_html, summary_html
 from .html_baseline import _baseline
 from .html_parts import _e, _kv, _status, _table
@@ -79,14 +80,14 @@ def _failure(e: dict | None) -> str:
     )
 
 
-def _phase1(p1: dict) -> str:
-    comp = p1.get("compile", {})
-    m = p1["memory"]
-    det = p1.get("determinism")
-    fb = p1["fallback"]
+def _phase1(p1: Phase1Result) -> str:
+    comp = p1.compile
+    m = p1.memory
+    det = p1.determinism
+    fb = p1.fallback
     rows = [
-        ("result", _status(p1["status"])),
-        ("device", _e(p1["device"])),
+        ("result", _status(p1.status)),
+        ("device", _e(p1.device)),
         (
             "mode",
             (
@@ -97,10 +98,10 @@ def _phase1(p1: dict) -> str:
             else "eager" + f" — {_e(comp.get('note'))}",
         ),
         *([("torch.compile", _compile_cell(comp))] if comp.get("checked") else []),
-        ("fallback mode", _e(p1.get("fallback_mode"))),
+        ("fallback mode", _e(p1.fallback_mode)),
         (
             "cold latency (" + ("eager " if comp.get("checked") else "") + "first iteration)",
-            _e(formatting.ms(p1.get("cold_latency_s"))),
+            _e(formatting.ms(p1.cold_latency_s)),
         ),
         (
             "CPU fallback ops",
@@ -124,7 +125,7 @@ def _phase1(p1: dict) -> str:
         ),
         (
             "outputs",
-            _e(", ".join(f"{o['name']} {o['shape']} {o['dtype']}" for o in p1.get("outputs", []))),
+            _e(", ".join(f"{o['name']} {o['shape']} {o['dtype']}" for o in p1.outputs)),
         ),
     ]
     out = _kv(rows)
@@ -142,13 +143,13 @@ def _phase1(p1: dict) -> str:
             ],
             num_cols=(1, 2, 3),
         )
-    if p1.get("warnings"):
+    if p1.warnings:
         out += (
             "<h3>Warnings raised during the device runs</h3><ul>"
-            + "".join(f"<li><code>{_e(w)}</code></li>" for w in p1["warnings"])
+            + "".join(f"<li><code>{_e(w)}</code></li>" for w in p1.warnings)
             + "</ul>"
         )
-    return out + _failure(p1.get("error"))
+    return out + _failure(p1.error)
 
 
 def _compiled_perf(p3: dict, cost: dict) -> str:
@@ -497,19 +498,19 @@ def _profile_section(p: dict | None) -> str:
     return html_section(p)
 
 
-def render(result: dict) -> str:
+def render(result: CheckResult) -> str:
     """The page as a string."""
-    m = result["model"]
-    ds = result["manifest"]["device_stack"]
-    p1, p2, p3 = result["phase1"], result["phase2"], result["phase3"]
-    verdict = result["verdict"]
+    m = result.model
+    ds = result.manifest["device_stack"]
+    p1, p2, p3 = result.phase1, result.phase2, result.phase3
+    verdict = result.verdict
     notes = ""
     if ds.get("emulated"):
         notes += (
             '<div class="note">The device is the <b>NeuronCore emulator</b>: timings, throughput and '
             "cost below are the emulator's on this host, <b>not Trainium's</b>.</div>"
         )
-    comp = p1.get("compile", {})
+    comp = p1.compile
     if not comp.get("checked"):
         note = comp.get("note") or ""
         text = (
@@ -518,18 +519,18 @@ def render(result: dict) -> str:
             else f"Only eager mode was checked: {note}"
         )
         notes += f'<div class="note">{_e(text)}.</div>'
-    for w in result.get("warnings", []):
+    for w in result.warnings:
         if w not in p3.get("warnings", []):  # those show in the phase 3 section
             notes += f'<div class="note">{_e(w)}</div>'
     plots = {
         "warmup": plot_warmup(p3) if p3.get("device") else None,
         "hist": plot_histogram(p3) if p3.get("device") else None,
-        "ops": plot_ops(p1) if p1["status"] == "pass" else None,
+        "ops": plot_ops(p1) if p1.status == "pass" else None,
     }
     plot_html = {k: (f'<div class="plot">{v}</div>' if v else "") for k, v in plots.items()}
     saved = (
-        f"<p>Baseline saved to <code>{_e(result['baseline_saved'])}</code>.</p>"
-        if result.get("baseline_saved")
+        f"<p>Baseline saved to <code>{_e(result.baseline_saved)}</code>.</p>"
+        if result.baseline_saved
         else ""
     )
     return f"""<!DOCTYPE html>
@@ -540,39 +541,39 @@ def render(result: dict) -> str:
 <body><main>
 <h1>torchneuron check — {_e(m["name"])}</h1>
 <p class="sub">{_e(m["description"])}<br>batch {_e(m["batch_size"])} · {_e(m["dtype"])} · seed {_e(m["seed"])} ·
-{m["parameters"]:,} parameters · device {_e(p1["device"])} ({_e(ds["device_name"])}, runtime {_e(ds["runtime"])}
-{_e(ds["runtime_version"])}) · reference {_e(result["config"]["reference"])} · {_e(result["manifest"]["created_utc"])}</p>
+{m["parameters"]:,} parameters · device {_e(p1.device)} ({_e(ds["device_name"])}, runtime {_e(ds["runtime"])}
+{_e(ds["runtime_version"])}) · reference {_e(result.config["reference"])} · {_e(result.manifest["created_utc"])}</p>
 {summary_html.section(result)}
 {notes}{saved}
 <h2 id="details" class="details">Details</h2>
-<h2 id="phase1">Phase 1 — does it run on the device {_status(p1["status"])}</h2>
+<h2 id="phase1">Phase 1 — does it run on the device {_status(p1.status)}</h2>
 {_phase1(p1)}
 <h3>Host dispatch time per op</h3>
-<p class="caption">{_e(p1.get("op_profile_note") or "no profile: phase 1 failed")}. CPU-fallback ops in red,
+<p class="caption">{_e(p1.op_profile_note or "no profile: phase 1 failed")}. CPU-fallback ops in red,
 annotated with their calls and seconds (CPU kernel and copies) from <code>torch.neuron.fallback_stats()</code>.</p>
 <div class="plots">{plot_html["ops"]}</div>
 <h2 id="phase2">Phase 2 — is it accurate {_status(p2["status"])}</h2>
 {_phase2(p2)}
 {_phase2_compiled(p2)}
-{_compiled_perf(p3, result.get("cost") or {})}
+{_compiled_perf(p3, result.cost or {})}
 <h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3["status"])}</h2>
-{_phase3(p3, result["config"]["reference"])}
+{_phase3(p3, result.config["reference"])}
 <div class="plots">{plot_html["warmup"]}{plot_html["hist"]}</div>
-{_profile_section(result.get("profile"))}
+{_profile_section(result.profile)}
 <h2 id="cost">Cost</h2>
-{_cost(result["cost"])}
-{_training(result.get("training"))}
-{_projection(result.get("projection"))}
+{_cost(result.cost)}
+{_training(result.training)}
+{_projection(result.projection)}
 {exact_html.section(result)}
 <h2 id="baseline">Baseline comparison</h2>
-{_baseline(result.get("baseline"))}
+{_baseline(result.baseline)}
 <h2 id="manifest">Manifest</h2>
-{_manifest(result["manifest"])}
+{_manifest(result.manifest)}
 </main></body></html>
 """
 
 
-def write(result: dict, path: str) -> None:
+def write(result: CheckResult, path: str) -> None:
     """Write the page of ``result`` to ``path`` (UTF-8)."""
     with open(path, "w", encoding="utf-8") as f:
         f.write(render(result))

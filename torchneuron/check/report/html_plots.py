@@ -3,6 +3,7 @@ operator with CPU fallbacks highlighted."""
 
 from __future__ import annotations
 
+from ..result import Phase1Result
 from .html_parts import _plt, _svg
 
 
@@ -85,11 +86,11 @@ def _base_op(name: str) -> str:
     return name.split(".")[0]
 
 
-def plot_ops(p1: dict, top: int = 20) -> str | None:
+def plot_ops(p1: Phase1Result, top: int = 20) -> str | None:
     """Horizontal bars: host time per ATen op (torch.profiler self time) over one forward
     pass; CPU-fallback ops in red with their fallback seconds from fallback_stats."""
-    rows = p1.get("op_profile") or []
-    fb = p1.get("fallback", {}).get("ops", {})
+    rows = p1.op_profile or []
+    fb = p1.fallback.get("ops", {})
     if not rows and not fb:
         return None
     fb_base = {_base_op(k): v for k, v in fb.items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from ..phases.phase2 import failure_text
+from ..result import CheckResult
 
 
 def _case(
@@ -28,9 +29,9 @@ def _case(
         ET.SubElement(c, "system-out").text = out
 
 
-def build(result: dict) -> ET.Element:
+def build(result: CheckResult) -> ET.Element:
     """The ``<testsuites>`` element of a result."""
-    model = result["model"]["name"]
+    model = result.model["name"]
     cls = f"torchneuron.check.{model}"
     root = ET.Element("testsuites", name="torchneuron check")
     suite = ET.SubElement(root, "testsuite", name=f"torchneuron check {model}")
@@ -46,15 +47,15 @@ def build(result: dict) -> ET.Element:
     return root
 
 
-def _phase1_cases(suite: ET.Element, cls: str, result: dict) -> None:
+def _phase1_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 1: runs on the device, torch.compile."""
-    p1 = result["phase1"]
-    e = p1.get("error")
+    p1 = result.phase1
+    e = p1.error
     _case(
         suite,
         cls,
         "phase1.runs_on_device",
-        p1.get("cold_latency_s") or 0.0,
+        p1.cold_latency_s or 0.0,
         failure=(
             f"{e['type']}{' in ' + e['op'] if e['op'] else ''} during {e['stage']}: "
             f"{e['message'].splitlines()[0] if e['message'] else ''}"
@@ -62,10 +63,10 @@ def _phase1_cases(suite: ET.Element, cls: str, result: dict) -> None:
         if e
         else None,
         detail=(e["traceback"] if e else ""),
-        out=f"fallback ops: {', '.join(p1['fallback']['ops']) or 'none'}; narrowing: "
-        f"{p1['narrowing'] or 'none'}; peak allocated bytes: {p1['memory']['peak_allocated_bytes']}",
+        out=f"fallback ops: {', '.join(p1.fallback['ops']) or 'none'}; narrowing: "
+        f"{p1.narrowing or 'none'}; peak allocated bytes: {p1.memory['peak_allocated_bytes']}",
     )
-    comp = p1.get("compile", {})
+    comp = p1.compile
     if comp.get("checked"):
         _case(
             suite,
@@ -78,9 +79,9 @@ def _phase1_cases(suite: ET.Element, cls: str, result: dict) -> None:
         _case(suite, cls, "phase1.torch_compile", skipped=comp.get("note") or "not checked")
 
 
-def _phase2_cases(suite: ET.Element, cls: str, result: dict) -> None:
+def _phase2_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 2: one case per output (eager, and compiled under ``--mode both``)."""
-    p2 = result["phase2"]
+    p2 = result.phase2
     if p2["status"] == "skipped":
         _case(suite, cls, "phase2.accuracy", skipped=p2.get("reason") or "skipped")
     else:
@@ -99,9 +100,9 @@ def _phase2_cases(suite: ET.Element, cls: str, result: dict) -> None:
                 )
 
 
-def _phase3_cases(suite: ET.Element, cls: str, result: dict) -> None:
+def _phase3_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 3: the device's performance."""
-    p3 = result["phase3"]
+    p3 = result.phase3
     if p3["status"] == "skipped":
         _case(suite, cls, "phase3.performance", skipped=p3.get("reason") or "skipped")
     else:
@@ -117,9 +118,9 @@ def _phase3_cases(suite: ET.Element, cls: str, result: dict) -> None:
         )
 
 
-def _baseline_cases(suite: ET.Element, cls: str, result: dict) -> None:
+def _baseline_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """The baseline comparison: accuracy per output, the exact gates, latency, compile, memory, training."""
-    b = result.get("baseline")
+    b = result.baseline
     if not b:
         return
     if b.get("status") == "skipped":
@@ -164,15 +165,15 @@ def _baseline_cases(suite: ET.Element, cls: str, result: dict) -> None:
                     suite,
                     cls,
                     f"baseline.{key}",
-                    skipped=result.get("inconclusive") or "inconclusive",
+                    skipped=result.inconclusive or "inconclusive",
                 )
             else:
                 _case(suite, cls, f"baseline.{key}", failure=msg if x.get("regressed") else None)
 
 
-def _compiled_performance_case(suite: ET.Element, cls: str, result: dict) -> None:
+def _compiled_performance_case(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 3's compiled model (``--mode both``)."""
-    pc = (result.get("phase3") or {}).get("compiled")
+    pc = (result.phase3 or {}).get("compiled")
     if pc:
         _case(
             suite,
@@ -183,9 +184,9 @@ def _compiled_performance_case(suite: ET.Element, cls: str, result: dict) -> Non
         )
 
 
-def _training_cases(suite: ET.Element, cls: str, result: dict) -> None:
+def _training_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """The training check, eager and compiled."""
-    tr = result.get("training") or {}
+    tr = result.training or {}
     if tr.get("status") not in (None, "skipped"):
         eager = dict(tr, **tr.get("eager_verdict", {}))  # without compiled's failure text
         parts = [
@@ -205,9 +206,9 @@ def _training_cases(suite: ET.Element, cls: str, result: dict) -> None:
             )
 
 
-def _cost_case(suite: ET.Element, cls: str, result: dict) -> None:
+def _cost_case(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """The cost budget (``--max-cost-per-million``)."""
-    c = result.get("cost", {})
+    c = result.cost or {}
     if c.get("budget_usd_per_million") is not None:
         _case(
             suite,
@@ -222,19 +223,19 @@ def _cost_case(suite: ET.Element, cls: str, result: dict) -> None:
         )
 
 
-def _totals(root: ET.Element, suite: ET.Element, result: dict) -> None:
+def _totals(root: ET.Element, suite: ET.Element, result: CheckResult) -> None:
     """The suite's and the root's counts of tests, failures, skipped, and the time."""
     cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
     suite.set("failures", str(sum(1 for x in cases if x.find("failure") is not None)))
     suite.set("errors", "0")
     suite.set("skipped", str(sum(1 for x in cases if x.find("skipped") is not None)))
-    suite.set("time", f"{result.get('elapsed_s', 0.0):.3f}")
+    suite.set("time", f"{result.elapsed_s or 0.0:.3f}")
     for k in ("tests", "failures", "errors", "skipped", "time"):
         root.set(k, suite.get(k))
 
 
-def write(result: dict, path: str) -> None:
+def write(result: CheckResult, path: str) -> None:
     """Write the JUnit XML of ``result`` to ``path`` (UTF-8)."""
     tree = ET.ElementTree(build(result))
     ET.indent(tree)

@@ -5,6 +5,7 @@ the three questions first: does it run, is it accurate, how fast will it be on T
 from __future__ import annotations
 
 from .. import formatting
+from ..result import CheckResult, Phase1Result
 
 EXIT_CODES = "exit codes: 0 pass · 1 fail or regression · 2 bad usage · 3 inconclusive (--gate-host-latency only)"
 
@@ -16,13 +17,13 @@ def us(s: float | None) -> str:
     return f"{s * 1e6:.4g} µs" if s < 1e-3 else f"{s * 1e3:.4g} ms"
 
 
-def verdict(result: dict) -> dict:
+def verdict(result: CheckResult) -> dict:
     """``{"label", "status", "meaning", "failures"}``: REGRESSION when every failure is a
     regression against the baseline, so a reader tells "it broke" from "it got worse"."""
-    v, code, fails = result["verdict"], result["exit_code"], list(result["failures"])
+    v, code, fails = result.verdict, result.exit_code, list(result.failures)
     if v == "pass":
         meaning = "every phase passed" + (
-            ", no regression against the baseline" if result.get("baseline") else ""
+            ", no regression against the baseline" if result.baseline else ""
         )
         return {"label": "PASS", "status": "pass", "meaning": meaning, "failures": []}
     if v == "inconclusive":
@@ -30,7 +31,7 @@ def verdict(result: dict) -> dict:
             "label": "INCONCLUSIVE",
             "status": "inconclusive",
             "meaning": "the host was too noisy to decide host latency (--gate-host-latency)",
-            "failures": [result.get("inconclusive") or ""],
+            "failures": [result.inconclusive or ""],
         }
     regressions = [f for f in fails if f.startswith("regression:")]
     label = "REGRESSION" if fails and len(regressions) == len(fails) else "FAIL"
@@ -43,39 +44,39 @@ def verdict(result: dict) -> dict:
     return {"label": label, "status": "fail", "meaning": meaning, "failures": fails}
 
 
-def extra_launches(result: dict) -> tuple[int, float]:
-    """(graph executions per pass beyond the first, the launch cost in µs): the StableHLO
-    projection includes one execution's fixed cost; a pass split into n graphs pays n - 1
-    more (the eager projection's cost per launch)."""
-    ex = result.get("exact") or {}
+def extra_launches(exact: dict | None) -> tuple[int, float]:
+    """(graph executions per pass beyond the first, the launch cost in µs) of the exact
+    quantities (``result.exact``): the StableHLO projection includes one execution's fixed
+    cost; a pass split into n graphs pays n - 1 more (the eager projection's cost per launch)."""
+    ex = exact or {}
     ep = ((ex.get("eager") or {}).get("projection") or {}).get("trn2") or {}
     graphs = (ex.get("compiled") or {}).get("graphs") or 1
     return max(graphs - 1, 0), ep.get("launch_us", 0.0)
 
 
-def compiled_pass_s(result: dict, core: str = "trn2") -> float | None:
+def compiled_pass_s(result: CheckResult, core: str = "trn2") -> float | None:
     """The compiled pass on Trainium (seconds): the StableHLO projection (one execution's
     fixed cost included) plus the launches of any further graphs, as the per-pass table
     shows it. None without a projection."""
-    proj = result.get("projection") or {}
+    proj = result.projection or {}
     if proj.get("status") != "pass":
         return None
-    n, us = extra_launches(result)
+    n, us = extra_launches(result.exact)
     return proj[core]["latency_s_per_core"] + n * us * 1e-6
 
 
-def phase_lines(result: dict) -> list[tuple[str, str, list[str]]]:
+def phase_lines(result: CheckResult) -> list[tuple[str, str, list[str]]]:
     """``[(phase, status, [text, ...])]``: run, accuracy, performance, then training,
     baseline and budget where they apply. Status: pass, fail, skipped, regression, saved."""
-    lines = [_run_line(result["phase1"]), _accuracy_line(result), _performance_line(result)]
-    tr = result.get("training") or {}
+    lines = [_run_line(result.phase1), _accuracy_line(result), _performance_line(result)]
+    tr = result.training or {}
     if tr and tr.get("status") != "skipped":
         lines.append(_training_line(tr))
-    if result.get("baseline"):
-        lines.append(_baseline_line(result["baseline"]))
-    if result.get("baseline_saved"):
-        lines.append(("baseline", "saved", [f"saved to {result['baseline_saved']}"]))
-    cost = result.get("cost") or {}
+    if result.baseline:
+        lines.append(_baseline_line(result.baseline))
+    if result.baseline_saved:
+        lines.append(("baseline", "saved", [f"saved to {result.baseline_saved}"]))
+    cost = result.cost or {}
     if cost.get("budget_usd_per_million") is not None:
         over = cost.get("over_budget")
         lines.append(
@@ -92,9 +93,9 @@ def phase_lines(result: dict) -> list[tuple[str, str, list[str]]]:
     return lines
 
 
-def _run_line(p1: dict) -> tuple[str, str, list[str]]:
-    e = p1.get("error")
-    if p1["status"] == "fail" and e:
+def _run_line(p1: Phase1Result) -> tuple[str, str, list[str]]:
+    e = p1.error
+    if p1.status == "fail" and e:
         return (
             "run",
             "fail",
@@ -104,7 +105,7 @@ def _run_line(p1: dict) -> tuple[str, str, list[str]]:
                 + f": {e.get('short_message') or e.get('message', '')[:200]}"
             ],
         )
-    comp = p1.get("compile") or {}
+    comp = p1.compile or {}
     if comp.get("checked") and comp.get("ok"):
         mode = (
             f"eager and compiled ({formatting.graphs_ran(comp)}, {comp.get('graph_breaks')} graph "
@@ -112,20 +113,20 @@ def _run_line(p1: dict) -> tuple[str, str, list[str]]:
         )
     else:
         mode = "eager" + (f" ({comp['note']})" if comp.get("note") else "")
-    fb = (p1.get("fallback") or {}).get("ops") or {}
-    mem = (p1.get("memory") or {}).get("peak_allocated_bytes")
+    fb = (p1.fallback or {}).get("ops") or {}
+    mem = (p1.memory or {}).get("peak_allocated_bytes")
     return (
         "run",
-        p1["status"],
+        p1.status,
         [
-            f"on {p1['device']}: {mode}",
+            f"on {p1.device}: {mode}",
             f"{len(fb)} CPU fallback op(s) · peak device memory {formatting.nbytes(mem)}",
         ],
     )
 
 
-def _accuracy_line(result: dict) -> tuple[str, str, list[str]]:
-    p2 = result["phase2"]
+def _accuracy_line(result: CheckResult) -> tuple[str, str, list[str]]:
+    p2 = result.phase2
     if p2["status"] == "skipped":
         return ("accuracy", "skipped", [p2.get("reason") or ""])
     sides = [("eager", p2)] + ([("compiled", p2["compiled"])] if p2.get("compiled") else [])
@@ -148,12 +149,12 @@ def _accuracy_line(result: dict) -> tuple[str, str, list[str]]:
     return ("accuracy", status if p2["status"] != "fail" else "fail", ["; ".join(texts)])
 
 
-def _compiled_only(result: dict) -> bool:
-    return (result["phase1"].get("compile") or {}).get("phases_2_3") == "compiled"
+def _compiled_only(result: CheckResult) -> bool:
+    return (result.phase1.compile or {}).get("phases_2_3") == "compiled"
 
 
-def _performance_line(result: dict) -> tuple[str, str, list[str]]:
-    p3, ex = result["phase3"], result.get("exact") or {}
+def _performance_line(result: CheckResult) -> tuple[str, str, list[str]]:
+    p3, ex = result.phase3, result.exact or {}
     texts = []
     ep = ((ex.get("eager") or {}).get("projection") or {}).get("trn2")
     cp = compiled_pass_s(result)
@@ -238,12 +239,12 @@ NARROWING_HINT = (
 )
 
 
-def findings(result: dict) -> list[tuple[str, str, str | None]]:
+def findings(result: CheckResult) -> list[tuple[str, str, str | None]]:
     """``[(what, text, hint or None)]``: what a team acts on before moving to Trainium. The
     quantities that are zero are gathered into one "clean" line."""
-    p1, ex = result["phase1"], result.get("exact") or {}
+    p1, ex = result.phase1, result.exact or {}
     out, clean = [], []
-    fb = (p1.get("fallback") or {}).get("ops") or {}
+    fb = (p1.fallback or {}).get("ops") or {}
     if fb:
         ops = sorted(fb.items(), key=lambda kv: -kv[1]["seconds"])
         text = ", ".join(
@@ -251,19 +252,19 @@ def findings(result: dict) -> list[tuple[str, str, str | None]]:
             for op, v in ops[:6]
         ) + (f" and {len(ops) - 6} more" if len(ops) > 6 else "")
         out.append(("CPU fallback", text, FALLBACK_HINT))
-    elif p1["status"] == "pass":
+    elif p1.status == "pass":
         clean.append("no CPU fallback")
     narrow = formatting.narrowing(p1)
     if narrow != "none":
         out.append(("64-bit narrowing", narrow, NARROWING_HINT))
-    comp = p1.get("compile") or {}
+    comp = p1.compile or {}
     if comp.get("checked") and comp.get("ok"):
         out += _compile_findings(comp, clean)
     out += _signature_findings(ex, clean)
     if clean:
         out.append(("clean", ", ".join(clean), None))
     out += _projection_findings(result)
-    out += _baseline_findings(result.get("baseline") or {})
+    out += _baseline_findings(result.baseline or {})
     return out
 
 
@@ -328,13 +329,13 @@ def _signature_findings(ex: dict, clean: list) -> list:
     ]
 
 
-def _projection_findings(result: dict) -> list:
-    proj = result.get("projection") or {}
-    ep = (((result.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
-    if result["phase1"]["status"] != "pass":
+def _projection_findings(result: CheckResult) -> list:
+    proj = result.projection or {}
+    ep = (((result.exact or {}).get("eager") or {}).get("projection") or {}).get("trn2")
+    if result.phase1.status != "pass":
         return []  # nothing ran to project
     if proj.get("status") != "pass":
-        asked = (result.get("config") or {}).get("projection")
+        asked = (result.config or {}).get("projection")
         why = (
             f"not projected: {proj.get('reason')}"
             if asked
@@ -372,9 +373,9 @@ def _baseline_findings(b: dict) -> list:
     return out
 
 
-def details_pointer(result: dict, details: bool) -> list[str]:
+def details_pointer(result: CheckResult, details: bool) -> list[str]:
     """Where the rest is: the tables (``--details``), the HTML page and the JSON."""
-    cfg = result.get("config") or {}
+    cfg = result.config or {}
     tables = (
         "the full tables are below"
         if details

@@ -18,6 +18,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from ..result import CheckResult
 from . import first_screen, summary, terminal_details
 from .terminal_phases import status_text
 
@@ -68,14 +69,14 @@ class _Bar:
         self.progress.update(self.task, advance=1, info=info)
 
 
-def render(result: dict, console: Console | None = None, details: bool = False) -> None:
+def render(result: CheckResult, console: Console | None = None, details: bool = False) -> None:
     """Print the report: the first screen (verdict, phases, findings, where the details
     are); with ``details`` the full tables after it; then the warnings in their own section."""
     con = console or Console()
     first_screen.render(result, con, details)
     if details:
         con.print()
-        con.rule(f"[bold]details[/bold] {result['model']['name']}")
+        con.rule(f"[bold]details[/bold] {result.model['name']}")
         for part in terminal_details.tables(result, con.width):
             for x in part:
                 con.print(x)
@@ -83,16 +84,16 @@ def render(result: dict, console: Console | None = None, details: bool = False) 
     if details:  # the tables pushed the verdict off the screen: once more at the end
         v = summary.verdict(result)
         con.print(
-            Text(f"verdict: {v['label']} (exit code {result['exit_code']})", style="bold"),
+            Text(f"verdict: {v['label']} (exit code {result.exit_code})", style="bold"),
             width=min(con.width, first_screen.WIDTH),
         )
 
 
-def _warnings(result: dict, con: Console, details: bool) -> None:
+def _warnings(result: CheckResult, con: Console, details: bool) -> None:
     """Device warnings and the check's own, in one section after the rest. Without
     ``details`` each device warning is cut to its first sentence (whole in the JSON)."""
-    dev_w = result["phase1"].get("warnings", [])
-    if not (dev_w or result.get("warnings")):
+    dev_w = result.phase1.warnings
+    if not (dev_w or result.warnings):
         return
     width = con.width if details else min(con.width, first_screen.WIDTH)
     con.print()
@@ -102,7 +103,7 @@ def _warnings(result: dict, con: Console, details: bool) -> None:
         con.print(Text(f"device warning: {text}", style="dim"), width=width)
     if len(dev_w) > 10:
         con.print(Text(f"... {len(dev_w) - 10} more device warnings in the JSON", style="dim"))
-    for w in result.get("warnings", []):
+    for w in result.warnings:
         con.print(Text(f"warning: {w}", style="yellow"), width=width)
 
 

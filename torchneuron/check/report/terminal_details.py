@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import formatting
+from ..result import CheckResult
 from . import exact_terminal, summary
 from .terminal_phases import phase1_tables, phase2_tables, phase3_tables, status_text
 
@@ -313,7 +314,7 @@ def projection_tables(p: dict | None, exact: dict | None = None) -> list:
         t.add_row(label, fn(a), fn(b))
     ep = ((exact or {}).get("eager") or {}).get("projection")
     if ep:  # the eager pass from its kernel trace, beside the compiled graph's
-        extra, us = summary.extra_launches({"exact": exact})
+        extra, us = summary.extra_launches(exact)
         t.add_row(
             f"compiled pass (+ {extra} more graph launch(es) x {us:g} µs)",
             f"{a['latency_s_per_core'] * 1e6 + extra * us:.4g} µs",
@@ -353,15 +354,15 @@ def projection_tables(p: dict | None, exact: dict | None = None) -> list:
     ]
 
 
-def tables(result: dict, width: int) -> list[list]:
+def tables(result: CheckResult, width: int) -> list[list]:
     """Every table of the report, in order: the run's settings, phases 1 to 3, training,
     cost, projection, the per-pass trace, the baseline comparison."""
-    m, ds = result["model"], result["manifest"]["device_stack"]
+    m, ds = result.model, result.manifest["device_stack"]
     head = Text(
         f"{m['description']}\nbatch {m['batch_size']} · {m['dtype']} · seed {m['seed']} · "
-        f"{m['parameters']:,} parameters · device {result['phase1']['device']} "
+        f"{m['parameters']:,} parameters · device {result.phase1.device} "
         f"({ds['device_name']}, runtime {ds['runtime']} {ds['runtime_version']}) · reference "
-        f"{result['config']['reference']}"
+        f"{result.config['reference']}"
     )
     note = (
         [
@@ -376,12 +377,12 @@ def tables(result: dict, width: int) -> list[list]:
     )
     return [
         [head, *note],
-        phase1_tables(result["phase1"]),
-        phase2_tables(result["phase2"], width),
-        phase3_tables(result["phase3"], result["config"]["reference"]),
-        training_tables(result.get("training")),
-        cost_table(result["cost"]),
-        projection_tables(result.get("projection"), result.get("exact")),
+        phase1_tables(result.phase1),
+        phase2_tables(result.phase2, width),
+        phase3_tables(result.phase3, result.config["reference"]),
+        training_tables(result.training),
+        cost_table(result.cost),
+        projection_tables(result.projection, result.exact),
         exact_terminal.per_pass_table(result),
-        baseline_table(result.get("baseline")),
+        baseline_table(result.baseline),
     ]

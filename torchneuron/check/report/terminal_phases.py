@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import formatting
+from ..result import Phase1Result
 
 _STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "skipped": "yellow"}
 
@@ -56,12 +57,12 @@ def _compile_rows(t: Table, comp: dict) -> None:
         )
 
 
-def phase1_tables(p1: dict) -> list:
+def phase1_tables(p1: Phase1Result) -> list:
     """Renderables of phase 1: its table, the fallback ops, device warnings, the failure."""
     t = _kv_table("Phase 1 — does it run on the device")
-    t.add_row("result", status_text(p1["status"]))
-    t.add_row("device", p1["device"])
-    comp = p1.get("compile", {})
+    t.add_row("result", status_text(p1.status))
+    t.add_row("device", p1.device)
+    comp = p1.compile
     t.add_row(
         "mode",
         (
@@ -72,15 +73,15 @@ def phase1_tables(p1: dict) -> list:
         else f"eager  ({comp.get('note')})",
     )
     _compile_rows(t, comp)
-    t.add_row("fallback mode", p1.get("fallback_mode") or "–")
-    if p1.get("cold_latency_s") is not None:
+    t.add_row("fallback mode", p1.fallback_mode or "–")
+    if p1.cold_latency_s is not None:
         t.add_row(
             "cold latency ("
-            + ("eager " if (p1.get("compile") or {}).get("checked") else "")
+            + ("eager " if (p1.compile or {}).get("checked") else "")
             + "first iteration)",
-            formatting.ms(p1["cold_latency_s"]),
+            formatting.ms(p1.cold_latency_s),
         )
-    fb = p1["fallback"]
+    fb = p1.fallback
     t.add_row(
         "CPU fallback ops",
         "none"
@@ -88,9 +89,9 @@ def phase1_tables(p1: dict) -> list:
         else f"{len(fb['ops'])} op(s), {formatting.ms(fb['total_seconds'])} = {formatting.pct(fb['share'])} of device run time",
     )
     t.add_row("64-bit narrowing", formatting.narrowing(p1))
-    m = p1["memory"]
+    m = p1.memory
     t.add_row("peak device memory", formatting.peak_memory(m))
-    det = p1.get("determinism")
+    det = p1.determinism
     if det:
         t.add_row(
             "determinism (2 runs)",
@@ -106,9 +107,9 @@ def phase1_tables(p1: dict) -> list:
                 style="yellow",
             ),
         )
-    if p1.get("outputs"):
+    if p1.outputs:
         t.add_row(
-            "outputs", ", ".join(f"{o['name']} {o['shape']} {o['dtype']}" for o in p1["outputs"])
+            "outputs", ", ".join(f"{o['name']} {o['shape']} {o['dtype']}" for o in p1.outputs)
         )
     out: list = [t]
     if fb["ops"]:
@@ -124,9 +125,9 @@ def phase1_tables(p1: dict) -> list:
     return out
 
 
-def failure_panel(p1: dict) -> Panel | None:
+def failure_panel(p1: Phase1Result) -> Panel | None:
     """Phase 1's failure: type, failing op, short message, hint, the last frames."""
-    e = p1.get("error")
+    e = p1.error
     if not e:
         return None
     body = Text()

@@ -1,0 +1,178 @@
+"""A check's result as typed objects: ``CheckResult`` (the whole run) and ``Phase1Result``
+(does it run on the device). Runner, baseline and reports read their attributes; ``to_dict``
+gives the dict the ``--json`` file holds (same keys, same order), ``from_dict`` reads it back.
+
+Phases 2 and 3, the training check, the projection, the baseline comparison and the cost
+are still plain dicts (their keys: docs/check.md, "JSON")."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "torchneuron.check.result/1"
+
+
+def jsonable(x: Any) -> Any:
+    """A copy of ``x`` that ``json.dumps(allow_nan=False)`` accepts: NaN and infinities
+    become None, tuples lists, other objects (dtypes, devices) their ``str``. Keys
+    starting with ``_`` are private and left out."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return jsonable(x.to_dict())
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items() if not str(k).startswith("_")}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, bool) or x is None or isinstance(x, (int, str)):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    return str(x)
+
+
+def _fields(obj: Any, omit_if_none: tuple[str, ...]) -> dict[str, Any]:
+    """The fields of ``obj`` in declaration order (nested results as dicts); the fields in
+    ``omit_if_none`` only when set (the JSON had no such key then)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if v is None and f.name in omit_if_none:
+            continue
+        out[f.name] = v.to_dict() if hasattr(v, "to_dict") else v
+    return out
+
+
+@dataclass
+class Phase1Result:
+    """Phase 1: does the model run on the device (``phases/phase1.py`` fills it).
+
+    Fields set only when phase 1 got that far are None before (and absent from the JSON):
+    ``cold_latency_s``, ``uncomparable_outputs``, ``determinism`` (the eager passes ran),
+    ``op_profile`` and ``op_profile_note`` (the eager passes passed)."""
+
+    #: "pass" or "fail"
+    status: str
+    #: the device checked, e.g. "neuron:0"
+    device: str
+    #: always "eager": phase 1's own passes (the compiled check is ``compile``)
+    mode: str
+    #: None, or the failure: stage, type, op, message, short_message, hint, traceback, ...
+    error: dict | None
+    #: the CPU-fallback mode in force: "warn", "error" or the process's setting
+    fallback_mode: str
+    #: wall seconds of the first (cold) forward pass on the device
+    cold_latency_s: float | None = None
+    #: outputs that are not tensors: [{"name", "type"}]
+    uncomparable_outputs: list[dict] | None = None
+    #: whether two device runs gave bitwise identical outputs: {"identical", ...}
+    determinism: dict | None = None
+    #: device warnings caught during phase 1 (sorted, unique)
+    warnings: list[str] = field(default_factory=list)
+    #: each output tensor: {"name", "shape", "dtype", ...}
+    outputs: list[dict] = field(default_factory=list)
+    #: host time per operator over one pass: [{"op", "self_host_s", ...}] (seconds)
+    op_profile: list[dict] | None = None
+    #: what ``op_profile`` measures, or why profiling failed
+    op_profile_note: str | None = None
+    #: the compile check (``phases/compiled.py``): checked, ok, modes, graphs, compile_s, ...
+    compile: dict = field(default_factory=dict)
+    #: CPU fallbacks: {"ops": {op: {"calls", "seconds", "share"}}, "total_seconds", "share", ...}
+    fallback: dict = field(default_factory=dict)
+    #: 64-bit narrowing counts by op of the eager passes
+    narrowing: dict = field(default_factory=dict)
+    #: peak device memory (bytes): in order, run ahead, reserved, weights, capacity, compiled
+    memory: dict = field(default_factory=dict)
+
+    _OPTIONAL = (
+        "cold_latency_s",
+        "uncomparable_outputs",
+        "determinism",
+        "op_profile",
+        "op_profile_note",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``phase1`` object of the JSON, keys in the order it has always had."""
+        d = _fields(self, self._OPTIONAL)
+        if self.op_profile is None:
+            # a failed eager pass skips the compile check: its entry was written last
+            d["compile"] = d.pop("compile")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Phase1Result:
+        """The phase 1 object of a ``to_dict`` (or of a ``--json`` file)."""
+        return cls(**d)
+
+
+@dataclass
+class CheckResult:
+    """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
+
+    The phase results other than phase 1 are the dicts their modules return (keys in
+    docs/check.md); ``profile`` and ``inconclusive`` are None unless set, and then absent
+    from the JSON."""
+
+    #: the JSON's schema name and version
+    schema: str = SCHEMA
+    #: "pass", "fail" or "inconclusive"; None until decided
+    verdict: str | None = None
+    #: 0 pass, 1 fail or regression, 3 inconclusive (errors.py); None until decided
+    exit_code: int | None = None
+    #: one line per failure (phases, training, regressions, cost budget)
+    failures: list[str] = field(default_factory=list)
+    #: the check's warnings (phases 2 and 3, training, baseline)
+    warnings: list[str] = field(default_factory=list)
+    #: every option (``CheckConfig.to_dict``)
+    config: dict = field(default_factory=dict)
+    #: the model: name, parameters, batch_size, dtype, seed, fingerprint, ...
+    model: dict = field(default_factory=dict)
+    #: versions, device stack, host, environment (``manifest.collect``)
+    manifest: dict = field(default_factory=dict)
+    #: the regression thresholds in force (fractions; bytes)
+    thresholds: dict = field(default_factory=dict)
+    #: phase 1: does it run
+    phase1: Phase1Result | None = None
+    #: phase 2: is it accurate (``phases/phase2.py``)
+    phase2: dict | None = None
+    #: phase 3: performance, seconds (``phases/phase3.py``)
+    phase3: dict | None = None
+    #: ``--profile``: one steady-state iteration (``phases/profile.py``)
+    profile: dict | None = None
+    #: the exact quantities per pass (``phases/exact.py``)
+    exact: dict | None = None
+    #: the training check (``phases/training.py``)
+    training: dict | None = None
+    #: the Trainium projection (``phases/projection.py``)
+    projection: dict | None = None
+    #: the comparison with ``--baseline`` (``baseline/compare.py``); None without one
+    baseline: dict | None = None
+    #: cost per million samples, USD (``projection/cost.py``)
+    cost: dict | None = None
+    #: why the verdict is inconclusive
+    inconclusive: str | None = None
+    #: wall seconds of the whole check
+    elapsed_s: float | None = None
+    #: the folder ``--save-baseline`` wrote, None when not saved
+    baseline_saved: str | None = None
+
+    _OPTIONAL = ("profile", "inconclusive")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict the ``--json`` file holds (before ``jsonable``): same keys, same order."""
+        return _fields(self, self._OPTIONAL)
+
+    def to_json(self) -> str:
+        """The ``--json`` file's text: strict, indented JSON."""
+        return json.dumps(jsonable(self.to_dict()), indent=2, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CheckResult:
+        """The result of a ``to_dict`` (or of a ``--json`` file read back)."""
+        d = dict(d)
+        if d.get("phase1") is not None:
+            d["phase1"] = Phase1Result.from_dict(d["phase1"])
+        return cls(**d)
