@@ -19,8 +19,10 @@ from . import (
     decompositions_elementwise,
     decompositions_indexed,
     decompositions_layers,
+    decompositions_matmul,
     decompositions_nn,
     decompositions_order,
+    decompositions_polynomials,
     decompositions_pooling,
     decompositions_reductions,
     decompositions_scaled,
@@ -403,6 +405,8 @@ def decomposition_table() -> dict:
         **decompositions_copies.TABLE,
         **decompositions_scaled.TABLE,
         **decompositions_adaptive.TABLE,
+        **decompositions_polynomials.TABLE,
+        **decompositions_matmul.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
