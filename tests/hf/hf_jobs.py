@@ -65,11 +65,12 @@ m = torch.arange(6, dtype=torch.float32, device=acc.device).reshape(2, 3) + 100 
 g2 = gather(m)  # all_gather_into_tensor into a flat output
 gm = acc.gather_for_metrics(m)
 pad = acc.pad_across_processes(torch.arange(r + 1, device=acc.device) + 1)
-print("RESULT " + json.dumps({"type": str(st.distributed_type), "device": str(acc.device),
+# a file per rank: two processes printing to one pipe can interleave within a line
+open(f"result{os.environ.get('LOCAL_RANK')}.json", "w").write(json.dumps({"type": str(st.distributed_type), "device": str(acc.device),
       "local_rank": os.environ.get("LOCAL_RANK"), "backend": st.backend, "n": st.num_processes,
       "gather": g.cpu().tolist(), "gather_dev": str(g.device), "reduce": s.cpu().tolist(),
       "objs": objs, "gather2d": g2.cpu().tolist(), "metrics": gm.cpu().tolist(),
-      "pad": pad.cpu().tolist()}), flush=True)
+      "pad": pad.cpu().tolist()}))
 """
 
 

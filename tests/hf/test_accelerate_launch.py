@@ -29,7 +29,8 @@ def test_accelerate_launch_two_processes(tmp_path):
         cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr[-4000:]
-    res = [json.loads(ln[7:]) for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    files = sorted(tmp_path.glob("result*.json"))  # one per rank (cwd is tmp_path)
+    res = [json.loads(f.read_text()) for f in files]
     assert len(res) == 2, p.stdout
     for r in res:
         assert r["type"] == "DistributedType.MULTI_NEURON" and r["backend"] == "neuron"
