@@ -70,6 +70,18 @@ SUBSET = {
     ("special.chebyshev_polynomial_t", "int64"): "match",
     ("special.shifted_chebyshev_polynomial_w", "float32"): "match",
     ("addbmm", "bfloat16"): "match",
+    # issue 24, part four: Bessel/Airy/ndtri/zeta and the orthogonal polynomials lowered
+    # (decompositions_bessel.py), erf of integers, frexp; the bfloat16 rule by error norms
+    ("special.bessel_y1", "float32"): "match",
+    ("special.modified_bessel_k1", "int64"): "match",
+    ("special.airy_ai", "float32"): "match",
+    ("special.zeta", "int64"): "match",
+    ("special.ndtri", "float32"): "match",
+    ("special.legendre_polynomial_p", "int64"): "match",
+    ("erf", "int64"): "match",
+    ("frexp", "float32"): "match",
+    ("nn.functional.conv_transpose3d", "bfloat16"): "match",
+    ("igamma", "float32"): "refused",
 }
 
 

@@ -14,6 +14,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
     decompositions_adaptive,
+    decompositions_bessel,
     decompositions_conv,
     decompositions_copies,
     decompositions_elementwise,
@@ -406,6 +407,7 @@ def decomposition_table() -> dict:
         **decompositions_scaled.TABLE,
         **decompositions_adaptive.TABLE,
         **decompositions_polynomials.TABLE,
+        **decompositions_bessel.TABLE,
         **decompositions_matmul.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f

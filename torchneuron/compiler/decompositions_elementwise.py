@@ -18,7 +18,8 @@ table (decompositions.py).
 - ``angle`` of real numbers (no lowering): ``pi`` below 0, else 0, NaN kept (ATen's).
 - ``reciprocal`` of integers/bool (its float result) and ``isinf`` of integers/bool
   through float32; ``abs`` of uint8 (StableHLO's ``abs`` takes no unsigned type) is the
-  value itself.
+  value itself; ``erf`` of integers/bool through float32 (lowered, it failed).
+- ``frexp`` (no lowering) on the bits of float32, subnormals included.
 - ``trunc`` of floats as ``ceil`` below 0, else ``floor``: torch-mlir lowered it as
   ``sign(x) * floor(|x|)``, whose ``sign(-0.0)`` is 0, so ``trunc(-0.0)`` was 0.0
   (ATen and IEEE: -0.0) and ``frac(-0.0)`` -0.0.
@@ -135,6 +136,42 @@ def _through_float(op):
     return decomposition
 
 
+def frexp(x):
+    """(mantissa, exponent) on float32's bits: a normal number's exponent field less 126
+    and its bits with that field set to 126 (0.5 <= |m| < 1); a subnormal's fraction
+    converted to float (exact) and read the same way, 149 lower; 0, inf and NaN as
+    themselves with exponent 0 (C's frexp, ATen's kernel). float16/bfloat16 through
+    float32 (the mantissa converts back exactly); float64 left."""
+    if x.dtype not in (torch.float32, *_LOW):
+        return NotImplemented
+    xf = aten._to_copy.default(x, dtype=torch.float32) if x.dtype != torch.float32 else x
+    bits = aten.view.dtype(xf, torch.int32)
+    field = aten.div.Tensor_mode(
+        aten.bitwise_and.Scalar(bits, 0x7F800000), 1 << 23, rounding_mode="trunc"
+    )
+    frac = aten.bitwise_and.Scalar(bits, 0x7FFFFF)
+    sign = aten.bitwise_and.Scalar(bits, -(1 << 31))
+    # a subnormal: frac * 2^-149, frac read as a float (exact below 2^24)
+    fbits = aten.view.dtype(aten._to_copy.default(frac, dtype=torch.float32), torch.int32)
+    ffield = aten.div.Tensor_mode(
+        aten.bitwise_and.Scalar(fbits, 0x7F800000), 1 << 23, rounding_mode="trunc"
+    )
+    sub = aten.logical_and(aten.eq.Scalar(field, 0), aten.ne.Scalar(frac, 0))
+    exp = aten.where.self(sub, aten.sub.Tensor(ffield, 126 + 149), aten.sub.Tensor(field, 126))
+    mbits = aten.where.self(sub, aten.bitwise_and.Scalar(fbits, 0x7FFFFF), frac)
+    mbits = aten.bitwise_or.Tensor(aten.bitwise_or.Scalar(mbits, 126 << 23), sign)
+    mant = aten.view.dtype(mbits, torch.float32)
+    special = aten.logical_or(
+        aten.eq.Scalar(field, 255),
+        aten.logical_and(aten.eq.Scalar(field, 0), aten.eq.Scalar(frac, 0)),
+    )
+    mant = aten.where.self(special, xf, mant)
+    exp = aten.where.self(special, aten.zeros_like.default(exp), exp)
+    if x.dtype != torch.float32:
+        mant = aten._to_copy.default(mant, dtype=x.dtype)
+    return mant, exp
+
+
 def abs_unsigned(x):
     if x.dtype not in (torch.uint8, torch.uint16, torch.uint32, torch.uint64):
         return NotImplemented
@@ -160,6 +197,8 @@ TABLE = {
     aten.angle.default: angle,
     aten.reciprocal.default: _through_float(aten.reciprocal.default),
     aten.isinf.default: _through_float(aten.isinf.default),
+    aten.erf.default: _through_float(aten.erf.default),
+    aten.frexp.Tensor: frexp,
     aten.abs.default: abs_unsigned,
     aten.hypot.default: hypot,
     aten.pow.Tensor_Scalar: pow_tensor_scalar,

@@ -168,3 +168,86 @@ def _table() -> dict:
 
 
 TABLE = _table()
+
+
+# Hermite (physicists' H, probabilists' He), Laguerre L and Legendre P: ATen's recurrences
+# (ATen/native/Math.h, DLMF 18.9.1) unrolled to _ORTHOGONAL_STEPS degrees, the step of
+# degree n picked, with ATen's rules: n = trunc(n), n < 0 or not finite (its int64 cast)
+# gives 0; H and He give NaN past degree 128 (ATen's float limit); L is 1 at x = +-0, P
+# is 1 at x = 1 and (-1)^n at x = -1. L and P have no limit in ATen (its loop runs n
+# steps); past _ORTHOGONAL_STEPS the graph gives NaN (a static graph cannot loop n times).
+_ORTHOGONAL_STEPS = 128
+
+
+def _orthogonal_step(kind, x, p, q, k: int):
+    """The polynomial of degree k + 1 from those of degree k - 1 (p) and k (q), ATen's
+    operations in its order."""
+    if kind == "h":  # (x + x) q - 2k p
+        return aten.sub.Tensor(
+            aten.mul.Tensor(aten.add.Tensor(x, x), q), aten.mul.Tensor(p, 2.0 * k)
+        )
+    if kind == "he":  # x q - k p
+        return aten.sub.Tensor(aten.mul.Tensor(x, q), aten.mul.Tensor(p, float(k)))
+    if kind == "l":  # ((2k + (1 - x)) q - k p) / (k + 1)
+        a = aten.add.Tensor(aten.rsub.Scalar(x, 1.0), 2.0 * k)
+    else:  # ((2k + 1) x q - k p) / (k + 1)
+        a = aten.mul.Tensor(x, 2.0 * k + 1)
+    num = aten.sub.Tensor(aten.mul.Tensor(a, q), aten.mul.Tensor(p, float(k)))
+    return aten.div.Tensor(num, float(k + 1))
+
+
+def _orthogonal(kind, x, n):
+    if x.dtype == torch.float64 or n.dtype == torch.float64:
+        return NotImplemented
+    out = torch.result_type(x, n)
+    out = out if out.is_floating_point else torch.get_default_dtype()
+    x, n = aten.broadcast_tensors.default([x, n])
+    x = aten._to_copy.default(x, dtype=torch.float32)
+    n = aten._to_copy.default(n, dtype=torch.float32)
+    n = aten.where.self(
+        aten.isfinite.default(n), aten.trunc.default(n), aten.full_like.default(n, -1.0)
+    )
+    one = aten.full_like.default(x, 1.0)
+    first = {"h": aten.add.Tensor(x, x), "he": x, "l": aten.rsub.Scalar(x, 1.0), "p": x}[kind]
+    p, q = one, first
+    r = aten.where.self(aten.eq.Scalar(n, 1.0), first, one)
+    for k in range(1, _ORTHOGONAL_STEPS):
+        p, q = q, _orthogonal_step(kind, x, p, q, k)
+        r = aten.where.self(aten.eq.Scalar(n, float(k + 1)), q, r)
+    r = aten.where.self(
+        aten.gt.Scalar(n, float(_ORTHOGONAL_STEPS)), aten.full_like.default(r, float("nan")), r
+    )
+    if kind == "l":
+        r = aten.where.self(aten.eq.Scalar(x, 0.0), one, r)
+    if kind == "p":
+        odd = aten.ne.Scalar(aten.fmod.Scalar(n, 2.0), 0.0)
+        minus = aten.where.self(odd, aten.neg.default(one), one)
+        r = aten.where.self(aten.eq.Scalar(x, 1.0), one, r)
+        r = aten.where.self(aten.eq.Scalar(x, -1.0), minus, r)
+    r = aten.where.self(aten.lt.Scalar(n, 0.0), aten.zeros_like.default(r), r)
+    return aten._to_copy.default(r, dtype=out)
+
+
+def _orthogonal_table() -> dict:
+    table = {}
+    names = {"h": "hermite_polynomial_h", "he": "hermite_polynomial_he"}
+    names |= {"l": "laguerre_polynomial_l", "p": "legendre_polynomial_p"}
+    for kind, name in names.items():
+        packet = getattr(aten, f"special_{name}")
+
+        def tt(x, n, kind=kind):
+            return _orthogonal(kind, x, n)
+
+        def xs(x, n, kind=kind):
+            return _orthogonal(kind, aten.scalar_tensor.default(x, device=n.device), n)
+
+        def ns(x, n, kind=kind):
+            return _orthogonal(kind, x, aten.scalar_tensor.default(n, device=x.device))
+
+        table[packet.default] = tt
+        table[packet.x_scalar] = xs
+        table[packet.n_scalar] = ns
+    return table
+
+
+TABLE.update(_orthogonal_table())
