@@ -38,7 +38,22 @@ struct NeuronAllocator final : public c10::DeviceAllocator {
 
   c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
     void* ptr = nullptr;
-    translate_errors([&] { ptr = device_runtime().allocate(device, nbytes); });
+    translate_errors([&] {
+      try {
+        ptr = device_runtime().allocate(device, nbytes, /*last_try=*/false);
+      } catch (const rt::OutOfMemoryError&) {
+        // Queued kernels keep the tensors they use until they have run, where
+        // CUDA's allocator hands a freed block to the same stream's next
+        // kernels at once: before failing, wait for the device's queued work
+        // (its kernels then drop what they held) and try once more. From a
+        // stream's own worker the wait fails, and so does the retry.
+        try {
+          wait_device(device);
+        } catch (...) {
+        }
+        ptr = device_runtime().allocate(device, nbytes);
+      }
+    });
     return {ptr, ptr, &delete_device_ptr, c10::Device(kNeuron, device)};
   }
 

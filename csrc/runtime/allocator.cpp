@@ -91,7 +91,7 @@ void CachingAllocator::update(StatArray& stat, bool small, int64_t delta) {
   }
 }
 
-void* CachingAllocator::allocate(size_t bytes) {
+void* CachingAllocator::allocate(size_t bytes, bool last_try) {
   if (bytes == 0) return nullptr;
   MemoryContext context = gather_context(MemoryContextLevel::kState);
   std::lock_guard<std::mutex> lock(mu_);
@@ -119,7 +119,7 @@ void* CachingAllocator::allocate(size_t bytes) {
   if (!b) {
     trace(MemoryEvent::kOom, nullptr, bytes, context,
           capacity_ - std::min(capacity_, size_t(stats_.reserved_bytes[kAggregate].current)));
-    out_of_memory(bytes, why);
+    out_of_memory(bytes, why, last_try);
   }
   trace(MemoryEvent::kSegmentAlloc, b->ptr, b->size, context);
   b->context = std::move(context);
@@ -273,8 +273,8 @@ void CachingAllocator::release_cached_segments() {
   }
 }
 
-void CachingAllocator::out_of_memory(size_t requested, const std::string& why) {
-  ++stats_.num_ooms;
+void CachingAllocator::out_of_memory(size_t requested, const std::string& why, bool last_try) {
+  ++(last_try ? stats_.num_ooms : stats_.num_alloc_retries);
   const size_t allocated = size_t(stats_.allocated_bytes[kAggregate].current);
   const size_t reserved = size_t(stats_.reserved_bytes[kAggregate].current);
   std::string msg = "NeuronCore " + std::to_string(device_) + " out of memory: tried to allocate " +

@@ -35,8 +35,10 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  void* allocate(size_t bytes);  // nullptr for 0; OutOfMemoryError past capacity
-  void free(void* ptr);          // Error unless ptr is an allocated block's start
+  // nullptr for 0; OutOfMemoryError past capacity (counted in num_ooms, or in
+  // num_alloc_retries when !last_try: the caller tries again)
+  void* allocate(size_t bytes, bool last_try = true);
+  void free(void* ptr);  // Error unless ptr is an allocated block's start
   MemoryStats stats() const;
   void reset_peak_stats();
   void reset_accumulated_stats();
@@ -77,7 +79,7 @@ class CachingAllocator {
   void* hand_out(Block* b, size_t size, size_t requested);
   void release_cached_segments();
   void update(StatArray& stat, bool small, int64_t delta);
-  [[noreturn]] void out_of_memory(size_t requested, const std::string& why);
+  [[noreturn]] void out_of_memory(size_t requested, const std::string& why, bool last_try);
   void trace(MemoryEvent::Action action, const void* addr, size_t size,
              const MemoryContext& context, uint64_t device_free = 0);
   MemoryContext gather_context(MemoryContextLevel needed) const;  // outside mu_

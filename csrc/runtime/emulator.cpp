@@ -64,8 +64,8 @@ class Emulator final : public Runtime {
   int device_count() const override { return int(devices_.size()); }
   const CoreInfo& core(int device) const override { return dev(device).info; }
 
-  void* allocate(int device, size_t bytes) override {
-    return dev(device).allocator.allocate(bytes);
+  void* allocate(int device, size_t bytes, bool last_try = true) override {
+    return dev(device).allocator.allocate(bytes, last_try);
   }
 
   void free(void* ptr) override {

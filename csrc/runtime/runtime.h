@@ -186,7 +186,9 @@ class Runtime {
   // ---- HBM (caching allocator per core) ----
   // Returns device memory of at least `bytes` (nullptr for 0). Throws
   // OutOfMemoryError past capacity (the cache is released and retried first).
-  virtual void* allocate(int device, size_t bytes) = 0;
+  // last_try=false: the caller will try again (after waiting for queued work),
+  // so a failure counts as an allocation retry, not an OOM.
+  virtual void* allocate(int device, size_t bytes, bool last_try = true) = 0;
   virtual void free(void* ptr) = 0;                  // thread-safe; ptr from allocate
   virtual int device_of(const void* ptr) const = 0;  // -1 if not device memory
   virtual MemoryStats memory_stats(int device) const = 0;

@@ -361,3 +361,26 @@ def test_utilization_reflects_kernel_time():
     N.synchronize(DEV)
     busy = N.utilization(DEV)
     assert 0 <= idle <= 5 and idle < busy <= 100, (idle, busy)
+
+
+def test_kernels_queued_with_freed_tensors_do_not_exhaust_memory(run_py):
+    # each temporary is freed by Python one iteration later, but the queued kernels that
+    # use it keep it until they run: an allocation that fails waits for the device's
+    # queued work and tries again (CUDA reuses a freed block in stream order at once)
+    code = """
+import json, torch, torchneuron
+def prog(dev):
+    x = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0)).to(dev)  # 4 MiB
+    for i in range(200):
+        y = x * 1.0001
+        x = y.tanh()
+    return x.cpu()
+got, ref = prog("neuron"), prog("cpu")
+s = torch.neuron.memory_stats()
+print(json.dumps({"diff": (got - ref).abs().max().item(), "ooms": s["num_ooms"],
+                  "retries": s["num_alloc_retries"]}))
+"""
+    for env in ({}, {"TORCH_NEURONX_ENABLE_CONCATENATION": "1"}):
+        proc = run_py(code, env={"TORCHNEURON_HBM_GIB": "0.0625", **env})
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert r["diff"] <= 1e-5 and r["ooms"] == 0, r
