@@ -3,7 +3,7 @@
 gives the dict the ``--json`` file holds (same keys, same order), ``from_dict`` reads it back.
 
 Phases 2 and 3, the training check, the projection, the baseline comparison and the cost
-are still plain dicts (their keys: docs/check.md, "JSON")."""
+are still plain dicts (their keys: docs/check.md, "Outputs")."""
 
 from __future__ import annotations
 
@@ -14,6 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA = "torchneuron.check.result/1"
+
+
+def _known(cls, d: dict, what: str) -> dict:
+    """``d`` (a copy) when every key is a field of ``cls``; else ``ValueError``."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(
+            f"check {what}: unknown key(s) {unknown} (written by another torchneuron version?); "
+            f"known: {sorted(names)}"
+        )
+    return dict(d)
 
 
 def jsonable(x: Any) -> Any:
@@ -104,8 +116,9 @@ class Phase1Result:
 
     @classmethod
     def from_dict(cls, d: dict) -> Phase1Result:
-        """The phase 1 object of a ``to_dict`` (or of a ``--json`` file)."""
-        return cls(**d)
+        """The phase 1 object of a ``to_dict`` (or of a ``--json`` file). Raises
+        ``ValueError`` naming keys that are not fields."""
+        return cls(**_known(cls, d, "phase1"))
 
 
 @dataclass
@@ -113,7 +126,7 @@ class CheckResult:
     """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
 
     The phase results other than phase 1 are the dicts their modules return (keys in
-    docs/check.md); ``profile`` and ``inconclusive`` are None unless set, and then absent
+    docs/check.md, "Outputs"); ``profile`` and ``inconclusive`` are None unless set, and then absent
     from the JSON."""
 
     #: the JSON's schema name and version
@@ -171,8 +184,14 @@ class CheckResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> CheckResult:
-        """The result of a ``to_dict`` (or of a ``--json`` file read back)."""
-        d = dict(d)
+        """The result of a ``to_dict`` (or of a ``--json`` file read back). Raises
+        ``ValueError`` for another schema (name or version: ``SCHEMA``) or for keys that
+        are not fields (a file of another torchneuron version)."""
+        d = _known(cls, d, "result")
+        if d.get("schema", SCHEMA) != SCHEMA:
+            raise ValueError(
+                f"check result: schema {d['schema']!r}, this torchneuron reads {SCHEMA!r}"
+            )
         if d.get("phase1") is not None:
             d["phase1"] = Phase1Result.from_dict(d["phase1"])
         return cls(**d)

@@ -86,3 +86,15 @@ def test_a_failed_phase1_keeps_its_key_order():
     assert list(d["phase1"])[-4:] == ["fallback", "narrowing", "memory", "compile"]
     assert "op_profile" not in d["phase1"] and d["phase1"]["compile"]["checked"] is False
     assert CheckResult.from_dict(d).to_json() == r.to_json()
+
+
+def test_reading_back_another_versions_file_names_what_differs():
+    import pytest
+
+    d = json.loads(result("mlp", **FAST_KW).to_json())
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['new_key'\]"):
+        CheckResult.from_dict({**d, "new_key": 1})
+    with pytest.raises(ValueError, match=r"phase1: unknown key\(s\) \['extra'\]"):
+        CheckResult.from_dict({**d, "phase1": {**d["phase1"], "extra": 0}})
+    with pytest.raises(ValueError, match="schema 'torchneuron.check.result/99'"):
+        CheckResult.from_dict({**d, "schema": "torchneuron.check.result/99"})
