@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 
-.PHONY: setup build lint format test test-runtime ensure-gtest test-python test-noisy-host test-compile-sweep test-protected test-concatenation demo bench bench-dist bench-compile clean conformance
+.PHONY: setup build lint format test test-runtime ensure-gtest test-python test-noisy-host test-compile-sweep test-protected test-concatenation test-fused demo bench bench-dist bench-compile clean conformance
 
 setup: $(VENV)/.deps-stamp
 
@@ -66,7 +66,15 @@ test-concatenation: build
 	TORCH_NEURONX_ENABLE_CONCATENATION=1 TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD=0 \
 	  $(PY) -m pytest -q -m "not noisy_host and not compile_sweep" tests/device tests/profiler
 
-test: lint test-runtime test-python test-protected test-concatenation
+# The device suite with fusion on too: every native op buffered, runs of two or more joinable
+# ops fused from their signature's second sight (the suite's loops replay executables);
+# float32 results are compared at the compile path's tolerance (tests/device/test_opinfo.py).
+test-fused: build
+	TORCH_NEURONX_ENABLE_CONCATENATION=1 TORCHNEURON_CONCATENATION_FUSE=1 \
+	  TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD=0 TORCHNEURON_CONCATENATION_MIN_OPS=2 \
+	  $(PY) -m pytest -q -m "not noisy_host and not compile_sweep" tests/device
+
+test: lint test-runtime test-python test-protected test-concatenation test-fused
 
 # The main job: the three-phase check of all-MiniLM-L6-v2 (real weights), report.html.
 # prices.csv has no verified trn2.48xlarge on-demand price. To show the projection's cost line

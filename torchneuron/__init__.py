@@ -98,3 +98,21 @@ def _register_compile_backend() -> None:
 _register_compile_backend()
 
 from .compiler import cache_artifacts as _cache_artifacts  # noqa: E402,F401  (mega-cache types)
+
+
+def _install_segment_runner() -> None:
+    # Adaptive eager execution's fusing (TORCHNEURON_CONCATENATION_FUSE=1 on top
+    # of TORCH_NEURONX_ENABLE_CONCATENATION=1): runs of buffered ops compiled
+    # by the compile path (compiler/fused.py).
+    import os
+
+    env = os.environ
+    if env.get("TORCH_NEURONX_ENABLE_CONCATENATION") == "1" and (
+        env.get("TORCHNEURON_CONCATENATION_FUSE") == "1"
+    ):  # (not _C._concatenation_enabled(): that starts the runtime)
+        from .compiler import fused
+
+        _C._set_segment_runner(fused.run)
+
+
+_install_segment_runner()

@@ -290,13 +290,25 @@ def concatenation_stats() -> dict:
     enqueued at once, and ``flushes`` by cause (``launch``: another launch on the stream;
     ``wait``: a host wait; ``event``: an event or a query; ``limit``:
     ``TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT`` (1024) kernels; ``queue_low``: the
-    stream ran low). Flushed kernels run one by one: fusing them is not built yet. All
-    zero with the variable unset."""
-    return _C._concatenation_stats()
+    stream ran low). All zero with the variable unset.
+
+    With ``TORCHNEURON_CONCATENATION_FUSE=1`` too, ``fused`` counts the fusing of flushed
+    runs of ops into one executable: ``segments`` launched fused and their ``ops_fused``;
+    ``ops_unfused`` (of runs that went one by one: a first sight, an unfusable signature);
+    ``cache_hits`` (a cached executable replayed), ``cache_misses`` (a signature's first
+    sight), ``compiles`` (at its second sight), ``unfusable`` (compiles that failed: that
+    signature stays unfused); ``compile_s`` (seconds spent compiling)."""
+    out = _C._concatenation_stats()
+    out["fused"] = _C._fusion_stats()
+    from .compiler import fused
+
+    out["fused"]["compile_s"] = fused.compile_seconds()
+    return out
 
 
 def reset_concatenation_stats() -> None:
     _C._reset_concatenation_stats()
+    _C._reset_fusion_stats()
 
 
 def full_width_stats() -> dict[str, int]:

@@ -1,15 +1,17 @@
 // Adaptive eager execution, its buffering half (TORCH_NEURONX_ENABLE_CONCATENATION=1;
 // docs/design/concatenation-engine.md): a native op's kernel waits in its
 // stream's buffer while the stream is busy, and the buffer is enqueued, in
-// order, before anything else touches that stream or the host waits. Fusing a
-// flushed buffer into one executable is not built yet: flushed kernels run one
-// by one, exactly as unbuffered.
+// order, before anything else touches that stream or the host waits. With
+// TORCHNEURON_CONCATENATION_FUSE=1, runs of joinable ops in a flushed buffer
+// become one compiled executable (concatenation_fuse.h); the rest run one by
+// one, exactly as unbuffered.
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "aten/device.h"
 
@@ -23,7 +25,11 @@ bool concatenation_enabled();
 // TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD (15) kernels queued, else
 // enqueued with the buffer before it; a buffer of
 // TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT (1024) kernels is flushed.
-void buffer_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel);
+// `rec` (or null): what fusing the op needs (fuse_record.h); runs of joinable
+// records are fused at the flush (concatenation_fuse.h).
+struct FuseRecord;
+void buffer_kernel(c10::DeviceIndex device, const char* name, std::function<void()> kernel,
+                   std::shared_ptr<FuseRecord> rec = nullptr);
 
 // Why a buffer is enqueued: another launch on its stream, an event recorded or
 // waited on it or a query of it, a host wait (every stream).

@@ -56,9 +56,10 @@ void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<voi
   enqueue_on(device, stream, name, std::move(kernel));
 }
 
-void buffer_or_enqueue(c10::DeviceIndex device, const char* name, std::function<void()> kernel) {
+void buffer_or_enqueue(c10::DeviceIndex device, const char* name, std::shared_ptr<FuseRecord> rec,
+                       std::function<void()> kernel) {
   if (concatenation_enabled())
-    buffer_kernel(device, name, std::move(kernel));
+    buffer_kernel(device, name, std::move(kernel), std::move(rec));
   else
     enqueue_on(device, current_stream_id(device), name, std::move(kernel));
 }

@@ -8,6 +8,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <functional>
+#include <memory>
 #include <stdexcept>
 
 namespace torchneuron {
@@ -25,7 +26,10 @@ void enqueue_kernel(c10::DeviceIndex device, const char* name, std::function<voi
 void enqueue_on(c10::DeviceIndex device, int64_t stream, const char* name,
                 std::function<void()> kernel);
 // A native op's kernel: enqueued, or buffered under adaptive eager execution.
-void buffer_or_enqueue(c10::DeviceIndex device, const char* name, std::function<void()> kernel);
+// `rec`: what fusion needs of the op (fuse_record.h), or null.
+struct FuseRecord;
+void buffer_or_enqueue(c10::DeviceIndex device, const char* name, std::shared_ptr<FuseRecord> rec,
+                       std::function<void()> kernel);
 
 // `f` wrapped once: one closure allocation per launch, not two. The runtime
 // reports a failed kernel by its what(); c10::Error's carries a C++
@@ -50,8 +54,9 @@ void launch_flat(c10::DeviceIndex device, const char* name, F&& f) {
 
 // launch_flat for a native op's kernel, which adaptive eager execution may buffer.
 template <class F>
-void launch_native(c10::DeviceIndex device, const char* name, F&& f) {
-  buffer_or_enqueue(device, name, wrap_kernel(std::forward<F>(f)));
+void launch_native(c10::DeviceIndex device, const char* name, std::shared_ptr<FuseRecord> rec,
+                   F&& f) {
+  buffer_or_enqueue(device, name, std::move(rec), wrap_kernel(std::forward<F>(f)));
 }
 
 // launch_view's facts as a flat record made at the call; view() builds

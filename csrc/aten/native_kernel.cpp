@@ -12,8 +12,11 @@
 #include <set>
 
 #include "aten/alias.h"
+#include "aten/concatenation.h"
+#include "aten/concatenation_fuse.h"
 #include "aten/device.h"
 #include "aten/empty_tensor.h"
+#include "aten/fuse_record.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/kernel_signatures.h"
 #include "aten/kernel_warnings.h"
@@ -86,6 +89,57 @@ void indices_to_device(const Plan& plan, Stack& stack, size_t base) {
   indices = map_tensors(indices, [&](const at::Tensor& t) {
     return t.defined() && t.device().is_cpu() ? t.to(device) : t;
   });
+}
+
+// The kernel of one native op call, on the stream's worker: the CPU kernel over
+// the pinned tensors (operands, then results) in the places of `slots`.
+void run_kernel(const c10::OperatorHandle& compute, const c10::OperatorHandle* out_op,
+                const Plan& plan, c10::ArrayRef<IValue> slots, c10::ArrayRef<PinnedTensor> pins,
+                bool narrow, c10::DeviceIndex device, const Geometry& geo) {
+  size_t k = 0;
+  std::vector<IValue> args;
+  args.reserve(slots.size());
+  for (const auto& a : slots)
+    args.push_back(map_tensors(a, [&](const at::Tensor&) { return pins[k++].view(); }));
+  std::vector<at::Tensor> results;
+  results.reserve(pins.size() - k);
+  for (; k < pins.size(); ++k) results.push_back(pins[k].view());
+  std::optional<DropKnownWarnings> given;  // at the call, not again on stderr
+  if (!geo.warnings.empty()) given.emplace(geo.warnings);
+  if (narrow && plan.functional_op) {
+    // out= with narrowed inputs: the out= kernel would insist on
+    // 32-bit outs (_softmax.out: "expected out dtype float"), so the
+    // functional op computes at 32 bits and its results are written
+    // (widened back) into the out= tensors.
+    std::vector<IValue> in(args.begin(), args.end() - plan.num_out);
+    CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device);
+    redispatch_cpu(*plan.functional_op, &ca.stack);
+    for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r)
+      cpu_alias(results[r]).copy_(ca.stack[r].toTensor());
+    return;
+  }
+  CpuArgs ca = cpu_args(plan, compute.schema(), args, narrow, device);
+  if (out_op) {
+    for (const auto& r : results) ca.stack.emplace_back(cpu_alias(r));
+    redispatch_cpu(*out_op, &ca.stack);
+    return;
+  }
+  redispatch_cpu(compute, &ca.stack);
+  for (auto& [alias, n] : ca.writeback) alias.copy_(n);
+  // Written arguments were written through their aliases (or the
+  // writeback); fresh results are copied in, also for ops that do
+  // both (_native_batch_norm_legit updates running stats in place).
+  for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r) {
+    if (plan.ret_alias[r] >= 0) continue;
+    if (!results[r].defined() || !ca.stack[r].isTensor()) continue;
+    const at::Tensor& got = ca.stack[r].toTensor();
+    at::Tensor dst = cpu_alias(results[r]);
+    if (got.sizes() != dst.sizes()) {
+      TORCH_CHECK(false, plan.name, ": the CPU kernel returned shape ", got.sizes(),
+                  " where its geometry probe gave ", dst.sizes());
+    }
+    if (got.data_ptr() != dst.data_ptr()) dst.copy_(got);
+  }
 }
 
 void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
@@ -168,55 +222,27 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
       return at::Tensor();
     });
   for (const auto& r : results) pins.push_back(PinnedTensor::of(r, /*operand=*/false));
-  launch_native(
-      device, plan.name.c_str(),
-      [compute, out_op, &plan, slots = std::move(args), pins = std::move(pins), narrow, device,
-       geo]() mutable {
-        size_t k = 0;
-        std::vector<IValue> args;
-        args.reserve(slots.size());
-        for (const auto& a : slots)
-          args.push_back(map_tensors(a, [&](const at::Tensor&) { return pins[k++].view(); }));
-        std::vector<at::Tensor> results;
-        results.reserve(pins.size() - k);
-        for (; k < pins.size(); ++k) results.push_back(pins[k].view());
-        std::optional<DropKnownWarnings> given;  // at the call, not again on stderr
-        if (!geo->warnings.empty()) given.emplace(geo->warnings);
-        if (narrow && plan.functional_op) {
-          // out= with narrowed inputs: the out= kernel would insist on
-          // 32-bit outs (_softmax.out: "expected out dtype float"), so the
-          // functional op computes at 32 bits and its results are written
-          // (widened back) into the out= tensors.
-          std::vector<IValue> in(args.begin(), args.end() - plan.num_out);
-          CpuArgs ca = cpu_args(plan, plan.functional_op->schema(), in, narrow, device);
-          redispatch_cpu(*plan.functional_op, &ca.stack);
-          for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r)
-            cpu_alias(results[r]).copy_(ca.stack[r].toTensor());
-          return;
-        }
-        CpuArgs ca = cpu_args(plan, compute.schema(), args, narrow, device);
-        if (out_op) {
-          for (const auto& r : results) ca.stack.emplace_back(cpu_alias(r));
-          redispatch_cpu(*out_op, &ca.stack);
-          return;
-        }
-        redispatch_cpu(compute, &ca.stack);
-        for (auto& [alias, n] : ca.writeback) alias.copy_(n);
-        // Written arguments were written through their aliases (or the
-        // writeback); fresh results are copied in, also for ops that do
-        // both (_native_batch_norm_legit updates running stats in place).
-        for (size_t r = 0; r < results.size() && r < ca.stack.size(); ++r) {
-          if (plan.ret_alias[r] >= 0) continue;
-          if (!results[r].defined() || !ca.stack[r].isTensor()) continue;
-          const at::Tensor& got = ca.stack[r].toTensor();
-          at::Tensor dst = cpu_alias(results[r]);
-          if (got.sizes() != dst.sizes()) {
-            TORCH_CHECK(false, plan.name, ": the CPU kernel returned shape ", got.sizes(),
-                        " where its geometry probe gave ", dst.sizes());
-          }
-          if (got.data_ptr() != dst.data_ptr()) dst.copy_(got);
-        }
-      });
+  if (concatenation_enabled()) {
+    // Buffered, maybe fused: the kernel reads its record (fuse_record.h).
+    auto rec = std::make_shared<FuseRecord>(op);
+    rec->slots.assign(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+    rec->pins.assign(std::make_move_iterator(pins.begin()), std::make_move_iterator(pins.end()));
+    rec->n_operands = rec->pins.size() - results.size();
+    rec->ret_alias.assign(plan.ret_alias.begin(), plan.ret_alias.end());
+    rec->ret_alias.resize(results.size(), -1);
+    rec->joinable = !narrow && !geo->full_width && geo->warnings.empty() && !plan.compute_op &&
+                    plan.num_out == 0 && plan.returns_tensors_only && fusable_op(op.schema()) &&
+                    fusable_tensors(*rec);
+    launch_native(device, plan.name.c_str(), rec,
+                  [compute, out_op, &plan, rec, narrow, device, geo]() mutable {
+                    run_kernel(compute, out_op, plan, rec->slots, rec->pins, narrow, device, *geo);
+                  });
+  } else {
+    launch_native(
+        device, plan.name.c_str(), nullptr,
+        [compute, out_op, &plan, slots = std::move(args), pins = std::move(pins), narrow, device,
+         geo]() mutable { run_kernel(compute, out_op, plan, slots, pins, narrow, device, *geo); });
+  }
   for (auto& t : results) stack->emplace_back(std::move(t));
 }
 

@@ -65,4 +65,11 @@ void blocking_wait(const std::function<void()>& wait) {
 
 void set_blocking_wait_hook(BlockingWaitHook hook) { g_wait_hook = hook; }
 
+void wait_releasing_gil(const std::function<void()>& wait) {
+  if (g_wait_hook)
+    g_wait_hook(wait);
+  else
+    wait();
+}
+
 }  // namespace torchneuron

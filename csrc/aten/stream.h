@@ -31,6 +31,9 @@ void wait_device(c10::DeviceIndex device);
 // that releases the GIL around the wait (this layer stays free of Python).
 void blocking_wait(const std::function<void()>& wait);
 using BlockingWaitHook = void (*)(const std::function<void()>& wait);
+// `wait` through the hook alone (no flush): taking a lock that a thread may
+// hold while it waits for the GIL (concatenation.cpp's buffers).
+void wait_releasing_gil(const std::function<void()>& wait);
 void set_blocking_wait_hook(BlockingWaitHook hook);
 
 }  // namespace torchneuron

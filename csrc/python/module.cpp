@@ -17,6 +17,7 @@
 #include "aten/stats.h"
 #include "aten/stream.h"
 #include "python/distributed_bindings.h"
+#include "python/fusion_bindings.h"
 #include "python/profiler_bindings.h"
 
 namespace torchneuron {
@@ -186,6 +187,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_reset_concatenation_stats", &reset_concatenation_stats);
   m.def("_stop_concatenation_buffering", &stop_buffering);
+  init_fusion_bindings(m);
   // ((op, calls), ...) of one compiled launch; TORCH_WARN reaches Python as a warning
   m.def("_note_compiled_narrowing",
         [](const std::vector<std::pair<std::string, int64_t>>& ops, bool full_width) {

@@ -111,7 +111,7 @@ print(json.dumps({"stats": torch.neuron.concatenation_stats(),
         env={**base, **env},
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=300,
     )
 
 
@@ -142,6 +142,90 @@ def test_buffer_limit_and_default_threshold():
     # the default threshold (15 queued kernels): the first kernels go at once
     r = _result(CASES["host_read"])
     assert r["diff"] <= 1e-4 and r["stats"]["direct"] >= 15, r
+
+
+def test_eager_ops_after_compiled_ones_at_the_default_threshold():
+    # an eager op issued while a compiled graph's kernel was queued hung at once: its
+    # direct enqueue waits (a queued compiled kernel takes the GIL), and the wait's flush
+    # took the buffer's lock this thread held. Also from two threads at once.
+    body = """
+def prog(dev):
+    import threading
+    f = (lambda t: (t @ t).tanh() @ t) if dev == "cpu" else torch.compile(
+        lambda t: (t @ t).tanh() @ t, backend="neuron")
+    x = torch.randn(96, 96, generator=torch.Generator().manual_seed(0)).to(dev) / 10
+    outs = []
+    def eager():
+        z = x
+        for _ in range(300):
+            z = (z * 0.999).tanh()
+        outs.append(z)
+    t = threading.Thread(target=eager)
+    t.start()
+    for _ in range(20):
+        w = f(x) + 1
+    t.join()
+    return (w + outs[0]).cpu()
+"""
+    r = _result(body)
+    assert r["diff"] <= 1e-4 and r["stats"]["buffered"] > 0, r
+
+
+def test_buffered_kernels_go_when_the_stream_runs_low_without_a_host_launch():
+    # the host issues work and turns to something else: when the stream's queue runs
+    # low, the buffered kernels are enqueued then (the flusher), not at the next launch
+    # or wait (they had sat in the buffer while the device was idle)
+    body = """
+def prog(dev):
+    import time
+    a, x = run(dev)
+    for _ in range(200):
+        x = (x * 1.001).tanh()
+    if dev == "neuron":
+        deadline = time.monotonic() + 120
+        while torch.neuron.concatenation_stats()["flushes"]["queue_low"] == 0:
+            assert time.monotonic() < deadline, "no queue_low flush"
+            time.sleep(0.01)
+        f = torch.neuron.concatenation_stats()["flushes"]
+        assert f["wait"] == f["launch"] == f["event"] == 0, f
+    return x.cpu()
+"""
+    r = _result(body)
+    assert r["diff"] <= 1e-4 and r["stats"]["buffered"] > 0, r
+    assert r["stats"]["flushes"]["queue_low"] >= 1, r
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"TORCH_NEURONX_ENABLE_CONCATENATION": "true"},
+        {"TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT": "1e3"},
+        {"TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD": "abc"},
+        {"TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD": "-1"},
+    ],
+)
+def test_a_bad_value_is_an_error_naming_the_variable(env):
+    # read silently before: "1e3" as 1, "abc" as the default, "true" as off
+    code = """
+import torch, torchneuron
+try:
+    (torch.ones(4, device="neuron") + 1).cpu()
+    print("no error")
+except ValueError as e:
+    print("ValueError", e)
+"""
+    full = {"TORCH_NEURONX_ENABLE_CONCATENATION": "1", **env}
+    mine = ("TORCH_NEURONX_ENABLE_CONCATENATION", "TORCH_NEURONX_CONCATENATION_")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(mine)}
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, **full},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    name, value = next(iter(env.items()))
+    assert f"ValueError {name}='{value}'" in p.stdout, p.stdout + p.stderr[-2000:]
 
 
 def test_off_by_default_and_under_launch_blocking():

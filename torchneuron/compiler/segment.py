@@ -113,13 +113,15 @@ class CompiledSegment:
     dtypes, e.g. the result tensors eager already handed to the caller) the outputs are
     written into them, in stream order, and ``dsts`` is returned."""
 
-    def __init__(self, seg: Segment, inputs: list[torch.Tensor]):
+    def __init__(self, seg: Segment, inputs: list[torch.Tensor], model_name: str = "segment"):
         from .backend import neuron_backend
 
         self.segment = seg
         gm = to_graph(seg)
+        # a refused op raises (no eager fallback: the engine runs such a segment unfused)
+        options = {"fallback_execution": False, "model_name": model_name}
         with torch.no_grad():
-            self._fn = neuron_backend(gm, [t.detach() for t in inputs])
+            self._fn = neuron_backend(gm, [t.detach() for t in inputs], options=options)
 
     def __call__(self, inputs: list[torch.Tensor], dsts: list | None = None) -> list:
         with torch.no_grad():

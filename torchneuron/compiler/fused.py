@@ -1,0 +1,188 @@
+"""The runner of fused segments: adaptive eager execution's compile and launch
+(issue 26; docs/design/concatenation-engine.md, ``csrc/aten/concatenation_fuse.h``).
+
+The C++ engine buffers native ops and, at a flush, describes a run of them: its
+signature (``key``), and on the signature's second sight its steps, so that they are
+compiled here once (``segment.compile_segment``) and the executable cached under the key;
+every later sight only launches it. ``run`` is installed as the engine's runner when the
+mode is on (``TORCH_NEURONX_ENABLE_CONCATENATION=1``, ``TORCHNEURON_CONCATENATION_FUSE=1``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from .segment import CompiledSegment, Ref, Segment, Step
+
+__all__ = ["Ref", "ViewOf", "run", "compile_seconds"]
+
+_executables: dict[str, CompiledSegment] = {}
+_compile_s = 0.0
+_refusals: list[str] = []  # why recent segments were refused (the last 32)
+
+
+@dataclass(frozen=True)
+class ViewOf:
+    """An operand that reads result ``ref`` through other ``sizes``/``strides``/``offset``
+    (elements): the engine's record of a view taken of an earlier op's result, whose own
+    geometry (as eager made it) is ``base_sizes``/``base_strides``/``base_offset``."""
+
+    ref: Ref
+    sizes: list
+    strides: list
+    offset: int
+    base_sizes: list
+    base_strides: list
+    base_offset: int
+
+
+def _contiguous(sizes, strides) -> bool:
+    expect = 1
+    for n, st in zip(reversed(sizes), reversed(strides)):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _view_steps(src: Ref, v: ViewOf, add, written: bool) -> Ref:
+    """Steps that read ``v`` from result ``src``. A graph's values are logical tensors (a
+    lowering lays each out row-major), so the result is first put in eager's memory order
+    (a permute by its strides) and flattened; the view is taken of that flat image. An
+    operand the op writes is made by views only (so that the write reaches the result);
+    a read-only one may copy the permuted result to make it flat (tracing gives some ops'
+    results other strides than the CPU kernel does). Raises ``ValueError`` for a result
+    that is not dense in memory (the segment is then refused: it runs unfused)."""
+    aten = torch.ops.aten
+    bs, bst = list(v.base_sizes), list(v.base_strides)
+    if v.base_offset != 0:
+        raise ValueError("fused segment: a view of a result with a storage offset")
+    if _contiguous(bs, bst):
+        mem = src
+    else:
+        perm = sorted(range(len(bs)), key=lambda d: (-bst[d], d))
+        if not _contiguous([bs[d] for d in perm], [bst[d] for d in perm]):
+            raise ValueError("fused segment: a view of a result that is not dense")
+        mem = add(aten.permute.default, (src, perm))
+        if not written:
+            mem = add(aten.clone.default, (mem,), {"memory_format": torch.contiguous_format})
+    if mem is src and list(v.sizes) == bs and list(v.strides) == bst and v.offset == 0:
+        return src
+    dense = _dense_view(mem, math.prod(bs), v, add)
+    if dense is not None:
+        return dense
+    if mem is src:  # dense in its own order: as_strided of it reads eager's memory
+        # (one view deep: functionalization refuses writes through as_strided of a view)
+        return add(aten.as_strided.default, (src, list(v.sizes), list(v.strides), v.offset))
+    flat = add(aten.view.default, (mem, [-1]))
+    return add(aten.as_strided.default, (flat, list(v.sizes), list(v.strides), v.offset))
+
+
+def _dense_view(mem: Ref, numel: int, v: ViewOf, add) -> Ref | None:
+    """``v`` by plain view ops of ``mem`` (a tensor whose logical order is eager's memory
+    order, ``numel`` elements), when it reads every element once in some order, broadcast
+    along stride-0 dims: a reshape, a transpose or permutation, an expand. None otherwise.
+    (The compile path lowers ``as_strided`` as a gather; these stay views.)"""
+    aten = torch.ops.aten
+    real = [d for d, (n, st) in enumerate(zip(v.sizes, v.strides)) if n != 1 and st != 0]
+    order = sorted(real, key=lambda d: -v.strides[d])
+    if v.offset != 0 or math.prod(v.sizes[d] for d in real) != numel:
+        return None
+    if not _contiguous([v.sizes[d] for d in order], [v.strides[d] for d in order]):
+        return None
+    t = add(aten.view.default, (mem, [v.sizes[d] for d in order]))
+    perm = sorted(range(len(order)), key=lambda k: order[k])  # back to the view's dim order
+    if perm != list(range(len(order))):
+        t = add(aten.permute.default, (t, perm))
+    for d in range(len(v.sizes)):
+        if d not in real:
+            t = add(aten.unsqueeze.default, (t, d))
+    if any(v.strides[d] == 0 and v.sizes[d] != 1 for d in range(len(v.sizes))):
+        t = add(aten.expand.default, (t, list(v.sizes)))
+    return t
+
+
+def compile_seconds() -> float:
+    """Seconds spent compiling fused segments in this process."""
+    return _compile_s
+
+
+def refusals() -> list[str]:
+    """Why the most recent segments failed to compile (up to 32, oldest first): each
+    such signature runs its ops one by one from then on."""
+    return list(_refusals)
+
+
+def to_segment(steps, outputs, n_inputs: int) -> Segment:
+    """The engine's steps ``(op name, overload, args, n_results)`` (operands as ``Ref``,
+    ``ViewOf`` or Python numbers) as a ``Segment``: a view operand becomes an
+    ``as_strided`` step before its reader; kwarg-only arguments become keywords."""
+    out_steps: list[Step] = []
+    where: list[int] = []  # engine step -> segment step
+
+    def add(op, args, kwargs=None) -> Ref:
+        out_steps.append(Step(op, args, kwargs or {}))
+        return Ref(len(out_steps) - 1, 0)
+
+    def operand(a, written=False):
+        if isinstance(a, ViewOf):
+            src = a.ref if a.ref.op == -1 else Ref(where[a.ref.op], a.ref.index)
+            return _view_steps(src, a, add, written)
+        if isinstance(a, Ref):
+            return a if a.op == -1 else Ref(where[a.op], a.index)
+        if isinstance(a, list):
+            return [operand(e, written) for e in a]
+        return a
+
+    for name, overload, args, n_out in steps:
+        ns, op_name = name.split("::")
+        op = getattr(getattr(getattr(torch.ops, ns), op_name), overload or "default")
+        specs = op._schema.arguments
+        vals = [
+            operand(a, bool(spec.alias_info and spec.alias_info.is_write))
+            for spec, a in zip(specs, args)
+        ]
+        pos, kw = [], {}
+        for spec, v in zip(specs, vals):
+            if spec.kwarg_only:
+                kw[spec.name] = v
+            else:
+                pos.append(v)
+        out_steps.append(Step(op, tuple(pos), kw, n_out))
+        where.append(len(out_steps) - 1)
+    return Segment(out_steps, n_inputs, [Ref(where[s], i) for s, i in outputs])
+
+
+def run(key: str, compile: bool, steps, outputs, inputs: list, dsts: list) -> bool:
+    """Launch the executable of ``key`` on the current stream, reading ``inputs`` and
+    writing the outputs into ``dsts``; with ``compile``, compile it from ``steps`` first.
+    Returns False, having launched nothing, when the segment cannot be compiled (the
+    engine then runs its ops one by one and never tries this signature again)."""
+    global _compile_s
+    with _disable_current_modes(), torch.no_grad():
+        if compile:
+            t0 = time.perf_counter()
+            try:
+                seg = to_segment(steps, outputs, len(inputs))
+                exe = CompiledSegment(seg, inputs, model_name="fused_segment")
+                # The first call compiles (lowering, XLA) before it launches: an
+                # error there has launched nothing.
+                exe(inputs, dsts)
+            except Exception as e:
+                _refusals.append(f"{type(e).__name__}: {str(e).strip()[:500]}")
+                del _refusals[:-32]
+                return False
+            finally:
+                _compile_s += time.perf_counter() - t0
+            _executables[key] = exe
+            return True
+        exe = _executables.get(key)
+        if exe is None:
+            return False
+        exe(inputs, dsts)
+        return True
