@@ -109,7 +109,14 @@ void enqueue_all(std::vector<Held>& kernels, c10::DeviceIndex device, rt::Stream
     if (j - i >= fusion_min_ops()) {
       std::vector<const FuseRecord*> run;
       for (size_t k = i; k < j; ++k) run.push_back(kernels[k].rec.get());
-      if (launch_fused(device, stream, run)) {
+      bool fused = false;
+      try {
+        fused = launch_fused(device, stream, run, kernels[i].correlation);
+      } catch (...) {
+        // describing or launching failed before anything was enqueued: the
+        // ops run one by one (a kernel's own error is reported as always)
+      }
+      if (fused) {
         i = j;
         continue;
       }
@@ -220,6 +227,7 @@ bool concatenation_enabled() {
   static const bool on = [] {
     if (!env_flag("TORCH_NEURONX_ENABLE_CONCATENATION")) return false;
     queue_low(), buffer_limit();  // a bad knob is an error at once, not at the first buffering
+    check_fusion_env();
     return !device_runtime().config().launch_blocking;
   }();
   return on;

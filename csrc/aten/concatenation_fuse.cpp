@@ -1,6 +1,7 @@
 // Fusing runs of buffered native ops (concatenation_fuse.h).
 #include "aten/concatenation_fuse.h"
 
+#include <ATen/ops/_local_scalar_dense_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/intrusive_ptr.h>
 
@@ -18,6 +19,7 @@
 #include "aten/env.h"
 #include "aten/ivalue_tensors.h"
 #include "aten/stream.h"
+#include "runtime/activity.h"
 
 namespace torchneuron {
 
@@ -32,6 +34,7 @@ struct Signature {
   int misses = 0;
   bool compiled = false, unfusable = false;
 };
+constexpr size_t kMaxSignatures = 16384;
 std::mutex g_sig_mutex;
 auto& g_sigs = *new std::unordered_map<std::string, Signature>();  // kept to the exit
 
@@ -54,8 +57,9 @@ bool fusable_dtype(caffe2::TypeMeta t) {
 bool fusable_pin(const PinnedTensor& p, bool operand) {
   if (!p.neuron) {
     const at::Tensor& o = p.other;
+    // (a Python bool in a Tensor argument fails to trace: `mask & True`)
     return operand && o.defined() && o.dim() == 0 && o.device().is_cpu() &&
-           o.unsafeGetTensorImpl()->is_wrapped_number();
+           o.unsafeGetTensorImpl()->is_wrapped_number() && o.scalar_type() != at::kBool;
   }
   return fusable_dtype(p.dtype) && !p.keys.has(c10::DispatchKey::Conjugate) &&
          !p.keys.has(c10::DispatchKey::Negative) && p.storage.unsafeGetStorageImpl();
@@ -212,7 +216,9 @@ bool describe(const std::vector<const FuseRecord*>& run, SegmentCall& call,
       SegmentOperand op;
       if (!p.neuron) {
         op.kind = SegmentOperand::kScalar;
-        op.scalar = c10::IValue(p.other.item());
+        // the CPU kernel itself: no dispatch (a Python mode of the caller's
+        // would see the read, and fail on it)
+        op.scalar = c10::IValue(at::native::_local_scalar_dense_cpu(p.other));
         key << 's' << p.other.scalar_type() << '=';
         put(key, op.scalar);
       } else if (auto it = produced.find(p.storage.unsafeGetStorageImpl()); it != produced.end()) {
@@ -337,13 +343,18 @@ bool fusion_enabled() {
   return on && g_runner && concatenation_enabled();
 }
 
+void check_fusion_env() {
+  env_flag("TORCHNEURON_CONCATENATION_FUSE");
+  fusion_min_ops();
+}
+
 size_t fusion_min_ops() {
   static const size_t n = size_t(env_int("TORCHNEURON_CONCATENATION_MIN_OPS", 8, 2));
   return n;
 }
 
 bool launch_fused(c10::DeviceIndex device, rt::StreamId stream,
-                  const std::vector<const FuseRecord*>& run) {
+                  const std::vector<const FuseRecord*>& run, uint64_t correlation) {
   SegmentCall call;
   std::vector<const PinnedTensor*> inputs, dsts;
   std::deque<PinnedTensor> flats;
@@ -353,6 +364,11 @@ bool launch_fused(c10::DeviceIndex device, rt::StreamId stream,
   }
   {
     std::lock_guard<std::mutex> lk(g_sig_mutex);
+    // first sights are forgotten past a bound (a program of ever-new segments)
+    if (g_sigs.size() >= kMaxSignatures) {
+      for (auto it = g_sigs.begin(); it != g_sigs.end();)
+        it = it->second.compiled || it->second.unfusable ? std::next(it) : g_sigs.erase(it);
+    }
     Signature& sig = g_sigs[call.key];
     if (sig.unfusable) {
       s_unfused.fetch_add(int64_t(run.size()));
@@ -373,6 +389,13 @@ bool launch_fused(c10::DeviceIndex device, rt::StreamId stream,
   bool ok = false;
   {
     CurrentStream on(device, stream);
+    // the profiler's facts: one kernel of kind "fused", linked to the run's
+    // first op (not to whatever flushed it: a device-to-host copy's label)
+    rt::ActivityScope label(rt::ActivityKind::kFused, 0);
+    rt::activity::push_correlation_id(correlation);
+    struct Pop {
+      ~Pop() { rt::activity::pop_correlation_id(); }
+    } pop;
     ok = g_runner(call);
   }
   {

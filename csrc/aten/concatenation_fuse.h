@@ -60,13 +60,17 @@ void set_segment_runner(SegmentRunner runner);
 // TORCH_NEURONX_ENABLE_CONCATENATION=1 and TORCHNEURON_CONCATENATION_FUSE=1
 // and a runner installed.
 bool fusion_enabled();
+// Reads (and so checks) the fusing variables: a bad value is a ValueError at
+// the first op, with the buffering's own (concatenation_enabled).
+void check_fusion_env();
 // Runs shorter than TORCHNEURON_CONCATENATION_MIN_OPS (default 8) stay unfused.
 size_t fusion_min_ops();
 
 // The run (joinable records, in issue order, all on `stream`) launched as one
 // fused segment: true; false: the caller enqueues its kernels one by one.
+// `correlation`: the profiler's id of the run's first op.
 bool launch_fused(c10::DeviceIndex device, rt::StreamId stream,
-                  const std::vector<const FuseRecord*>& run);
+                  const std::vector<const FuseRecord*>& run, uint64_t correlation);
 
 struct FusionStats {
   int64_t segments = 0, ops_fused = 0, hits = 0, misses = 0, compiles = 0, unfusable = 0,

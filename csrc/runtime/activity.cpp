@@ -44,6 +44,8 @@ const char* activity_kind_name(ActivityKind kind) {
       return "graph";
     case ActivityKind::kFallback:
       return "cpu_fallback";
+    case ActivityKind::kFused:
+      return "fused";
   }
   return "?";
 }

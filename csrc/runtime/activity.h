@@ -24,6 +24,7 @@ enum class ActivityKind : uint8_t {
   kMemcpyDtoD = 3,  // device to device copy, same core or core to core (bytes set)
   kGraph = 4,       // one execution of a compiled graph (executable) on a stream
   kFallback = 5,    // an operator run on the host CPU (CPU fallback); no stream
+  kFused = 6,       // a fused segment of eager ops (adaptive eager execution) on a stream
 };
 const char* activity_kind_name(ActivityKind kind);  // "kernel", "memcpy_htod", ...
 

@@ -80,7 +80,8 @@ def prog(dev):
     o = o.transpose(1, 2).reshape(2, 16, 32)
     return (o @ data(32, 8, seed=4).to(dev)).tanh().cpu()
 """,
-    # Python numbers are part of the signature: each value its own executable
+    # Python numbers are part of the signature: each value its own executable; bools
+    # stay unfused
     "python_numbers": """
 def prog(dev):
     x = data(16).to(dev)
@@ -88,6 +89,9 @@ def prog(dev):
     for i in range(3):
         x = (x * (i + 1.5) - i).sin()
         outs.append(x.cpu())
+    # a Python bool stays outside segments (a segment with it failed to compile)
+    m = ((x > 0) & True) | (x < -0.5)
+    outs.append((x * m).cos().cpu())
     return outs
 """,
     # overlapping inputs (two views of one storage), one written
@@ -126,6 +130,29 @@ def prog(dev):
     r = torch.ops.aten.replication_pad1d_backward(g, x, [2, 2])
     return (r + 1).sin().cpu()
 """,
+    # a flush while a Python dispatch mode is active (the first call of a compiled function
+    # runs under one): the record of `a * 1.5` read its Python number through the mode and
+    # failed, and the buffer was lost (`a` all zeros)
+    "under_a_dispatch_mode": """
+def prog(dev):
+    from torch.utils._python_dispatch import TorchDispatchMode
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    x = data(8).to(dev)
+    a = x
+    for _ in range(8):
+        a = a * 1.5 + 0.1
+    with Passthrough():
+        if dev == "neuron":
+            torch.neuron.synchronize()
+    f = torch.compile(lambda t: t.sin() * 2, backend="neuron") if dev == "neuron" else (
+        lambda t: t.sin() * 2)
+    b = a
+    for _ in range(8):
+        b = b * 0.5 + 0.2
+    return [a.cpu(), f(b).cpu()]
+""",
     # a training loop: backward ops (the autograd engine's thread) and AdamW join too
     "training": """
 def prog(dev):
@@ -145,8 +172,8 @@ def prog(dev):
 }
 
 
-def _run(body: str, env: dict) -> dict:
-    code = _PRELUDE + textwrap.dedent(body) + _MAIN
+def _run(body: str, env: dict, main: str = _MAIN) -> dict:
+    code = _PRELUDE + textwrap.dedent(body) + main
     mine = (
         "TORCH_NEURONX_ENABLE_CONCATENATION",
         "TORCH_NEURONX_CONCATENATION_",
@@ -173,7 +200,14 @@ def _run(body: str, env: dict) -> dict:
 
 # Cases whose every run must fuse something from its third run on (the others test what
 # stays unfused: their ops around the boundary may or may not form runs).
-_FUSES = {"layers", "inplace_inputs", "views_of_results", "attention", "overlapping_inputs"}
+_FUSES = {
+    "layers",
+    "inplace_inputs",
+    "views_of_results",
+    "attention",
+    "overlapping_inputs",
+    "under_a_dispatch_mode",
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -213,3 +247,23 @@ def prog(dev):
 """
     r = _run(body, {})
     assert max(r["diffs"]) <= 1e-5 and r["stats"]["cache_hits"] >= 1, r
+
+
+def test_the_profiler_shows_a_fused_segment_as_one_kernel_of_its_ops():
+    # flushed by a device-to-host copy, the fused launch had been recorded inside the
+    # copy's row ("Memcpy DtoH", the copy's correlation id)
+    main = """
+from torch.profiler import profile, ProfilerActivity
+x = data(8, 8).to("neuron")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+    for i in range(4):
+        ((x * 2).exp() + x).softmax(-1).cpu()
+dev = [e for e in p.events() if e.device_type != torch.autograd.DeviceType.CPU]
+copies = [e.device_time_total for e in dev if e.name.startswith("Memcpy DtoH")]
+print(json.dumps({"names": sorted({e.name for e in dev}), "copies": copies,
+                  "stats": torch.neuron.concatenation_stats()["fused"]}))
+"""
+    r = _run("", {}, main)
+    fused = [n for n in r["names"] if n.startswith("fused_")]
+    assert fused == ["fused_mul_exp_add__softmax_0_inference_0"], r
+    assert r["stats"]["cache_hits"] >= 1 and len(r["copies"]) == 4, r

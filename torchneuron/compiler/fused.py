@@ -107,6 +107,17 @@ def _dense_view(mem: Ref, numel: int, v: ViewOf, add) -> Ref | None:
     return t
 
 
+def _name(seg: Segment) -> str:
+    """The executable's name (the profiler's kernel name): ``fused_`` and the segment's
+    distinct ops in order, cut at 80 characters (``fused_addmm_view_gelu``)."""
+    names = []
+    for s in seg.steps:
+        n = s.op._opname
+        if n not in names:
+            names.append(n)
+    return ("fused_" + "_".join(names))[:80]
+
+
 def compile_seconds() -> float:
     """Seconds spent compiling fused segments in this process."""
     return _compile_s
@@ -169,7 +180,7 @@ def run(key: str, compile: bool, steps, outputs, inputs: list, dsts: list) -> bo
             t0 = time.perf_counter()
             try:
                 seg = to_segment(steps, outputs, len(inputs))
-                exe = CompiledSegment(seg, inputs, model_name="fused_segment")
+                exe = CompiledSegment(seg, inputs, model_name=_name(seg))
                 # The first call compiles (lowering, XLA) before it launches: an
                 # error there has launched nothing.
                 exe(inputs, dsts)
