@@ -8,6 +8,7 @@ its own baseline, and planted regressions (the device alone 30 % slower; the mod
 import json
 import os
 import shutil
+import statistics
 
 import pytest
 from check_support import cli, fixture
@@ -163,12 +164,13 @@ def test_device_alone_slowdown_is_caught_on_a_loaded_host(
 
 
 def _confirmed_in_fresh_processes(st):
-    # the slowdown persists in every process: a fresh one confirms it (two of at most three
-    # processes read a regression: the third is not needed) and the median decides
+    # the slowdown persists: fresh processes confirm it and the median decides. Two of at
+    # most three processes reading a regression is enough; under the burners a fresh one
+    # can read less, and then the third is measured (CI 2026-12-06: three were needed)
     conf = st["confirmation"]
     assert conf["first_process"]["decision"] == "regressed" and conf["failed"] == []
-    assert len(conf["ratios"]) == 2 and min(conf["ratios"]) > 1.10
-    assert st["current_value"] == pytest.approx(sum(conf["values"]) / 2)
+    assert len(conf["ratios"]) in (2, 3) and sum(r > 1.10 for r in conf["ratios"]) >= 2
+    assert st["current_value"] == pytest.approx(statistics.median(conf["values"]))
 
 
 @pytest.mark.noisy_host
