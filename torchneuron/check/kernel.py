@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import torch
+
 #: Element sizes of the profiler's dtype names (``_KinetoEvent.dtypes()``).
 DTYPE_BYTES = {
     "double": 8,
@@ -25,10 +27,27 @@ DTYPE_BYTES = {
 }
 
 
+#: The profiler's dtype names of torch dtypes (for kernels not read from a trace).
+PROFILER_DTYPE = {
+    torch.float64: "double",
+    torch.float32: "float",
+    torch.float16: "c10::Half",
+    torch.bfloat16: "c10::BFloat16",
+    torch.int64: "long int",
+    torch.int32: "int",
+    torch.int16: "short int",
+    torch.int8: "signed char",
+    torch.uint8: "unsigned char",
+    torch.bool: "bool",
+}
+
+
 @dataclass
 class Kernel:
-    """One device activity: ``kind`` kernel | graph | fallback | htod | dtoh | dtod; ``op`` the
-    launching ATen operator (shapes and dtypes of its inputs; scalars as ``concrete``)."""
+    """One device activity: ``kind`` kernel | graph | fused | fallback | htod | dtoh | dtod;
+    ``op`` the launching ATen operator (shapes and dtypes of its inputs; scalars as
+    ``concrete``). A ``fused`` segment (adaptive eager execution) lists in ``ops`` the
+    kernels it stands for, when known."""
 
     name: str
     kind: str
@@ -36,6 +55,7 @@ class Kernel:
     shapes: list = field(default_factory=list)
     dtypes: list = field(default_factory=list)
     concrete: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
 
     def tensors(self) -> list[tuple[list[int], str]]:
         """The (shape, dtype) of each tensor input of the launching operator."""

@@ -346,7 +346,12 @@ def _phase_warnings(result: CheckResult, p1: Phase1Result, p2: dict, p3: dict) -
             + ", ".join(f"{u['name']} ({u['type']})" for u in p1.uncomparable_outputs)
         )
     if p1.determinism and not p1.determinism["identical"]:
-        result.warnings.append("two device runs gave different outputs (not bitwise deterministic)")
+        why = ""
+        if os.environ.get("TORCHNEURON_CONCATENATION_FUSE") == "1":
+            why = " (adaptive eager execution: a fused segment rounds once per graph)"
+        result.warnings.append(
+            f"two device runs gave different outputs (not bitwise deterministic){why}"
+        )
 
 
 def _run_training(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Result, ui) -> None:

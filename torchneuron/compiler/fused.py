@@ -10,18 +10,21 @@ mode is on (``TORCH_NEURONX_ENABLE_CONCATENATION=1``, ``TORCHNEURON_CONCATENATIO
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .segment import CompiledSegment, Ref, Segment, Step
 
-__all__ = ["Ref", "ViewOf", "run", "compile_seconds"]
+__all__ = ["Ref", "ViewOf", "run", "compile_seconds", "segment_ops"]
 
 _executables: dict[str, CompiledSegment] = {}
+_ops: dict[str, list | None] = {}  # model name -> the segment's kernels (``segment_ops``)
 _compile_s = 0.0
 _refusals: list[str] = []  # why recent segments were refused (the last 32)
 
@@ -107,15 +110,65 @@ def _dense_view(mem: Ref, numel: int, v: ViewOf, add) -> Ref | None:
     return t
 
 
-def _name(seg: Segment) -> str:
-    """The executable's name (the profiler's kernel name): ``fused_`` and the segment's
-    distinct ops in order, cut at 80 characters (``fused_addmm_view_gelu``)."""
+def _name(seg: Segment, key: str) -> str:
+    """The executable's model name (its graphs' names, the profiler's kernel names, begin
+    with it): ``fused_``, the segment's distinct ops in order cut at 72 characters, and 8 hex
+    digits of the signature's SHA-256 (``fused_addmm_gelu_1f0c9a2e``), which tell apart
+    segments of the same ops and are the same in every process."""
     names = []
     for s in seg.steps:
         n = s.op._opname
         if n not in names:
             names.append(n)
-    return ("fused_" + "_".join(names))[:80]
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return f"{('fused_' + '_'.join(names))[:72]}_{digest}"
+
+
+def _kernels(seg: Segment, inputs: list) -> list | None:
+    """What each non-view step of ``seg`` would launch as an eager kernel: ``(op, input
+    shapes, input dtypes, arguments)``, shapes found by running the steps on meta tensors.
+    None when an op has no meta kernel."""
+    vals = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") for t in inputs]
+    results: list[list] = []
+    out = []
+
+    def val(a):
+        if not isinstance(a, Ref):
+            return a
+        return vals[a.index] if a.op == -1 else results[a.op][a.index]
+
+    try:
+        for s in seg.steps:
+            args, kwargs = tree_map(val, s.args), tree_map(val, s.kwargs)
+            r = s.op(*args, **kwargs)
+            results.append([r] if isinstance(r, torch.Tensor) else list(r))
+            if s.op.is_view:
+                continue
+            flat = tree_flatten((args, kwargs))[0]
+            ts = [a for a in flat if isinstance(a, torch.Tensor)]
+            out.append(
+                (
+                    f"{s.op.namespace}::{s.op._opname}",
+                    [list(t.shape) for t in ts],
+                    [t.dtype for t in ts],
+                    [None if isinstance(a, torch.Tensor) else a for a in (*args, *kwargs.values())],
+                )
+            )
+    except Exception:  # no meta kernel: the segment's ops stay unknown (costed as nothing)
+        return None
+    return out
+
+
+def segment_ops(kernel_name: str) -> list | None:
+    """The eager kernels a fused segment stands for, from the name its launch has in the
+    profiler (``fused_addmm_gelu_1f0c9a2e_0_inference_0``): ``[(op, input shapes, input
+    dtypes, arguments)]`` in order, views left out (they launch nothing). None for a name
+    this process did not compile or whose ops have no meta kernel (``torchneuron check``'s
+    eager projection costs the segment's ops with them)."""
+    for name, ops in _ops.items():
+        if kernel_name == name or kernel_name.startswith(name + "_"):
+            return ops
+    return None
 
 
 def compile_seconds() -> float:
@@ -180,7 +233,8 @@ def run(key: str, compile: bool, steps, outputs, inputs: list, dsts: list) -> bo
             t0 = time.perf_counter()
             try:
                 seg = to_segment(steps, outputs, len(inputs))
-                exe = CompiledSegment(seg, inputs, model_name=_name(seg))
+                name = _name(seg, key)
+                exe = CompiledSegment(seg, inputs, model_name=name)
                 # The first call compiles (lowering, XLA) before it launches: an
                 # error there has launched nothing.
                 exe(inputs, dsts)
@@ -191,6 +245,7 @@ def run(key: str, compile: bool, steps, outputs, inputs: list, dsts: list) -> bo
             finally:
                 _compile_s += time.perf_counter() - t0
             _executables[key] = exe
+            _ops[name] = _kernels(seg, inputs)
             return True
         exe = _executables.get(key)
         if exe is None:

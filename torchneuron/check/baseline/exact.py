@@ -47,10 +47,13 @@ def _row(quantity, base, cur, limit, threshold, unit, ops=None) -> dict:
 
 
 def _launches(side: dict) -> dict:
-    """Device launches by name: kernels, and compiled graphs as one name."""
+    """Device launches by name: kernels, and compiled graphs and fused segments (adaptive
+    eager execution) each as one name."""
     by = dict(side.get("kernels_by_op") or {})
     if side.get("graphs"):
         by["compiled graph executions"] = side["graphs"]
+    if side.get("fused_segments"):
+        by["fused segments"] = side["fused_segments"]
     return by
 
 

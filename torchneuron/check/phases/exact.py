@@ -4,7 +4,8 @@ After phase 3 (the model warm), two traced passes of the eager model and two of 
 model (``--mode both`` or ``compile``) give the second pass's kernel counts, CPU fallbacks,
 copies and graph executions (``trace.py``), the kernel signatures it ran that the first did
 not (shapes changing between passes), and the eager pass's projected Trainium time
-(``projection/kernels.py``). Beside them: phase 1's compiled graphs, graph breaks and
+(``projection/kernels.py``), and with adaptive eager execution on, its counters over the
+pass and the check (``concatenation``). Beside them: phase 1's compiled graphs, graph breaks and
 recompiles and its peak device memory in program order. None depends on the host's load:
 baselines gate on these (``baseline/exact.py``).
 """
@@ -23,6 +24,23 @@ def _compile_counts(p1: Phase1Result) -> dict | None:
     if not c.get("checked"):
         return None
     return {k: c.get(k) for k in ("compiled_graphs", "graph_breaks", "recompiles")}
+
+
+def _flat_stats() -> dict:
+    st = torch.neuron.concatenation_stats()
+    return {"buffered": st["buffered"], "direct": st["direct"], **st["fused"]}
+
+
+def concatenation(before: dict, after: dict) -> dict | None:
+    """Adaptive eager execution's counters (``torch.neuron.concatenation_stats``) over the
+    traced eager pass (``after`` - ``before``) and, under ``"check"``, since the process
+    began (``after``: compile seconds are there only); None when the mode is off (nothing
+    was buffered or enqueued through it)."""
+    if not after["buffered"] and not after["direct"]:
+        return None
+    out = {k: after[k] - before[k] for k in after if k != "compile_s"}
+    out["check"] = dict(after)
+    return out
 
 
 def run(session, cfg, p1: Phase1Result, ui=None) -> dict:
@@ -53,11 +71,14 @@ def run(session, cfg, p1: Phase1Result, ui=None) -> dict:
                 continue
             # two passes: the second's summary, and its signatures the first did not have
             first = trace.trace_pass(model, session.inputs, session.device, cfg.torch_dtype)
+            before = _flat_stats()
             ks = trace.trace_pass(model, session.inputs, session.device, cfg.torch_dtype)
+            after = _flat_stats()
             out[side] = trace.summarize(ks)
             out[side]["new_signatures"] = trace.new_signatures(first, ks)
             if side == "eager":
                 out[side]["projection"] = kproj.project_all(ks, launch_us)
+                out[side]["concatenation"] = concatenation(before, after)
     except Exception as e:  # an extra measurement: it must not sink the check
         out["status"] = "error"
         out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"

@@ -16,9 +16,13 @@ from collections import Counter
 import torch
 from torch.autograd import DeviceType
 
-from ..kernel import DTYPE_BYTES, Kernel  # noqa: F401  (re-exported: the trace's record)
+from torchneuron.compiler import fused
+
+from ..kernel import DTYPE_BYTES, PROFILER_DTYPE, Kernel  # noqa: F401  (DTYPE_BYTES re-exported)
 
 FALLBACK_PREFIX = "cpu_fallback: "
+#: a fused segment's executable (adaptive eager execution, ``compiler/fused.py``)
+FUSED_PREFIX = "fused_"
 
 
 def _kind(name: str, activity: str) -> str:
@@ -26,6 +30,8 @@ def _kind(name: str, activity: str) -> str:
         return "htod" if "HtoD" in name else "dtoh" if "DtoH" in name else "dtod"
     if name.startswith(FALLBACK_PREFIX):
         return "fallback"
+    if name.startswith(FUSED_PREFIX):
+        return "fused"
     # ATen kernels are "namespace::op"; a compiled executable is named by its graph
     return "kernel" if "::" in name else "graph"
 
@@ -54,8 +60,19 @@ def record(fn, sync) -> list[Kernel]:
         if parent is not None:
             k.op, k.shapes, k.dtypes = parent.name(), parent.shapes(), parent.dtypes()
             k.concrete = list(parent.concrete_inputs())
+        if k.kind == "fused":
+            k.ops = segment_kernels(k.name)
         out.append(k)
     return out
+
+
+def segment_kernels(name: str) -> list[Kernel]:
+    """The eager kernels of the fused segment launched as ``name`` (``fused.segment_ops``);
+    empty when unknown."""
+    return [
+        Kernel(op, "kernel", op, shapes, [PROFILER_DTYPE.get(d, str(d)) for d in dtypes], args)
+        for op, shapes, dtypes, args in fused.segment_ops(name) or []
+    ]
 
 
 def signature(k: Kernel) -> str:
@@ -84,6 +101,9 @@ def summarize(kernels: list[Kernel]) -> dict:
         "signatures": len({signature(k) for k in dev}),
         # graph names carry a per-process counter (model_3_inference_3): counted, not named
         "graphs": len(by_kind.get("graph", [])),
+        # adaptive eager execution: fused segments launched, and the eager kernels they hold
+        "fused_segments": len(by_kind.get("fused", [])),
+        "fused_kernels": sum(len(k.ops) for k in by_kind.get("fused", [])),
         "fallback_calls": len(fb),
         "fallbacks_by_op": dict(
             sorted(Counter(k.name[len(FALLBACK_PREFIX) :] for k in fb).items())

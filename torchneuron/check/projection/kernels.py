@@ -186,13 +186,16 @@ def project(
 ) -> dict:
     """Projected seconds of the traced pass on one ``core``: the sum over its device kernels
     of the roofline time x ``roofline_factor`` (``overheads.py``, as the compiled
-    projection) plus ``launch_us`` each (graph executions pay a launch too)."""
+    projection) plus ``launch_us`` each (graph executions pay a launch too; a fused
+    segment pays one, and the roofline time of the kernels it holds, priced as eager ones:
+    an upper bound, since the segment's elementwise chains stay on chip)."""
     rates = {"tensor": core.tensor_bf16, "vector": core.vector_fp32, "scalar": core.scalar_fp32}
     bw = core.hbm_bytes_per_s_core
     by_op: dict[str, dict] = {}
-    for k in kernels:
-        if k.kind != "kernel":
-            continue
+    # a fused segment is one execution of the eager kernels it holds
+    costed = [k for k in kernels if k.kind == "kernel"]
+    costed += [o for k in kernels if k.kind == "fused" for o in k.ops]
+    for k in costed:
         c = cost(k)
         t = max(c["flops"] / rates.get(c["engine"], math.inf), c["hbm_bytes"] / bw)
         t *= roofline_factor
@@ -203,8 +206,7 @@ def project(
         row["flops"] += c["flops"]
         row["hbm_bytes"] += c["hbm_bytes"]
         row["roofline_s"] += t
-    n = sum(r["kernels"] for r in by_op.values())
-    launches = n + sum(k.kind == "graph" for k in kernels)
+    launches = sum(k.kind in ("kernel", "graph", "fused") for k in kernels)
     roof = sum(r["roofline_s"] for r in by_op.values())
     launch_s = launches * launch_us * 1e-6
     return {

@@ -4,6 +4,7 @@ kernels by op, eager and compiled, and the eager projection beside the compiled 
 from __future__ import annotations
 
 from ..result import CheckResult
+from .exact_terminal import concatenation_line
 from .html_parts import _e, _kv, _table
 
 
@@ -22,6 +23,10 @@ def section(result: CheckResult) -> str:
         ("kernel signatures", "signatures"),
     ):
         rows.append([_e(label)] + [str(ex[s][key]) for s in sides])
+    rows.append(
+        [_e("fused segments (kernels held)")]
+        + [f"{ex[s].get('fused_segments', 0)} ({ex[s].get('fused_kernels', 0)})" for s in sides]
+    )
     for d, label in (("htod", "host→device"), ("dtoh", "device→host")):
         rows.append(
             [_e(f"{label} copies (bytes)")]
@@ -47,4 +52,6 @@ def section(result: CheckResult) -> str:
                 ),
             ]
         )
+    if e.get("concatenation"):
+        out += f"<p>{_e(concatenation_line(e['concatenation']))}</p>"
     return out

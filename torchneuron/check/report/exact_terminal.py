@@ -42,6 +42,7 @@ def per_pass_table(result: CheckResult) -> list:
     rows = (
         ("device kernels", lambda x: str(x["kernels"])),
         ("compiled graph executions", lambda x: str(x["graphs"])),
+        ("fused segments (kernels held)", _fused),
         ("kernel signatures", lambda x: str(x["signatures"])),
         ("CPU fallback calls", lambda x: str(x["fallback_calls"])),
         ("host→device copies (bytes)", lambda x: _copies(x["copies"]["htod"])),
@@ -59,7 +60,7 @@ def per_pass_table(result: CheckResult) -> list:
             f"; compiled Trainium2 (StableHLO, one execution's fixed cost included"
             f"{f', + {extra} more graph launch(es)' if extra else ''}): {_us(c2)}"
             if c2 is not None
-            else "; compiled: run with --projection"
+            else ("; compiled: run with --projection" if ex.get("compiled") else "")
         )
         out.append(
             Text(
@@ -69,6 +70,8 @@ def per_pass_table(result: CheckResult) -> list:
                 style="dim",
             )
         )
+    if e and e.get("concatenation"):
+        out.append(Text(concatenation_line(e["concatenation"]), style="dim"))
     tr = (result.training or {}).get("exact") or {}
     for side, x in tr.items():
         if x:
@@ -83,6 +86,21 @@ def per_pass_table(result: CheckResult) -> list:
         top = sorted(e["kernels_by_op"].items(), key=lambda kv: -kv[1])[:8]
         out.append(Text("eager kernels: " + ", ".join(f"{k} x{v}" for k, v in top), style="dim"))
     return out
+
+
+def _fused(x: dict) -> str:
+    return f"{x.get('fused_segments', 0)} ({x.get('fused_kernels', 0)})"
+
+
+def concatenation_line(c: dict) -> str:
+    """Adaptive eager execution's counters (``phases/exact.concatenation``) in a line."""
+    t = c["check"]
+    return (
+        f"adaptive eager execution, eager pass: {c['segments']} fused segment(s) of "
+        f"{c['ops_fused']} ops, {c['ops_unfused']} ops unfused, {c['cache_hits']} cache hit(s), "
+        f"{c['cache_misses']} miss(es); whole check: {t['compiles']} compile(s) in "
+        f"{t['compile_s']:.2f} s, {t['unfusable']} refused (torchneuron.compiler.fused.refusals())"
+    )
 
 
 def _copies(c: dict) -> str:

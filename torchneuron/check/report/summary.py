@@ -161,11 +161,12 @@ def _performance_line(result: CheckResult) -> tuple[str, str, list[str]]:
     if ep or cp is not None:
         parts = []
         if ep:
-            parts.append(f"eager {us(ep['latency_s'])} ({ep['launches']} launches)")
+            n = ep["launches"]
+            parts.append(f"eager {us(ep['latency_s'])} ({n} launch{'es' if n != 1 else ''})")
         if cp is not None:
             parts.append(f"compiled {us(cp)}")
         elif (ex.get("compiled") or {}) and ep:
-            parts.append("compiled: --projection")
+            parts.append("compiled: run with --projection")
         texts.append("projected Trainium2 per pass (ESTIMATE): " + ", ".join(parts))
     elif ex.get("status") and ex.get("status") != "pass":
         texts.append(f"no projection: {ex.get('error') or ex.get('reason')}")
@@ -261,6 +262,7 @@ def findings(result: CheckResult) -> list[tuple[str, str, str | None]]:
     if comp.get("checked") and comp.get("ok"):
         out += _compile_findings(comp, clean)
     out += _signature_findings(ex, clean)
+    out += _fusion_findings(ex)
     if clean:
         out.append(("clean", ", ".join(clean), None))
     out += _projection_findings(result)
@@ -327,6 +329,23 @@ def _signature_findings(ex: dict, clean: list) -> list:
             "inside the loop; pad or bucket the shapes",
         )
     ]
+
+
+def _fusion_findings(ex: dict) -> list:
+    c = (ex.get("eager") or {}).get("concatenation") if ex.get("status") == "pass" else None
+    if not c:
+        return []
+    t = c["check"]
+    text = (
+        f"each eager pass: {c['segments']} fused segment(s) of {c['ops_fused']} ops, "
+        f"{c['ops_unfused']} ops unfused; the check compiled {t['compiles']} segment(s) in "
+        f"{t['compile_s']:.2f} s"
+    )
+    hint = None
+    if t["unfusable"]:
+        text += f", {t['unfusable']} refused"
+        hint = "refused segments run op by op: torchneuron.compiler.fused.refusals() says why"
+    return [("adaptive eager execution", text, hint)]
 
 
 def _projection_findings(result: CheckResult) -> list:
