@@ -100,28 +100,9 @@ def _child_inference(name: str, iters: int, warmup: int) -> dict:
 
 
 def _child_train(iters: int, warmup: int) -> dict:
-    import torch
-
-    from torchneuron import models
-
-    def setup(device):
-        model, _ = models.gpt2_tiny()
-        model.config.use_cache = False
-        for m in model.modules():
-            if isinstance(m, torch.nn.Dropout):
-                m.p = 0.0
-        model = model.to(device).train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
-        g = torch.Generator().manual_seed(0)
-        ids = torch.randint(0, model.config.vocab_size, (8, 64), generator=g).to(device)
-        return model, opt, ids
-
-    def step(model, opt, ids):
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
+    # the compiled-training benchmark's step: GPT-2 (2 layers, 128 wide), AdamW, dropout off
+    from bench_compile_training import setup
+    from bench_compile_training import train_step as step
 
     runs = {d: setup(d) for d in ("cpu", "neuron")}
     losses = [step(*runs["neuron"]).item() for _ in range(10)]
