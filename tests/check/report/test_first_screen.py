@@ -60,6 +60,18 @@ def test_first_screen_fits_100_columns(good):
     assert not too_wide, too_wide
 
 
+def test_first_screen_lines_carry_no_trailing_spaces(good):
+    # the phase and finding tables padded every cell to its column's width
+    r = copy.deepcopy(good)
+    r.model["description"] = "A model whose description is long enough to wrap. " * 3
+    text = _screen(r, width=100)
+    padded = [ln for ln in text.splitlines() if ln != ln.rstrip()]
+    assert not padded, padded
+    # the description has its own lines; the batch, dtype and device line is whole
+    batch = [ln for ln in text.splitlines() if ln.startswith("batch ")]
+    assert len(batch) == 1 and batch[0].endswith(f"reference {r.config['reference']}"), batch
+
+
 def test_performance_line_has_eager_and_compiled_projections(good):
     text = " ".join(_screen(good).split())  # rich wraps lines
     ep = good.exact["eager"]["projection"]["trn2"]
@@ -186,3 +198,17 @@ def test_html_follows_the_same_order_with_the_kernel_diff(good):
     assert "<td>aten::relu</td>" in page  # unchanged ops are listed too, unmarked
     # no baseline, no diff table
     assert 'id="kernel-diff"' not in report_html.render(good)
+
+
+def test_a_device_warning_is_cut_at_its_first_sentence_not_at_an_abbreviation():
+    w = (
+        "Dynamo does not know how to trace the builtin `posix.getpid.` This function is "
+        "either a Python builtin (e.g. _warnings.warn) or a third-party C/C++ extension."
+    )
+    assert terminal._first_sentence(w) == (
+        "Dynamo does not know how to trace the builtin `posix.getpid.`"
+    )
+    assert terminal._first_sentence("Use a mask (e.g. this one). Then more.") == (
+        "Use a mask (e.g. this one)."
+    )
+    assert terminal._first_sentence("x" * 300) == "x" * 200 + "..."

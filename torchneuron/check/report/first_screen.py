@@ -5,6 +5,7 @@ what the exit code means, one line per phase, the findings, where the details ar
 from __future__ import annotations
 
 from rich.console import Console
+from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -24,7 +25,9 @@ _STYLE = {
 
 
 def render(result: CheckResult, con: Console, details: bool = False) -> None:
-    """Print the first screen on ``con``, at most ``WIDTH`` columns wide."""
+    """Print the first screen on ``con``, at most ``WIDTH`` columns wide, with no trailing
+    spaces (a table pads its cells to the column's width: a copied or logged line would
+    carry them)."""
     width = min(con.width, WIDTH)
     for part in (
         _verdict(result),
@@ -35,7 +38,20 @@ def render(result: CheckResult, con: Console, details: bool = False) -> None:
     ):
         for x in part:
             if x is not None:
-                con.print(x, width=width)
+                con.print(_trimmed(con, x, width), width=width)
+
+
+def _trimmed(con: Console, x, width: int) -> Segments:
+    """``x`` rendered ``width`` wide, each line's trailing spaces dropped."""
+    out: list[Segment] = []
+    for line in con.render_lines(x, con.options.update(width=width), pad=False):
+        while line and not line[-1].control and not line[-1].text.rstrip():
+            line.pop()
+        if line and not line[-1].control:
+            last = line.pop()
+            line.append(Segment(last.text.rstrip(), last.style))
+        out += line + [Segment.line()]
+    return Segments(out)
 
 
 def _verdict(result: CheckResult) -> list:
@@ -49,11 +65,12 @@ def _verdict(result: CheckResult) -> list:
         out.append(Text(f"  • {f}", style="red" if v["status"] == "fail" else "yellow"))
     out.append(Text(summary.EXIT_CODES, style="dim"))
     ds = result.manifest["device_stack"]
+    # the description on its own line: a long one wrapped the list after it mid-item
+    out.append(Text(m["description"], style="dim"))
     out.append(
         Text(
-            f"{m['description']} · batch {m['batch_size']} · {m['dtype']} · "
-            f"{result.phase1.device} ({ds['device_name']}) · "
-            f"reference {result.config['reference']}",
+            f"batch {m['batch_size']} · {m['dtype']} · {result.phase1.device} "
+            f"({ds['device_name']}) · reference {result.config['reference']}",
             style="dim",
         )
     )

@@ -4,6 +4,8 @@ while a check runs (steps and progress bars)."""
 
 from __future__ import annotations
 
+import re
+
 from rich import box
 from rich.console import Console
 from rich.progress import (
@@ -107,9 +109,16 @@ def _warnings(result: CheckResult, con: Console, details: bool) -> None:
         con.print(Text(f"warning: {w}", style="yellow"), width=width)
 
 
+# a sentence's end: . ! or ? (a closing quote or bracket may follow), then space and a
+# capital; not "e.g." or "i.e."
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)[.!?][`'\")\]]?(?=\s+[A-Z])")
+
+
 def _first_sentence(w: str, limit: int = 200) -> str:
-    cut = w.find(". ")
-    return w[: cut + 1] if 0 < cut < limit else w[:limit] + ("..." if len(w) > limit else "")
+    m = _SENTENCE_END.search(w)
+    if m and m.end() <= limit:
+        return w[: m.end()]
+    return w[:limit] + ("..." if len(w) > limit else "")
 
 
 def list_models(console: Console | None = None) -> None:
