@@ -47,6 +47,7 @@ from . import _warn
 __all__ = ["activate", "is_active", "to_neuron_device", "map_backend"]
 
 _active = False
+_remapped: list[str] = []  # the torch.cuda functions sent to torch.neuron
 
 
 def to_neuron_device(d: Any) -> Any:
@@ -302,16 +303,36 @@ def activate(quiet: bool = False) -> None:
     _patch_distributed()
     _CudaToNeuronMode().__enter__()  # stays on this thread's mode stack
     _active = True
-    if not quiet:
-        # At the user's line (their import or activate() call), not this file's.
-        _warn.warn(
-            "torchneuron.cuda_compat: CUDA code runs on neuron. Remapped: 'cuda' devices in torch "
-            "calls, .cuda(), .is_cuda, torch.load(map_location); torch.cuda."
-            f"{{{', '.join(cuda_names)}}} and torch.cuda.amp -> torch.neuron; autocast, GradScaler, "
-            "custom_fwd/bwd with 'cuda' -> 'neuron'; distributed backend 'nccl' -> 'neuron'. "
-            "torch.backends.cuda/cudnn flags: accepted (the SDPA switches act on neuron).",
-            UserWarning,
-        )
+    _remapped[:] = [f"torch.cuda.{n}" for n in cuda_names]
+    if not quiet:  # at the user's line (their import or activate() call), not this file's
+        _warn.warn(notice(), UserWarning)
+
+
+def notice() -> str:
+    """The one-line warning :func:`activate` gives (``torchneuron run`` gives it at the
+    script's first line)."""
+    return (
+        "torchneuron.cuda_compat: CUDA code runs on neuron. Remapped: 'cuda' devices, "
+        f".cuda(), torch.load(map_location), torch.cuda ({len(_remapped)} functions) and "
+        "amp, autocast and GradScaler on 'cuda', distributed 'nccl' (all: "
+        "torchneuron.cuda_compat.remapped(), docs/cuda.md)."
+    )
+
+
+def remapped() -> list[str]:
+    """What the remapping covers, one item per API: the ``torch.cuda`` functions sent to
+    ``torch.neuron``, then the rest (devices, amp, ``torch.load``, distributed, flags).
+    Empty before :func:`activate`."""
+    if not _active:
+        return []
+    return list(_remapped) + [
+        "'cuda' devices in torch calls (factories, .to, .cuda(), .is_cuda)",
+        "torch.load(map_location='cuda')",
+        "torch.cuda.amp -> torch.neuron.amp",
+        "autocast, GradScaler, custom_fwd/custom_bwd with 'cuda' -> 'neuron'",
+        "torch.distributed backend 'nccl' -> 'neuron'",
+        "torch.backends.cuda/cudnn flags: accepted (the SDPA switches act on neuron)",
+    ]
 
 
 def is_active() -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import warnings
 
 USAGE = "usage: torchneuron run [-m module | script.py] [args...]"
 
@@ -37,9 +38,14 @@ def main(argv: list[str]) -> int:
             return 2
         sys.argv = list(argv)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-    from . import cuda_compat
+    # Importing cuda_compat activates it and warns at the importer's line, runpy's frame
+    # here: the warning is given at the program's first line instead.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torchneuron.cuda_compat: ")
+        from . import cuda_compat
 
-    cuda_compat.activate()
+        cuda_compat.activate(quiet=True)
+    warnings.warn_explicit(cuda_compat.notice(), UserWarning, target, 1)
     try:
         if module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)

@@ -43,6 +43,9 @@ def test_cuda_training_script_runs_unchanged_and_matches_cpu(tmp_path):
     got = _cli("run", FIXTURE, str(dev_dir / "dev.pt"), env={"TORCHNEURON_FALLBACK": "error"})
     assert got.returncode == 0, got.stderr
     assert got.stderr.count("torchneuron.cuda_compat: CUDA code runs on neuron") == 1  # said once
+    # at the script's line, in one readable line (it listed 45 functions: 1,143 characters)
+    said = next(ln for ln in got.stderr.splitlines() if "CUDA code runs on neuron" in ln)
+    assert said.startswith(f"{FIXTURE}:1: UserWarning: ") and len(said) < 400, said
     assert "allocated on Trainium" in got.stdout  # torch.cuda.get_device_name is neuron's
     a, b = torch.load(tmp_path / "cpu.pt"), torch.load(dev_dir / "dev.pt")
     assert len(a["losses"]) == len(b["losses"]) == 8
@@ -61,6 +64,7 @@ def test_remapped_apis():
             warnings.simplefilter("always")
             import torch, torchneuron.cuda_compat as cc
         assert sum("Remapped" in str(x.message) for x in w) == 1
+        assert "torch.cuda.get_device_name" in cc.remapped()  # the whole list, on request
         import torch.nn as nn
         assert cc.is_active()
         assert torch.zeros(2, device="cuda").device.type == "neuron"
