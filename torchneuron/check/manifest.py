@@ -11,6 +11,8 @@ from importlib import metadata
 
 import torch
 
+import torchneuron
+
 #: Environment variable prefixes recorded (the Neuron runtime's and ours).
 ENV_PREFIXES = ("NEURON_", "TORCHNEURON_")
 
@@ -47,8 +49,6 @@ def compile_backend_available(name: str = "neuron") -> bool:
 def device_stack(device: str = "neuron") -> dict:
     """The device stack in use: runtime name and version, graph compiler, and the
     profile of the logical NeuronCore the check runs on (HBM bytes, LNC)."""
-    import torchneuron
-
     info = dict(torch.neuron.runtime_info())
     dev = torch.device(device)
     props = torch.neuron.get_device_properties(dev.index if dev.index is not None else None)
@@ -74,8 +74,6 @@ def device_stack(device: str = "neuron") -> dict:
 
 def collect(device: str = "neuron", argv: list[str] | None = None) -> dict:
     """The whole manifest: a flat-ish JSON-ready dict."""
-    import torchneuron
-
     try:
         cores_usable = len(os.sched_getaffinity(0))
     except AttributeError:

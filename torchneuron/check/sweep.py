@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 
 from .config import DTYPES, CheckConfig
 from .errors import CheckUsageError
@@ -76,8 +77,6 @@ UNSUPPORTED = (
 def validate(cfg: CheckConfig, plot_path: str | None = None) -> None:
     """Before any point runs: reject options a sweep ignores, bad option values, and output
     paths (``--json``, ``plot_path``) that could not be written. Raises CheckUsageError."""
-    import os
-
     from .runner import validate as validate_check
 
     given = [opt for opt, field in UNSUPPORTED if getattr(cfg, field)]

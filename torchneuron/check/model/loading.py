@@ -20,7 +20,9 @@ from typing import Any
 
 import torch
 
+from ... import models
 from ..errors import CheckUsageError
+from . import train_models
 
 Inputs = tuple | dict
 
@@ -63,9 +65,6 @@ class LoadedModel:
 
 def builtin_models() -> dict[str, tuple[Callable, str]]:
     """``{name: (factory, one-line description)}`` of the built-in models."""
-    from ... import models
-    from . import train_models
-
     return dict(models.BUILTIN) | dict(train_models.BUILTIN)
 
 

@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 import torch
 
+from ... import models
+
 
 def minilm_train(batch_size: int = 8, seed: int = 0):
     """all-MiniLM-L6-v2 (real weights, real sentences) fine-tuned to pull each sentence's
     embedding towards a fixed random target (cosine loss)."""
-    from ... import models
-
     model, inputs = models.minilm(batch_size=batch_size, seed=seed)
     g = torch.Generator().manual_seed(seed)
     target = torch.nn.functional.normalize(torch.randn(batch_size, 384, generator=g), dim=1)

@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 import torch
 
+from ..model import tensors as T
+
 #: Workload shape: ``ROWS x WIDTH`` activations through ``LAYERS`` ``WIDTH x WIDTH`` matmuls.
 ROWS, WIDTH, LAYERS = 32, 128, 4
 
@@ -48,8 +50,6 @@ def make_matmul_step(device: str = "cpu") -> Callable[[], float]:
 def _make(
     device: str, rows: int, width: int, layers: int, act, seed: int, reduce: bool
 ) -> Callable[[], float]:
-    from ..model import tensors as T
-
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, width, generator=g).to(device)
     ws = [(torch.randn(width, width, generator=g) / width**0.5).to(device) for _ in range(layers)]

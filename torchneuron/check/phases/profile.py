@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from ..config import CheckConfig
 from ..model import tensors as T
@@ -30,8 +31,6 @@ HOST_FALLBACK_ROW = 1000  # the resource id of the host row (csrc/profiler/kinet
 
 
 def _profile_one(model, inputs, device: str, dtype: torch.dtype):
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     sync = T.synchronizer(device)
     dev_type = torch.device(device).type
     sync()

@@ -15,10 +15,13 @@ from collections import Counter
 
 import torch
 from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 
 from torchneuron.compiler import fused
 
 from ..kernel import DTYPE_BYTES, PROFILER_DTYPE, Kernel  # noqa: F401  (DTYPE_BYTES re-exported)
+from ..model import tensors as T
+from .phase1 import _quiet_stderr_fd  # Kineto's profiler_start/stop lines, from C++
 
 FALLBACK_PREFIX = "cpu_fallback: "
 #: a fused segment's executable (adaptive eager execution, ``compiler/fused.py``)
@@ -38,10 +41,6 @@ def _kind(name: str, activity: str) -> str:
 
 def record(fn, sync) -> list[Kernel]:
     """Run ``fn()`` then ``sync()`` under torch.profiler; the device activities in order."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from .phase1 import _quiet_stderr_fd  # Kineto's profiler_start/stop lines, from C++
-
     sync()
     with _quiet_stderr_fd():
         with profile(
@@ -120,7 +119,5 @@ def summarize(kernels: list[Kernel]) -> dict:
 
 def trace_pass(model, inputs, device: str, dtype: torch.dtype) -> list[Kernel]:
     """The kernel trace of one forward pass of ``model`` (warm: call it after a first pass)."""
-    from ..model import tensors as T
-
     dev_type = torch.device(device).type
     return record(lambda: T.call(model, inputs, dev_type, dtype), T.synchronizer(device))

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+import torchneuron
+
 from ..stats import perfstats
 
 DESCRIPTION = (
@@ -48,8 +50,6 @@ COMPILED_SIDES = ("compiled",)
 def device_busy_clock(device: str) -> Callable[[], float] | None:
     """Seconds of kernel CPU time the core of ``device`` has accumulated (while counted);
     None when this build of the extension has no such counter."""
-    import torchneuron
-
     read = getattr(torchneuron._C, "_device_kernel_cpu_ns", None)
     if read is None or not hasattr(torchneuron._C, "_set_count_kernel_cpu"):
         return None
@@ -89,8 +89,6 @@ def description(compiled_device: bool = False) -> str:
 def counting():
     """Kernel CPU time counted for the duration (off otherwise: it costs two thread-clock
     reads, system calls, per kernel); the previous setting is restored."""
-    import torchneuron
-
     switch = getattr(torchneuron._C, "_set_count_kernel_cpu", None)
     before = switch(True) if switch else None
     try:

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from ..model.tensors import flatten
+
 
 def lower(model, inputs: Any) -> tuple[str, str]:
     """``(module_text, how)``: the StableHLO module of ``model`` called on ``inputs``
@@ -49,6 +51,4 @@ class _TensorOutputs(torch.nn.Module):
         self.model = model
 
     def forward(self, *args, **kwargs):
-        from ..model.tensors import flatten
-
         return tuple(flatten(self.model(*args, **kwargs)).values())

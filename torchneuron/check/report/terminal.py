@@ -20,6 +20,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from ..model.loading import builtin_models
 from ..result import CheckResult
 from . import first_screen, summary, terminal_details
 from .terminal_phases import status_text
@@ -123,8 +124,6 @@ def _first_sentence(w: str, limit: int = 200) -> str:
 
 def list_models(console: Console | None = None) -> None:
     """Print the built-in models, one line each (``--list``)."""
-    from ..model.loading import builtin_models
-
     con = console or Console()
     t = Table(
         title="Built-in models (torchneuron check MODEL)", title_justify="left", box=box.SIMPLE

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
+import torch
 
 
 def percentile(times: Sequence[float], q: float) -> float:
@@ -46,7 +49,6 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
     """
     if n < 1:
         return None
-    from fractions import Fraction
 
     a2 = Fraction(1 - confidence).limit_denominator(10**9) / 2
     if n > 5000:
@@ -70,8 +72,6 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
 
 
 def _z(confidence: float) -> float:
-    from statistics import NormalDist
-
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
@@ -110,8 +110,6 @@ def summarize(times: Sequence[float], samples_per_iteration: int) -> dict:
 
 def rmse(a, b) -> float:
     """Root mean square error in float64: sqrt(mean((a - b)^2)). Tensors or arrays."""
-    import torch
-
     d = a.detach().to(torch.float64) - b.detach().to(torch.float64)
     if d.numel() == 0:
         return 0.0
