@@ -72,6 +72,21 @@ def prog(dev):
     y[1].fill_(3.0)
     return [y.cpu(), u.cpu(), (t * 2).cpu()]
 """,
+    # inputs dense in another order: a Linear's transposed weight and a permuted tensor
+    # (passed in memory order, permuted back in the graph), and a transposed input the
+    # segment writes (passed as it is)
+    "transposed_inputs": """
+def prog(dev):
+    w = data(16, 8).to(dev)
+    v = data(4, 6, 5, seed=1).to(dev).permute(2, 0, 1)
+    u = data(8, 6, seed=2).to(dev)
+    x = data(5, 16, seed=3).to(dev)
+    y = torch.nn.functional.linear(x, w.t())
+    ut = u.t()
+    ut.mul_(2)
+    z = y @ ut.t()
+    return [y.cpu(), z.cpu(), (v * 2).sum(0).cpu(), u.cpu()]
+""",
     # attention: its CPU kernel's result has permuted strides, read through reshapes
     "attention": """
 def prog(dev):
@@ -205,6 +220,7 @@ _FUSES = {
     "layers",
     "inplace_inputs",
     "views_of_results",
+    "transposed_inputs",
     "attention",
     "overlapping_inputs",
     "under_a_dispatch_mode",
@@ -270,3 +286,16 @@ print(json.dumps({"names": sorted({e.name for e in dev}), "copies": copies,
     assert len(fused) == 1, r
     assert re.fullmatch(r"fused_mul_exp_add__softmax_[0-9a-f]{8}_0_inference_0", fused[0]), r
     assert r["stats"]["cache_hits"] >= 1 and len(r["copies"]) == 4, r
+
+
+def test_only_read_only_inputs_dense_in_another_order_are_permuted():
+    import torch
+
+    from torchneuron.compiler import fused
+
+    w = torch.randn(16, 8)
+    v = torch.randn(4, 6, 5).permute(2, 0, 1)
+    ins = [w.t(), v, w, w.t(), torch.randn(1, 8).expand(4, 8), w[:, ::2].t()]
+    assert fused.memory_orders(ins, written={3}) == {0: [1, 0], 1: [1, 2, 0]}
+    for i, perm in fused.memory_orders(ins, set()).items():
+        assert ins[i].permute(perm).is_contiguous()

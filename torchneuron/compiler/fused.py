@@ -23,7 +23,7 @@ from .segment import CompiledSegment, Ref, Segment, Step
 
 __all__ = ["Ref", "ViewOf", "run", "compile_seconds", "segment_ops"]
 
-_executables: dict[str, CompiledSegment] = {}
+_executables: dict[str, tuple[CompiledSegment, dict]] = {}  # key -> (exe, memory_orders)
 _ops: dict[str, list | None] = {}  # model name -> the segment's kernels (``segment_ops``)
 _compile_s = 0.0
 _refusals: list[str] = []  # why recent segments were refused (the last 32)
@@ -182,30 +182,74 @@ def refusals() -> list[str]:
     return list(_refusals)
 
 
-def to_segment(steps, outputs, n_inputs: int) -> Segment:
+def _op(name: str, overload: str):
+    ns, op_name = name.split("::")
+    return getattr(getattr(getattr(torch.ops, ns), op_name), overload or "default")
+
+
+def _written_inputs(steps) -> set[int]:
+    """The inputs some step writes (an operand of an argument its schema marks written)."""
+    out: set[int] = set()
+    for name, overload, args, _ in steps:
+        for spec, a in zip(_op(name, overload)._schema.arguments, args):
+            if spec.alias_info and spec.alias_info.is_write:
+                for x in a if isinstance(a, list) else [a]:
+                    r = x.ref if isinstance(x, ViewOf) else x
+                    if isinstance(r, Ref) and r.op == -1:
+                        out.add(r.index)
+    return out
+
+
+def memory_orders(inputs: list, written: set[int]) -> dict[int, list[int]]:
+    """``{input: permutation}`` for the read-only inputs that are dense in another order
+    than row-major (a transposed weight: ``w.t()``): passed permuted into memory order,
+    they reach the executable without a copy, and the segment permutes them back. A
+    graph's inputs are row-major (the compile path copies any other layout at each call:
+    MiniLM's 36 transposed weights were 14 ms of copies in a 145 ms fused pass)."""
+    out = {}
+    for i, t in enumerate(inputs):
+        if i in written or t.dim() < 2 or t.is_contiguous():
+            continue
+        perm = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
+        if t.permute(perm).is_contiguous():
+            out[i] = perm
+    return out
+
+
+def to_segment(steps, outputs, n_inputs: int, perms: dict | None = None) -> Segment:
     """The engine's steps ``(op name, overload, args, n_results)`` (operands as ``Ref``,
     ``ViewOf`` or Python numbers) as a ``Segment``: a view operand becomes an
-    ``as_strided`` step before its reader; kwarg-only arguments become keywords."""
+    ``as_strided`` step before its reader; kwarg-only arguments become keywords. An input
+    in ``perms`` (``memory_orders``) arrives permuted and is permuted back before use."""
     out_steps: list[Step] = []
     where: list[int] = []  # engine step -> segment step
+    logical: dict[int, Ref] = {}  # a permuted input, permuted back
 
     def add(op, args, kwargs=None) -> Ref:
         out_steps.append(Step(op, args, kwargs or {}))
         return Ref(len(out_steps) - 1, 0)
 
+    def input_ref(r: Ref) -> Ref:
+        perm = (perms or {}).get(r.index)
+        if perm is None:
+            return r
+        if r.index not in logical:
+            inverse = sorted(range(len(perm)), key=perm.__getitem__)
+            logical[r.index] = add(torch.ops.aten.permute.default, (r, inverse))
+        return logical[r.index]
+
     def operand(a, written=False):
         if isinstance(a, ViewOf):
-            src = a.ref if a.ref.op == -1 else Ref(where[a.ref.op], a.ref.index)
+            src = input_ref(a.ref) if a.ref.op == -1 else Ref(where[a.ref.op], a.ref.index)
             return _view_steps(src, a, add, written)
         if isinstance(a, Ref):
-            return a if a.op == -1 else Ref(where[a.op], a.index)
+            return input_ref(a) if a.op == -1 else Ref(where[a.op], a.index)
         if isinstance(a, list):
             return [operand(e, written) for e in a]
         return a
 
     for name, overload, args, n_out in steps:
-        ns, op_name = name.split("::")
-        op = getattr(getattr(getattr(torch.ops, ns), op_name), overload or "default")
+        op = _op(name, overload)
         specs = op._schema.arguments
         vals = [
             operand(a, bool(spec.alias_info and spec.alias_info.is_write))
@@ -232,23 +276,34 @@ def run(key: str, compile: bool, steps, outputs, inputs: list, dsts: list) -> bo
         if compile:
             t0 = time.perf_counter()
             try:
-                seg = to_segment(steps, outputs, len(inputs))
+                perms = memory_orders(inputs, _written_inputs(steps))
+                seg = to_segment(steps, outputs, len(inputs), perms)
                 name = _name(seg, key)
-                exe = CompiledSegment(seg, inputs, model_name=name)
+                ins = _permuted(inputs, perms)
+                exe = CompiledSegment(seg, ins, model_name=name)
                 # The first call compiles (lowering, XLA) before it launches: an
                 # error there has launched nothing.
-                exe(inputs, dsts)
+                exe(ins, dsts)
             except Exception as e:
                 _refusals.append(f"{type(e).__name__}: {str(e).strip()[:500]}")
                 del _refusals[:-32]
                 return False
             finally:
                 _compile_s += time.perf_counter() - t0
-            _executables[key] = exe
-            _ops[name] = _kernels(seg, inputs)
+            _executables[key] = (exe, perms)
+            _ops[name] = _kernels(seg, ins)
             return True
-        exe = _executables.get(key)
-        if exe is None:
+        hit = _executables.get(key)
+        if hit is None:
             return False
-        exe(inputs, dsts)
+        # the key holds every input's sizes and strides: the same permutations apply
+        hit[0](_permuted(inputs, hit[1]), dsts)
         return True
+
+
+def _permuted(inputs: list, perms: dict) -> list:
+    return (
+        [t.permute(perms[i]) if i in perms else t for i, t in enumerate(inputs)]
+        if perms
+        else inputs
+    )
