@@ -436,3 +436,17 @@ def test_the_inf2_factor_is_the_published_ratio_of_the_fit_models(monkeypatch):
         )
         == "held out"
     )
+
+
+def test_a_patch_embedding_contracts_over_its_window():
+    # ViT's stride-16 16x16 convolution over 3 channels: non-overlapping windows, one matmul
+    # contracting over 3 x 16 x 16 = 768; with padding it is one matmul per tap (k = 3)
+    line = (
+        "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->"
+        "[b, f, 0, 1], window = {{stride = [16, 16], pad = [[{p}, {p}], [{p}, {p}]], "
+        "rhs_dilate = [1, 1]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : "
+        "(tensor<1x3x224x224xf32>, tensor<768x3x16x16xf32>) -> tensor<1x768x{o}x{o}xf32>"
+    )
+    (patch,) = projection.parse(line.format(p=0, o=14))
+    (padded,) = projection.parse(line.format(p=8, o=15))
+    assert patch.pe_dims == (768, 768, 196) and padded.pe_dims == (3, 768, 225)

@@ -273,6 +273,20 @@ def pe_utilization(
     return min(1.0, peak / cycles) if cycles > 0 else 1.0
 
 
+def _patchify(line: str, kdims: list[int], kspec: list[str]) -> bool:
+    """A convolution whose stride equals its window, unpadded and undilated (ViT's patch
+    embedding): its windows tile the input without overlap, so gathering them is a reshape
+    (no element copied twice) and the convolution is one matmul contracting over input
+    channels x window, not one per window tap."""
+    window = [kdims[i] for i, c in enumerate(kspec) if c not in "io"]
+    stride = _dims_attr(line, "stride")
+    pads = re.search(r"pad\s*=\s*\[(.*?)\]\]", line)
+    unpadded = not pads or not re.search(r"[1-9]", pads.group(1))
+    dilations = re.findall(r"(?:lhs|rhs)_dilate\s*=\s*\[([\d,\s]*)\]", line)
+    undilated = all(int(x) == 1 for d in dilations for x in d.split(",") if x.strip())
+    return bool(window) and stride == window and unpadded and undilated and max(window) > 1
+
+
 _SPLAT = re.compile(r"^\s*(%[\w#]+)\s*=\s*stablehlo\.constant dense<([-+0-9.eE]+)>")
 
 
@@ -324,6 +338,8 @@ def parse(module_text: str) -> list[Op]:
             mg = re.search(r"feature_group_count\s*=\s*(\d+)", line)
             groups = int(mg.group(1)) if mg else 1
             pixels = out_numel // max(out_features, 1)
+            if m2 and _patchify(line, kdims, kspec):  # windows that do not overlap: a matmul
+                in_features *= math.prod(kdims[i] for i, c in enumerate(kspec) if c not in "io")
             pe_dims = (max(in_features, 1), max(out_features // groups, 1), max(pixels, 1))
         elif name in SCALAR_OPS:
             flops, engine = float(out_numel), "scalar"
