@@ -2,14 +2,16 @@
 
 AWS's inference benchmarks for NeuronCore-v2 (Trn1 and Inf2: the same core, 190 BF16 TFLOPS
 and 820 GiB/s of HBM per two-core chip), each row a model, instance, batch and p50 latency
-with one request in flight per core (p50 = batch / (throughput / 2 cores) within 2 % on every
-row used here). The rows are quoted in ``PUBLISHED`` with their page (``SOURCES``). Each model
-is built with the published architecture from its transformers config (random weights: the
-time projection reads shapes, not values), lowered to StableHLO and projected on
-NeuronCore-v2 twice: the bare roofline (``overheads.NONE``, what the projection read before
-the fixed costs) and the projection ``torchneuron check --projection`` uses
-(``overheads.FITTED``). Printed per row: projected / published p50, and whether the row was
-used to fit the overheads (``FIT``) or held out.
+of one pass on one core (encoder rows: p50 = batch / (throughput / 2 cores) within 2 %, one
+request in flight per core; vision rows, batch 1: p50 = 1 / throughput within 1 %, one request
+on the instance). The rows are quoted in ``PUBLISHED`` with their page (``SOURCES``). Each
+model is built with the published architecture from its transformers config (random weights:
+the time projection reads shapes, not values), lowered to StableHLO and projected on
+NeuronCore-v2, on the row's instance, twice: the bare roofline (``overheads.NONE``: no fitted
+cost, no instance factor) and the projection ``torchneuron check --projection`` uses
+(``overheads.FITTED``; on Inf2 x ``overheads.INSTANCE_FACTORS["inf2"]``). Printed per row:
+projected / published p50, and whether the row was used to fit the overheads (``FIT``), the
+Inf2 factor (``FIT (Inf2 factor)``), or held out.
 
     .venv/bin/python bench/projection_vs_published.py            # the table
     .venv/bin/python bench/projection_vs_published.py --fit      # + the least-squares fit

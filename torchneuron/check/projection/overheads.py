@@ -15,9 +15,10 @@ Dec 2026: the Neuron runtime's performance tips, the nrt/nrtpy API pages, the NK
 guide and TorchNeuron's best practices give none): it is FITTED, see below.
 
 ``ROOFLINE_FACTOR`` (dimensionless, >= 1): measured time / roofline time of the operations
-(engine rates and HBM bytes), i.e. the engines reach 1 / ROOFLINE_FACTOR of their published
-peak on these graphs: tiling onto the 128x128 TensorEngine, engines waiting on each other and
-on DMA, instruction issue. It multiplies every operation's roofline time; the serial HBM row
+(engine rates and HBM bytes), i.e. the engines reach 1 / ROOFLINE_FACTOR of the rate the
+op's shapes allow on these graphs (what a shape leaves of the 128x128 TensorEngine idle is
+modelled apart, from AWS's instruction cost: ``roofline.pe_utilization``): engines waiting
+on each other and on DMA, instruction issue. It multiplies every operation's roofline time; the serial HBM row
 (weights read once, at the bandwidth) and the fixed cost are not scaled. FITTED, see below.
 
 The fit (``bench/projection_vs_published.py --fit``, its log in ``docs/design/projection.md``):
@@ -32,12 +33,14 @@ https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/benchmarks/
 (Encoder Models; the page's data: github.com/aws-neuron/aws-neuron-sdk,
 about-neuron/benchmarks/trn1/throughput_data_encoder.csv and latency_data_encoder.csv).
 Held out, within 1.25x: ALBERT, ELECTRA, RoBERTa base and large on Trn1 (batch 1 and their
-throughput batch), ViT-base and four of the encoders on Inf2 (inf2.xlarge: the same
-NeuronCore-v2, inferentia2.html). Outside: three Inf2 encoder rows (0.72-0.77: AWS publishes
-the same model and batch up to 1.19x slower on Inf2 than on Trn1) and ResNet-50 at batch 1
-(0.41: convolutions with few channels, no CNN in the fit). The fit is on NeuronCore-v2 (AWS
-publishes no Trn2/Trn3 encoder latencies); the Trn2 and Trn3 projections take the same
-constants: an assumption.
+throughput batch), and on Inf2 (inf2.xlarge: the same NeuronCore-v2, inferentia2.html) those
+four encoders, ViT-base and ResNet-18/34/50/101/152 at batch 1, with the TensorEngine's
+utilization from each op's shapes (``roofline.pe_utilization``, sourced, not fitted) and the
+Inf2 factor below (``INSTANCE_FACTORS``, fitted to two published Inf2/Trn1 ratios): 27 of 27
+rows within 0.85-1.17 (``docs/design/projection.md``). Refitted with the utilization, the two
+constants read 82.6 µs and x1.729, within 1.2 % of those in use, which are kept. The fit is
+on NeuronCore-v2 (AWS publishes no Trn2/Trn3 encoder latencies); the Trn2 and Trn3
+projections take the same constants: an assumption.
 """
 
 from __future__ import annotations
