@@ -2,14 +2,16 @@
 
 AWS's inference benchmarks for NeuronCore-v2 (Trn1 and Inf2: the same core, 190 BF16 TFLOPS
 and 820 GiB/s of HBM per two-core chip), each row a model, instance, batch and p50 latency
-with one request in flight per core (p50 = batch / (throughput / 2 cores) within 2 % on every
-row used here). The rows are quoted in ``PUBLISHED`` with their page (``SOURCES``). Each model
-is built with the published architecture from its transformers config (random weights: the
-time projection reads shapes, not values), lowered to StableHLO and projected on
-NeuronCore-v2 twice: the bare roofline (``overheads.NONE``, what the projection read before
-the fixed costs) and the projection ``torchneuron check --projection`` uses
-(``overheads.FITTED``). Printed per row: projected / published p50, and whether the row was
-used to fit the overheads (``FIT``) or held out.
+of one pass on one core (encoder rows: p50 = batch / (throughput / 2 cores) within 2 %, one
+request in flight per core; vision rows, batch 1: p50 = 1 / throughput within 1 %, one request
+on the instance). The rows are quoted in ``PUBLISHED`` with their page (``SOURCES``). Each
+model is built with the published architecture from its transformers config (random weights:
+the time projection reads shapes, not values), lowered to StableHLO and projected on
+NeuronCore-v2, on the row's instance, twice: the bare roofline (``overheads.NONE``: no fitted
+cost, no instance factor) and the projection ``torchneuron check --projection`` uses
+(``overheads.FITTED``; on Inf2 x ``overheads.INSTANCE_FACTORS["inf2"]``). Printed per row:
+projected / published p50, and whether the row was used to fit the overheads (``FIT``), the
+Inf2 factor (``FIT (Inf2 factor)``), or held out.
 
     .venv/bin/python bench/projection_vs_published.py            # the table
     .venv/bin/python bench/projection_vs_published.py --fit      # + the least-squares fit
@@ -106,6 +108,10 @@ PUBLISHED = [
     Published("roberta-large", "inf2.xlarge", 4, 8.31, 962.70, "2.25", "inf2-batch"),
     Published("vit-base-patch16-224", "inf2.xlarge", 1, 1.406, 709.47, "2.14", "inf2-vision"),
     Published("resnet50", "inf2.xlarge", 1, 0.95, 1044.93, "2.14", "inf2-vision"),
+    Published("resnet18", "inf2.xlarge", 1, 0.72, 1385.04, "2.14", "inf2-vision"),
+    Published("resnet34", "inf2.xlarge", 1, 0.83, 1187.64, "2.14", "inf2-vision"),
+    Published("resnet101", "inf2.xlarge", 1, 1.13, 882.61, "2.14", "inf2-vision"),
+    Published("resnet152", "inf2.xlarge", 1, 1.35, 736.91, "2.14", "inf2-vision"),
 ]
 #: The rows the overheads were fitted to (``overheads.py``): three models on Trn1, each at
 #: batch 1 and at its throughput batch. Every other row is held out.
@@ -117,11 +123,25 @@ def is_fit(row: Published) -> bool:
     return row.model in FIT_MODELS and row.instance.startswith("trn1")
 
 
+def inf2_pairs(rows: list[Published] = PUBLISHED) -> list[tuple[Published, Published]]:
+    """``[(inf2 row, trn1 row)]``: a FIT model AWS publishes at the same batch on both: the
+    rows ``overheads.INSTANCE_FACTORS["inf2"]`` is fitted to (published / published)."""
+    trn1 = {(r.model, r.batch): r for r in rows if r.instance.startswith("trn1")}
+    return [
+        (r, trn1[(r.model, r.batch)])
+        for r in rows
+        if r.instance.startswith("inf2") and r.model in FIT_MODELS and (r.model, r.batch) in trn1
+    ]
+
+
 def role(row: Published) -> str:
-    """``FIT`` (a row the overheads were fitted to), ``fit model, not fitted`` (a fit model on
-    Inf2) or ``held out`` (a model the fit never saw)."""
+    """``FIT`` (a row the overheads were fitted to), ``FIT (Inf2 factor)`` (an Inf2 row the
+    Inf2 factor was fitted to), ``fit model, not fitted`` (a fit model on Inf2 at a batch
+    Trn1 lacks) or ``held out`` (a model the fit never saw)."""
     if is_fit(row):
         return "FIT"
+    if any(row is i for i, _ in inf2_pairs()):
+        return "FIT (Inf2 factor)"
     return "fit model, not fitted" if row.model in FIT_MODELS else "held out"
 
 
@@ -132,6 +152,8 @@ def _config(name: str):
     large["intermediate_size"] = 4096
     roberta = {"vocab_size": 50265, "max_position_embeddings": 514, "type_vocab_size": 1}
     roberta["pad_token_id"] = 1
+    # torchvision's ResNet-18/34: basic blocks, 64-512 channels
+    basic = {"layer_type": "basic", "hidden_sizes": [64, 128, 256, 512]}
     return {
         "bert-base-uncased": lambda: t.BertModel(t.BertConfig()),
         "bert-large-uncased": lambda: t.BertModel(t.BertConfig(**large)),
@@ -156,13 +178,17 @@ def _config(name: str):
         "roberta-large": lambda: t.RobertaModel(t.RobertaConfig(**roberta, **large)),
         "vit-base-patch16-224": lambda: t.ViTModel(t.ViTConfig()),
         "resnet50": lambda: t.ResNetModel(t.ResNetConfig()),  # the defaults are ResNet-50's
+        "resnet18": lambda: t.ResNetModel(t.ResNetConfig(depths=[2, 2, 2, 2], **basic)),
+        "resnet34": lambda: t.ResNetModel(t.ResNetConfig(depths=[3, 4, 6, 3], **basic)),
+        "resnet101": lambda: t.ResNetModel(t.ResNetConfig(depths=[3, 4, 23, 3])),
+        "resnet152": lambda: t.ResNetModel(t.ResNetConfig(depths=[3, 8, 36, 3])),
     }[name]
 
 
 def build(name: str, batch: int):
     """``(model, inputs)``: ``name``'s architecture (random weights) and a batch of inputs."""
     model = _config(name)().eval()
-    if name in ("vit-base-patch16-224", "resnet50"):
+    if name == "vit-base-patch16-224" or name.startswith("resnet"):
         return model, (torch.randn(batch, 3, 224, 224),)
     return model, (torch.randint(3, 1000, (batch, SEQ)),)
 
@@ -184,10 +210,15 @@ def lowered(name: str, batch: int, cache: str | None) -> str:
     return text
 
 
-def project(text: str, batch: int, ovh: overheads.Overheads) -> dict:
+def project(text: str, batch: int, ovh: overheads.Overheads, instance: str) -> dict:
     return projection.project(
-        text, hardware.NEURONCORE_V2, batch, "bf16", None, 1, "trn1.2xlarge", overheads=ovh
+        text, hardware.NEURONCORE_V2, batch, "bf16", None, 1, instance, overheads=ovh
     )
+
+
+def fit_instance_factor(pairs: list[tuple[Published, Published]]) -> float:
+    """The geometric mean of published p50 on the instance / published p50 on Trn1."""
+    return math.exp(sum(math.log(a.p50_ms / b.p50_ms) for a, b in pairs) / len(pairs))
 
 
 def fit(points: list[tuple[float, float, float]]) -> tuple[float, float]:
@@ -207,8 +238,8 @@ def _measure(rows: list[Published], cache: str | None) -> list[dict]:
         key = (row.model, row.batch)
         if key not in texts:
             texts[key] = lowered(row.model, row.batch, cache)
-        bare = project(texts[key], row.batch, overheads.NONE)
-        now = project(texts[key], row.batch, overheads.FITTED)
+        bare = project(texts[key], row.batch, overheads.NONE, row.instance)
+        now = project(texts[key], row.batch, overheads.FITTED, row.instance)
         serial = bare["weights_and_inputs_s"]
         out.append(
             {
@@ -237,7 +268,7 @@ def _table(res: list[dict]) -> None:
             f" | {row.p50_ms:.2f} | {r['bare_ms']:.2f} | {r['bare_ms'] / row.p50_ms:.2f} | "
             f"{r['now_ms']:.2f} | {r['now_ms'] / row.p50_ms:.2f}"
         )
-    for name in ("FIT", "fit model, not fitted", "held out"):
+    for name in ("FIT", "FIT (Inf2 factor)", "fit model, not fitted", "held out"):
         ratios = [r["now_ms"] / r["row"].p50_ms for r in res if role(r["row"]) == name]
         if ratios:
             worst = max(ratios, key=lambda x: abs(math.log(x)))
@@ -261,7 +292,8 @@ def main() -> int:
     print(
         f"overheads in use (overheads.py): {overheads.FITTED.execution_us:g} µs per "
         f"execution, roofline x {overheads.FITTED.roofline_factor:g}; fitted to "
-        f"{', '.join(sorted(FIT_MODELS))} on Trn1"
+        f"{', '.join(sorted(FIT_MODELS))} on Trn1; instance factors "
+        f"{overheads.INSTANCE_FACTORS} (published / Trn1's published, same model and batch)"
     )
     res = _measure(rows, a.cache)
     _table(res)
@@ -271,6 +303,10 @@ def main() -> int:
         print(
             f"least-squares fit over {len(pts)} FIT rows: {us:.1f} µs per execution, x{factor:.3f}"
         )
+        pairs = inf2_pairs()
+        for i, t in pairs:
+            print(f"  {i.model} batch {i.batch}: Inf2 {i.p50_ms} / Trn1 {t.p50_ms} ms")
+        print(f"Inf2 factor over {len(pairs)} pairs: x{fit_instance_factor(pairs):.3f}")
     return 0
 
 

@@ -2,6 +2,7 @@
 NeuronCore figures, the torch-mlir lowering and `torchneuron check --projection`."""
 
 import json
+import sys
 
 import pytest
 import torch
@@ -48,8 +49,13 @@ def test_roofline_compute_and_memory_bound():
     core = hardware.NEURONCORE_V3
     r = projection.project(MODULE, core, batch=4, overheads=overheads.NONE)
     dot = next(x for x in r["top_ops"] if x["op"] == "dot_general")
+    # a 4x64 @ 64x32 matmul uses a sliver of the 128x128 TensorEngine: one instruction of
+    # max(min(64, 32), 4) = 32 cycles for 64 x 4 x 32 MACs, i.e. 0.5 of the array's
+    # 128 x 128 MACs a cycle: 1/64 of the peak (pe_utilization; was the peak before)
+    util = (64 * 4 * 32 / (128 * 128)) / 32
+    assert dot["pe_utilization"] == pytest.approx(util) == pytest.approx(1 / 64)
     assert dot["bound"] == "compute" and dot["time_s"] == pytest.approx(
-        2 * 4 * 32 * 64 / core.tensor_bf16
+        2 * 4 * 32 * 64 / core.tensor_bf16 / util
     )
     # a transpose of a tensor bigger than half the SBUF is materialized in HBM: memory-bound;
     # an elementwise op on it is fused with its producer: no HBM traffic of its own
@@ -338,3 +344,109 @@ def test_a_shared_weight_is_read_by_every_matmul_that_uses_it():
 }"""
     r = projection.project(text, hardware.NEURONCORE_V2, batch=8, overheads=overheads.NONE)
     assert r["weights_and_inputs_bytes"] == 2 * 64 * 64 * 2 + 8 * 64 * 2
+
+
+def _conv_module(c_in: int, c_out: int, hw: int, k: int = 3) -> str:
+    out = hw - k + 1
+    return f"""module {{
+  func.func @main(%arg0: tensor<1x{c_in}x{hw}x{hw}xbf16>, %arg1: tensor<{c_out}x{c_in}x{k}x{k}xbf16>) -> tensor<1x{c_out}x{out}x{out}xbf16> {{
+    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {{stride = [1, 1]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<1x{c_in}x{hw}x{hw}xbf16>, tensor<{c_out}x{c_in}x{k}x{k}xbf16>) -> tensor<1x{c_out}x{out}x{out}xbf16>
+    return %0 : tensor<1x{c_out}x{out}x{out}xbf16>
+  }}
+}}"""
+
+
+def test_pe_utilization_follows_the_nc_matmul_cost():
+    # nki.isa.nc_matmul: contraction <= 128 partitions, stationary free <= 128, moving free
+    # <= 512; max(min(64, stationary), moving) cycles an instruction
+    core = hardware.NEURONCORE_V2
+    u = projection.pe_utilization
+    assert u(128, 128, 512, core) == 1.0 and u(768, 3072, 4096, core) == 1.0
+    assert u(64, 128, 512, core) == pytest.approx(0.5)  # attention's head dim: half the rows
+    assert u(192, 128, 512, core) == pytest.approx(0.75)  # 2 contraction tiles, 1.5 filled
+    # a 7x7 stem over 3 channels into 64, 112x112 pixels moving (kernel stationary)
+    assert u(3, 64, 112 * 112, core, either=False) == pytest.approx(3 / 128 * 64 / 128)
+    # pixels stationary would be better for the stem alone, but the result would land with
+    # pixels on the partitions: a dot_general may take either, a convolution keeps its kernel
+    assert u(3, 64, 112 * 112, core) == pytest.approx(3 / 128)
+    # a moving tile under 64 columns pays for 64 (ResNet's last stage: 7x7 pixels)
+    assert u(512, 512, 49, core, either=False) == pytest.approx(49 / 64)
+
+
+def test_a_convolution_over_few_channels_projects_slower_per_flop():
+    core = hardware.NEURONCORE_V2
+
+    def per_flop(c_in, c_out):
+        r = projection.project(_conv_module(c_in, c_out, 58), core, 1, overheads=overheads.NONE)
+        conv = next(x for x in r["top_ops"] if x["op"] == "convolution")
+        return conv, conv["time_s"] / conv["flops"]
+
+    full, t_full = per_flop(128, 128)
+    stem, t_stem = per_flop(3, 64)
+    mid, t_mid = per_flop(64, 64)
+    assert full["pe_utilization"] == 1.0 and t_full == pytest.approx(1 / core.tensor_bf16)
+    # 3 of 128 PE rows and 64 of 128 columns busy: 1/0.0117 = 85x the time per FLOP
+    assert t_stem / t_full == pytest.approx(1 / (3 / 128 * 64 / 128))
+    assert t_mid / t_full == pytest.approx(4.0)  # 64 rows x 64 columns: a quarter
+
+
+def test_inf2_takes_its_fitted_factor_and_trn1_none():
+    core = hardware.NEURONCORE_V2
+    trn1 = projection.project(ONE_MATMUL, core, 128, instance="trn1.2xlarge")
+    inf2 = projection.project(ONE_MATMUL, core, 128, instance="inf2.xlarge")
+    f = overheads.INSTANCE_FACTORS["inf2"]
+    assert 1.1 < f < 1.25 and trn1["instance_factor"] == 1.0 and inf2["instance_factor"] == f
+    assert inf2["latency_s_per_core"] == pytest.approx(f * trn1["latency_s_per_core"])
+    row = next(x for x in inf2["top_ops"] if x["op"].startswith("inf2.xlarge: "))
+    assert row["engine"] == "runtime" and row["time_s"] == pytest.approx(inf2["instance_s"])
+    bare = projection.project(
+        ONE_MATMUL, core, 128, instance="inf2.xlarge", overheads=overheads.NONE
+    )
+    assert bare["instance_factor"] == 1.0  # the bare roofline has no fitted cost
+    # Trn2/Trn3 (what `check --projection` prints) take no instance factor
+    assert all(
+        p["instance_factor"] == 1.0 for p in projection.project_all(ONE_MATMUL, 128).values()
+    )
+
+
+def test_the_inf2_factor_is_the_published_ratio_of_the_fit_models(monkeypatch):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[3] / "bench" / "projection_vs_published.py"
+    spec = importlib.util.spec_from_file_location("projection_vs_published", path)
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)  # its dataclasses look it up
+    spec.loader.exec_module(bench)
+    pairs = bench.inf2_pairs()
+    assert {(i.model, i.batch) for i, _ in pairs} == {
+        ("distilbert-base-uncased", 16),
+        ("bert-large-uncased", 4),
+    }
+    assert bench.fit_instance_factor(pairs) == pytest.approx(
+        overheads.INSTANCE_FACTORS["inf2"], abs=0.005
+    )
+    assert (
+        bench.role(
+            next(
+                r
+                for r in bench.PUBLISHED
+                if r.model.startswith("electra") and r.instance.startswith("inf2")
+            )
+        )
+        == "held out"
+    )
+
+
+def test_a_patch_embedding_contracts_over_its_window():
+    # ViT's stride-16 16x16 convolution over 3 channels: non-overlapping windows, one matmul
+    # contracting over 3 x 16 x 16 = 768; with padding it is one matmul per tap (k = 3)
+    line = (
+        "    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->"
+        "[b, f, 0, 1], window = {{stride = [16, 16], pad = [[{p}, {p}], [{p}, {p}]], "
+        "rhs_dilate = [1, 1]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : "
+        "(tensor<1x3x224x224xf32>, tensor<768x3x16x16xf32>) -> tensor<1x768x{o}x{o}xf32>"
+    )
+    (patch,) = projection.parse(line.format(p=0, o=14))
+    (padded,) = projection.parse(line.format(p=8, o=15))
+    assert patch.pe_dims == (768, 768, 196) and padded.pe_dims == (3, 768, 225)

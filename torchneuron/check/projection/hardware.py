@@ -28,6 +28,20 @@ class NeuronCore:
     hbm_bytes_per_s_chip: float
     sbuf_bytes: int  # on-chip SRAM (SBUF) per core
     sources: dict
+    #: The TensorEngine's systolic array: ``pe_rows`` x ``pe_cols`` processing elements. One
+    #: matmul instruction contracts over at most ``pe_rows`` partitions (the stationary and
+    #: moving tiles' partition axis, <= 128) and holds a stationary tile of at most
+    #: ``pe_cols`` columns (its free axis, <= 128); the moving tile (free axis <= 512) streams
+    #: through. "NeuronCore Tensor Engine is built upon a systolic array with 128 rows and 128
+    #: columns of processing elements" (nki.isa.nc_matmul, NeuronCore-v2 to v4; the layout
+    #: constraints: nki.isa.nc_matmul, Neuron 2.21, "relevant for Inf2, Trn1, Trn2").
+    #: The cost of one matmul instruction: ``max(min(pe_min_stationary, stationary free
+    #: size), moving free size)`` cycles, the moving tile at most ``pe_moving`` (nc_matmul's
+    #: "Estimated instruction cost", Neuron 2.21, Inf2/Trn1/Trn2).
+    pe_rows: int = 128
+    pe_cols: int = 128
+    pe_moving: int = 512
+    pe_min_stationary: int = 64
 
     @property
     def hbm_bytes_per_s_core(self) -> float:
@@ -53,6 +67,8 @@ NEURONCORE_V2 = NeuronCore(
         "tensor, vector, scalar": _DOCS + "neuron-core-v2.html",
         "chip FLOPS, HBM 820 GiB/s per chip (2 cores)": _DOCS + "trainium.html",
         "SBUF 24 MiB per core": _NKI + "arch/trainium_inferentia2_arch.html",
+        "TensorEngine 128x128 PEs; matmul tiles: partition (contraction) <= 128, stationary "
+        "free <= 128, moving free <= 512": _NKI + "api/generated/nki.isa.nc_matmul.html",
     },
 )
 

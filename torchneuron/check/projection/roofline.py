@@ -10,7 +10,10 @@ moves to or from HBM: the result of a matmul, convolution, reduction or rearrang
 (``FUSION_ROOTS``) written and read back when it exceeds half the SBUF (elementwise chains
 are fused with their producer and stay on chip), plus, for a gather or slice of a weight or
 input, the bytes it reads (``hbm_reads``). Time per op = max(FLOPs / engine rate, bytes /
-HBM bandwidth per core): compute- or memory-bound. The pass = the sum of the ops' times
+HBM bandwidth per core): compute- or memory-bound; a matmul's or convolution's rate is the
+TensorEngine's peak x the share of its 128x128 PE array the op's shapes keep busy
+(``pe_utilization``: the nc_matmul instruction cost of AWS's NKI docs; a convolution over 3
+input channels uses 3 of the 128 PE rows). The pass = the sum of the ops' times
 (no engine overlap) + one serial row (``WEIGHTS_ROW``): every other weight and input read
 from HBM once, and the outputs written once, at the core's HBM bandwidth, overlapping
 nothing; a weight of rank 2 or more (a matmul's or convolution's) is read at the matmul
@@ -18,7 +21,8 @@ dtype's width: the compiler casts FP32 matmuls, weights included, to BF16 by def
 (``--auto-cast matmult``, neuronx-cc-training-mixed-precision.html). torch-mlir emits erf
 (GELU) as a ~25-op polynomial: it is costed as one ScalarE op per element (``_fold_erf``).
 What the roofline does not see (``overheads.py``, fitted to AWS's published latencies):
-each operation's time x ``roofline_factor``, and a fixed cost per execution (``FIXED_ROW``).
+each operation's time x ``roofline_factor``, and a fixed cost per execution (``FIXED_ROW``);
+on Inf2, the pass x its fitted factor over Trn1 (``INSTANCE_ROW``).
 Not modelled: collectives. Figures: ``hardware.py``.
 """
 
@@ -131,6 +135,8 @@ FUSION_ROOTS = REDUCE_OPS | {
 WEIGHTS_ROW = "HBM: weights and inputs read, outputs written"
 #: The top-ops row of the fixed cost per execution (engine "runtime"; ``overheads.py``).
 FIXED_ROW = "fixed cost per execution: launch, DMA descriptors, synchronization"
+#: The top-ops row of an instance family's factor (engine "runtime"; ``overheads.py``).
+INSTANCE_ROW = "{}: published latency x{:g} of Trn1's for the same model and batch (fitted)"
 #: Bytes per element of a weight cast to the matmul dtype (``--auto-cast matmult``).
 _MATMUL_BYTES = {"bf16": 2, "fp8": 1, "fp32": 4}
 
@@ -157,6 +163,9 @@ class Op:
     operands: list = field(default_factory=list)  # SSA names, e.g. ["%cst_1", "%arg0"]
     lines: str = ""  # the source lines when several ops were costed as one (erf)
     result: str = ""  # the SSA name it defines, e.g. "%3"
+    #: a matmul's or convolution's ``(contraction, lhs free, rhs free)`` sizes per
+    #: instruction group (``pe_utilization``); () for other ops
+    pe_dims: tuple = ()
 
 
 def parse_tensor(t: str) -> tuple[list[int], str]:
@@ -197,6 +206,87 @@ def _dims_attr(line: str, name: str) -> list[int]:
     return [int(x) for x in m.group(1).split(",") if x.strip()] if m else []
 
 
+def _dims_pair(line: str, name: str) -> tuple[list[int], list[int]]:
+    """``contracting_dims = [2] x [1]`` -> ``([2], [1])`` (the lhs's and the rhs's)."""
+    m = re.search(name + r"\s*=\s*\[([\d,\s]*)\]\s*x\s*\[([\d,\s]*)\]", line)
+    if not m:
+        return [], []
+    return tuple([int(x) for x in g.split(",") if x.strip()] for g in m.groups())  # type: ignore[return-value]
+
+
+def _dot_pe_dims(line: str, lhs: list[int], rhs: list[int]) -> tuple[int, int, int]:
+    """A ``dot_general``'s ``(contraction, lhs free, rhs free)``: the product of the
+    contracting dims, and of each operand's dims that are neither contracted nor batched."""
+    lc, rc = _dims_pair(line, "contracting_dims")
+    lb, rb = _dims_pair(line, "batching_dims")
+    k = math.prod(lhs[i] for i in lc if i < len(lhs)) or 1
+    free_l = math.prod(d for i, d in enumerate(lhs) if i not in lc and i not in lb)
+    free_r = math.prod(d for i, d in enumerate(rhs) if i not in rc and i not in rb)
+    return k, max(free_l, 1), max(free_r, 1)
+
+
+def _tiles(n: int, size: int) -> tuple[int, float]:
+    """``n`` cut into tiles of at most ``size``: ``(tiles, mean tile size)``."""
+    t = max(1, math.ceil(n / size))
+    return t, n / t
+
+
+def _matmul_cycles(k: int, stationary: int, moving: int, core: NeuronCore) -> float:
+    """TensorEngine cycles of a ``k`` x ``stationary`` by ``k`` x ``moving`` matmul, cut into
+    nc_matmul instructions: partition (contraction) tiles of ``core.pe_rows``, stationary
+    free tiles of ``core.pe_cols``, moving free tiles of ``core.pe_moving``; each
+    instruction ``max(min(pe_min_stationary, stationary tile), moving tile)`` cycles."""
+    tk, _ = _tiles(k, core.pe_rows)
+    ts, s = _tiles(stationary, core.pe_cols)
+    tm, m = _tiles(moving, core.pe_moving)
+    return tk * ts * tm * max(min(core.pe_min_stationary, s), m)
+
+
+def pe_utilization(
+    k: int, free_a: int, free_b: int, core: NeuronCore, either: bool = True
+) -> float:
+    """The share of the TensorEngine's peak a matmul reaches from its shapes alone: the
+    cycles at peak (``k x free_a x free_b`` MACs on ``pe_rows x pe_cols`` PEs) over the
+    cycles of its nc_matmul instructions (``_matmul_cycles``) with ``free_a`` stationary,
+    or, when ``either``, the better of the two ways to map it (a ``dot_general``: either
+    operand's free dims may be the stationary one; the compiler chooses).
+
+    The TensorEngine is a ``pe_rows x pe_cols`` (128 x 128) systolic array: an instruction
+    contracts over at most 128 partitions, holds a stationary tile of at most 128 columns
+    and streams a moving tile of at most 512; its average cost is "max(min(64,
+    N_stationary), N_moving) Tensor Engine cycles" (BF16/FP16/FP8/TF32; 4x for FP32:
+    ``tensor_fp32``) whatever its contraction (nki.isa.nc_matmul, NeuronCore-v2;
+    ``hardware.NeuronCore.pe_rows``). So a contraction under 128 leaves PE rows idle (k = 3
+    uses 3/128 of them), and a moving tile under 64 columns pays for 64.
+
+    A convolution (``either`` False) contracts over its input channels, one matmul per window
+    tap accumulated in PSUM, with its kernel stationary (``free_a``: the output channels)
+    and its pixels moving: an instruction's result lands with the stationary free axis on
+    the partitions, and the next convolution contracts over channels on the partitions, so
+    keeping the pixels stationary would need a transpose per layer. A 7x7 stem over 3
+    channels is then 49 matmuls with k = 3 and 64 columns: 3/128 x 64/128 of the PEs. The
+    compiler may fold taps into partitions (im2col); that is not assumed."""
+    peak = k * free_a * free_b / (core.pe_rows * core.pe_cols)
+    cycles = _matmul_cycles(k, free_a, free_b, core)
+    if either:
+        cycles = min(cycles, _matmul_cycles(k, free_b, free_a, core))
+    return min(1.0, peak / cycles) if cycles > 0 else 1.0
+
+
+def _patchify(line: str, kdims: list[int], kspec: list[str]) -> bool:
+    """A convolution whose stride equals its window, unpadded and undilated (ViT's patch
+    embedding): its windows tile the input without overlap, so gathering them is a reshape
+    (no element copied twice) and the convolution is one matmul contracting over input
+    channels x window, not one per window tap."""
+    window = [kdims[i] for i, c in enumerate(kspec) if c not in "io"]
+    stride = _dims_attr(line, "stride")
+    pads = re.search(r"pad\s*=\s*\[(.*?)\]\]", line)
+    unpadded = not pads or not re.search(r"[1-9]", pads.group(1))
+    dilations = re.findall(r"(?:lhs|rhs)_dilate\s*=\s*\[([\d,\s]*)\]", line)
+    undilated = all(int(x) == 1 for d in dilations for x in d.split(",") if x.strip())
+    return bool(window) and stride == window and unpadded and undilated and max(window) > 1
+
+
 _SPLAT = re.compile(r"^\s*(%[\w#]+)\s*=\s*stablehlo\.constant dense<([-+0-9.eE]+)>")
 
 
@@ -223,22 +313,34 @@ def parse(module_text: str) -> list[Op]:
         out_numel = math.prod(odims)
         in_bytes = sum(_bytes(d, t) for d, t in ins)
         out_bytes = sum(_bytes(d, t) for d, t in outs)
-        flops, engine = 0.0, "none"
+        flops, engine, pe_dims = 0.0, "none", ()
         if name == "dot_general" and len(ins) >= 2:
             lhs = ins[0][0]
             k = math.prod(lhs[i] for i in _dims_attr(line, "contracting_dims")) or 1
             flops, engine = 2.0 * out_numel * k, "tensor"
+            pe_dims = _dot_pe_dims(line, lhs, ins[1][0])
         elif name == "convolution" and len(ins) >= 2:
             kdims = ins[1][0]  # kernel: output feature dim is the largest product left out
             out_features = odims[-1] if odims else 1
+            in_features = 1
             m2 = re.search(r"dim_numbers\s*=\s*\[([^\]]*)\]x\[([^\]]*)\]->", line)
             if m2:
                 kspec = [c.strip() for c in m2.group(2).split(",")]
                 if "o" in kspec:
                     out_features = kdims[kspec.index("o")]
+                if "i" in kspec:
+                    in_features = kdims[kspec.index("i")]
             # the kernel holds (input features / groups) x window per output feature
             per_output = math.prod(kdims) / max(out_features, 1)
             flops, engine = 2.0 * out_numel * per_output, "tensor"
+            # per window tap: contract the group's input features; the free sizes are the
+            # group's output features and the output's pixels (x batch)
+            mg = re.search(r"feature_group_count\s*=\s*(\d+)", line)
+            groups = int(mg.group(1)) if mg else 1
+            pixels = out_numel // max(out_features, 1)
+            if m2 and _patchify(line, kdims, kspec):  # windows that do not overlap: a matmul
+                in_features *= math.prod(kdims[i] for i, c in enumerate(kspec) if c not in "io")
+            pe_dims = (max(in_features, 1), max(out_features // groups, 1), max(pixels, 1))
         elif name in SCALAR_OPS:
             flops, engine = float(out_numel), "scalar"
         elif name in VECTOR_OPS:
@@ -270,6 +372,7 @@ def parse(module_text: str) -> list[Op]:
                 const,
                 operands,
                 result=(re.match(r"\s*(%[\w#]+)", line) or [""])[0].strip(),
+                pe_dims=pe_dims,
             )
         )
     return _fold_erf(ops, splats)
@@ -424,10 +527,17 @@ def _op_rows(ops: list[Op], partial: dict[int, int], core: NeuronCore, rate: flo
         )  # a weight's transpose is folded by the compiler
         hbm += partial.get(i, 0)  # the rows a gather/slice reads of a table in HBM
         t_compute = op.flops / rates[op.engine] if op.engine in rates else 0.0
+        util = (
+            pe_utilization(*op.pe_dims, core, either=op.name != "convolution")
+            if op.pe_dims
+            else 1.0
+        )
+        t_compute /= util  # the TensorEngine's rate over the PEs the op's shapes use
         t_mem = hbm / bw
         rows.append(
             _row(op.line, op.name, op.engine, op.shape, op.dtype, op.flops, hbm, t_compute, t_mem)
             | {"time_s": max(t_compute, t_mem) * factor}
+            | ({"pe_utilization": util} if op.pe_dims else {})
         )
     return rows
 
@@ -492,6 +602,14 @@ def project(
     rows.append(_row(None, WEIGHTS_ROW, "dma", "", "", 0.0, serial_b, 0.0, io_s))
     fixed_s = overheads.execution_us * 1e-6
     rows.append(_row(None, FIXED_ROW, "runtime", "", "", 0.0, 0, fixed_s, 0.0))
+    factor = overheads.instance_factor(instance)
+    instance_s = (factor - 1.0) * sum(r["time_s"] for r in rows)
+    if instance_s:  # the pass x the instance family's factor (overheads.INSTANCE_FACTORS)
+        rows.append(
+            _row(
+                None, INSTANCE_ROW.format(instance, factor), "runtime", "", "", 0, 0, instance_s, 0
+            )
+        )
     total = sum(r["time_s"] for r in rows)
     per_engine = _by_engine(rows)
     cores = core.cores_per_chip * chips_per_instance
@@ -521,6 +639,8 @@ def project(
         "weights_and_inputs_share": io_s / total if total > 0 else None,
         "gathered_bytes": sum(partial.values()),
         "fixed_s": fixed_s,
+        "instance_factor": factor,
+        "instance_s": instance_s,
         "overheads": overheads.as_dict(),
         "time_by_engine_s": per_engine,
         "operations": len(ops),
