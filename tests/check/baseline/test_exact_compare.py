@@ -101,3 +101,17 @@ def test_projected_times_under_other_fixed_costs_are_not_compared():
     base["projection"]["trn2"]["roofline_factor"] = 2.0
     again = exact.compare(bmx, result, TH)
     assert len(again["regressions"]) == 2 and not again["notes"]
+
+
+def test_an_eager_projection_without_the_tensor_engine_utilization_is_not_compared():
+    # a baseline saved before kernels.py priced matmuls at roofline.pe_utilization
+    base = _side({"aten::addmm": 2}, latency=100e-6)
+    cur = _side({"aten::addmm": 2}, latency=300e-6)
+    cur["projection"]["trn2"]["pe_utilization"] = True
+    base["projection"]["trn2"]["roofline_factor"] = cur["projection"]["trn2"].get(
+        "roofline_factor", 1.0
+    )
+    result = CheckResult(exact={"status": "pass", "eager": cur})
+    out = exact.compare({"exact": {"eager": base}}, result, TH)
+    assert not out["regressions"]
+    assert any("without the TensorEngine's utilization" in n for n in out["notes"]), out

@@ -129,3 +129,35 @@ def test_a_lookup_reads_the_rows_it_gathers_not_the_table():
     assert [k.name for k in ks] == ["aten::index_select"]
     # 3 rows of 64 float32 read and written, the 3 int64 indices read
     assert kp.cost(ks[0])["hbm_bytes"] == 2 * 3 * 64 * 4 + 3 * 8
+
+
+def test_matmuls_take_the_tensor_engine_share_the_compiled_projection_gives():
+    from torchneuron.check.projection.roofline import pe_utilization
+
+    core = CORES["trn2"]
+    # ResNet's stem: 3 input channels (3 of 128 PE rows), kernel stationary, pixels moving
+    stem = trace.Kernel(
+        "aten::convolution",
+        "kernel",
+        "aten::convolution",
+        [[1, 3, 224, 224], [64, 3, 7, 7], [64]],
+        ["float"] * 3,
+        [None, None, None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1],
+    )
+    c = kp.cost(stem)
+    u = pe_utilization(3, 64, 112 * 112, core, either=False)
+    assert u < 0.03
+    got = kp.project([stem], core, launch_us=0, roofline_factor=1.0)
+    want = max(c["flops"] / (core.tensor_bf16 * u), c["hbm_bytes"] / core.hbm_bytes_per_s_core)
+    assert got["roofline_s"] == pytest.approx(want, rel=1e-12)
+    assert got["pe_utilization"] is True
+    # a 128-wide matmul with 512 moving rows fills the array: priced at the peak rate
+    mm = trace.Kernel(
+        "aten::mm", "kernel", "aten::mm", [[512, 128], [128, 128]], ["c10::BFloat16"] * 2
+    )
+    assert pe_utilization(128, 512, 128, core) == 1.0
+    f = kp.cost(mm)
+    t = kp.project([mm], core, launch_us=0, roofline_factor=1.0)["roofline_s"]
+    assert t == pytest.approx(
+        max(f["flops"] / core.tensor_bf16, f["hbm_bytes"] / core.hbm_bytes_per_s_core)
+    )

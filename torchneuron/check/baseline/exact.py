@@ -119,9 +119,10 @@ def _side_rows(name: str, b: dict, c: dict, th: dict, per: str = "per pass") -> 
 
 
 def _eager_overheads(p: dict) -> tuple:
-    """What an eager projection's seconds include besides the trace: the cost per launch and
-    the roofline factor (1 before ``projection/overheads.py``)."""
-    return p.get("launch_us"), p.get("roofline_factor", 1.0)
+    """What an eager projection's seconds include besides the trace: the cost per launch,
+    the roofline factor (1 before ``projection/overheads.py``) and whether matmuls were
+    priced at the TensorEngine's utilization (not before ``roofline.pe_utilization``)."""
+    return p.get("launch_us"), p.get("roofline_factor", 1.0), p.get("pe_utilization", False)
 
 
 def _same_overheads(b: dict, c: dict) -> bool:
@@ -135,12 +136,14 @@ def _overhead_notes(bmx: dict, result: CheckResult) -> list[str]:
     b = (((bmx.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
     c = (((result.exact or {}).get("eager") or {}).get("projection") or {}).get("trn2")
     if b and c and not _same_overheads(b, c):
-        notes.append(
-            "eager projected time not compared: the baseline's fixed costs (launch "
-            f"{_eager_overheads(b)[0]:g} us, roofline x{_eager_overheads(b)[1]:g}) differ from "
-            f"this run's ({_eager_overheads(c)[0]:g} us, x{_eager_overheads(c)[1]:g}); save the "
-            "baseline again (or pass its --launch-overhead-us)"
+        (bl, br, _), (cl, cr, _) = _eager_overheads(b), _eager_overheads(c)
+        why = (
+            f"fixed costs (launch {bl:g} us, roofline x{br:g}) differ from this run's "
+            f"({cl:g} us, x{cr:g}); save the baseline again (or pass its --launch-overhead-us)"
+            if (bl, br) != (cl, cr)
+            else "was projected without the TensorEngine's utilization; save it again"
         )
+        notes.append(f"eager projected time not compared: the baseline's {why}")
     pb, pc = bmx.get("projection") or {}, result.projection or {}
     if pb.get("trn2") and pc.get("status") == "pass" and not _same_compiled(pb, pc):
         notes.append(

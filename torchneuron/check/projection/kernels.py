@@ -3,7 +3,8 @@
 Each device kernel is costed from its ATen operator and the shapes and dtypes of its inputs,
 on the same roofline as the compiled projection (``roofline.py``, figures ``hardware.py``):
 FLOPs on the TensorEngine (matmuls, convolutions, attention, at the BF16 rate as the
-compiled projection's default ``--auto-cast matmult``), the ScalarEngine (transcendental
+compiled projection's default ``--auto-cast matmult``, times the share of the array their
+shapes use, ``roofline.pe_utilization``), the ScalarEngine (transcendental
 elementwise ops) or the VectorEngine (other elementwise ops and reductions: one FLOP per
 input element); HBM bytes: every input read and the output written, since an eager kernel
 fuses nothing (the output taken as the largest input's size, a matmul's or convolution's
@@ -31,6 +32,7 @@ import math
 from ..kernel import DTYPE_BYTES, Kernel
 from . import overheads
 from .hardware import CORES, NeuronCore
+from .roofline import pe_utilization
 
 #: Fixed cost per kernel launch (microseconds): one execution, ``overheads.EXECUTION_US``
 #: (fitted to AWS's published latencies; the module's docstring).
@@ -93,24 +95,29 @@ def _bytes(shape: list[int], dtype: str) -> int:
     return math.prod(shape) * DTYPE_BYTES.get(dtype, 4)
 
 
-def _matmul(op: str, ts: list) -> tuple[float, list[int]]:
-    """(FLOPs, output shape) of a matmul-family kernel from its inputs."""
+def _matmul(op: str, ts: list) -> tuple[float, list[int], tuple]:
+    """(FLOPs, output shape, (contraction, free, free)) of a matmul-family kernel from its
+    inputs (the free dims of one matrix: a batch repeats it)."""
     if op in ("addmm", "baddbmm", "addbmm", "addmv"):
         ts = ts[1:]  # the added term first
     if op == "linear":
         x, w = ts[0][0], ts[1][0]
-        return 2.0 * math.prod(x) * w[0], x[:-1] + [w[0]]
+        return 2.0 * math.prod(x) * w[0], x[:-1] + [w[0]], (x[-1], math.prod(x[:-1]), w[0])
     a, b = ts[0][0], ts[1][0]
     if len(b) == 1:  # matrix-vector, dot
-        return 2.0 * math.prod(a), a[:-1]
+        return 2.0 * math.prod(a), a[:-1], (a[-1], math.prod(a[:-1]), 1)
     m, k, n = (a[-2] if len(a) > 1 else 1), a[-1], b[-1]
     batch = math.prod(a[:-2]) if op != "addbmm" else 1
     flops = 2.0 * math.prod(a[:-2] or [1]) * m * k * n
-    return flops, ([batch] if len(a) > 2 and op != "addbmm" else []) + [m, n]
+    return flops, ([batch] if len(a) > 2 and op != "addbmm" else []) + [m, n], (k, m, n)
 
 
-def _conv(k: Kernel, ts: list) -> tuple[float, list[int]]:
-    """(FLOPs, output shape) of a convolution: stride, padding, dilation from its arguments."""
+def _conv(k: Kernel, ts: list) -> tuple[float, list[int], tuple]:
+    """(FLOPs, output shape, (contraction, stationary, moving)) of a convolution: stride,
+    padding, dilation from its arguments. One matmul per window tap over the input channels
+    (per group), its kernel stationary, as ``roofline.pe_utilization`` maps a convolution;
+    one over channels x window when stride = window, unpadded and undilated (the compiled
+    projection's patch rule, ``roofline._patchify``)."""
     x, w = ts[0][0], ts[1][0]
     nd = len(x) - 2
     c = k.concrete + [None] * 9
@@ -121,12 +128,18 @@ def _conv(k: Kernel, ts: list) -> tuple[float, list[int]]:
     spatial = [
         (x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(nd)
     ]
+    window = w[2:]
     if c[6] is True:  # transposed: each input element spreads over the kernel window
-        return 2.0 * math.prod(x) * w[1] * math.prod(w[2:]), [x[0], w[1]] + [
-            x[2 + i] * stride[i] for i in range(nd)
-        ]
+        out = [x[0], w[1]] + [x[2 + i] * stride[i] for i in range(nd)]
+        return (
+            2.0 * math.prod(x) * w[1] * math.prod(window),
+            out,
+            (x[1], w[1], x[0] * math.prod(x[2:])),
+        )
     out = [x[0], w[0]] + spatial
-    return 2.0 * math.prod(out) * math.prod(w[1:]), out
+    patch = stride == list(window) and not any(pad) and all(d == 1 for d in dil)
+    pe = (w[1] * (math.prod(window) if patch else 1), w[0], x[0] * math.prod(spatial))
+    return 2.0 * math.prod(out) * math.prod(w[1:]), out, pe
 
 
 def cost(k: Kernel) -> dict:
@@ -138,19 +151,31 @@ def cost(k: Kernel) -> dict:
     if not ts:
         return {"engine": "none", "flops": 0.0, "hbm_bytes": 0}
     if op in _MATMUL and len(ts) >= 2:
-        flops, out = _matmul(op, ts)
-        return {"engine": "tensor", "flops": flops, "hbm_bytes": in_b + _bytes(out, dt)}
-    if "convolution" in op and len(ts) >= 2:
-        flops, out = _conv(k, ts)
-        return {"engine": "tensor", "flops": flops, "hbm_bytes": in_b + _bytes(out, dt)}
-    if "scaled_dot_product" in op and len(ts) >= 3:
-        q, kk, v = (t[0] for t in ts[:3])
-        bl = math.prod(q[:-1])
-        flops = 2.0 * bl * kk[-2] * (q[-1] + v[-1])
+        flops, out, pe = _matmul(op, ts)
         return {
             "engine": "tensor",
             "flops": flops,
+            "hbm_bytes": in_b + _bytes(out, dt),
+            "pe": [(flops, *pe, True)],
+        }
+    if "convolution" in op and len(ts) >= 2:
+        flops, out, pe = _conv(k, ts)
+        return {
+            "engine": "tensor",
+            "flops": flops,
+            "hbm_bytes": in_b + _bytes(out, dt),
+            "pe": [(flops, *pe, False)],
+        }
+    if "scaled_dot_product" in op and len(ts) >= 3:
+        q, kk, v = (t[0] for t in ts[:3])
+        bl, s_len = math.prod(q[:-1]), kk[-2]
+        qk, pv = 2.0 * bl * s_len * q[-1], 2.0 * bl * s_len * v[-1]
+        return {
+            "engine": "tensor",
+            "flops": qk + pv,
             "hbm_bytes": in_b + _bytes(q[:-1] + [v[-1]], dt),
+            # Q.K^T contracts over the head dim; P.V over the keys
+            "pe": [(qk, q[-1], q[-2], s_len, True), (pv, s_len, q[-2], v[-1], True)],
         }
     if "transformer_encoder_layer" in op:
         # projections and FFN: 2 FLOPs per token per weight; attention 4 per token pair per dim
@@ -197,7 +222,14 @@ def project(
     costed += [o for k in kernels if k.kind == "fused" for o in k.ops]
     for k in costed:
         c = cost(k)
-        t = max(c["flops"] / rates.get(c["engine"], math.inf), c["hbm_bytes"] / bw)
+        if c.get("pe"):  # the TensorEngine's share from the shapes, as the compiled projection
+            compute = sum(
+                f / (rates["tensor"] * pe_utilization(kk, a, b, core, either))
+                for f, kk, a, b, either in c["pe"]
+            )
+        else:
+            compute = c["flops"] / rates.get(c["engine"], math.inf)
+        t = max(compute, c["hbm_bytes"] / bw)
         t *= roofline_factor
         row = by_op.setdefault(
             k.name, {"op": k.name, "kernels": 0, "flops": 0.0, "hbm_bytes": 0, "roofline_s": 0.0}
@@ -218,6 +250,8 @@ def project(
         "launch_s": launch_s,
         "launch_us": launch_us,
         "roofline_factor": roofline_factor,
+        # matmuls at the TensorEngine's share their shapes reach (roofline.pe_utilization)
+        "pe_utilization": True,
         "flops": sum(r["flops"] for r in by_op.values()),
         "hbm_bytes": sum(r["hbm_bytes"] for r in by_op.values()),
         "top_ops": sorted(by_op.values(), key=lambda r: r["roofline_s"], reverse=True)[:top],
