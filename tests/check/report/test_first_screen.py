@@ -64,6 +64,7 @@ def test_first_screen_lines_carry_no_trailing_spaces(good):
     # the phase and finding tables padded every cell to its column's width
     r = copy.deepcopy(good)
     r.model["description"] = "A model whose description is long enough to wrap. " * 3
+    r.warnings = ["a warning long enough to wrap at a space, " * 4]
     text = _screen(r, width=100)
     padded = [ln for ln in text.splitlines() if ln != ln.rstrip()]
     assert not padded, padded

@@ -38,11 +38,12 @@ def render(result: CheckResult, con: Console, details: bool = False) -> None:
     ):
         for x in part:
             if x is not None:
-                con.print(_trimmed(con, x, width), width=width)
+                con.print(trimmed(con, x, width), width=width)
 
 
-def _trimmed(con: Console, x, width: int) -> Segments:
-    """``x`` rendered ``width`` wide, each line's trailing spaces dropped."""
+def trimmed(con: Console, x, width: int) -> Segments:
+    """``x`` rendered ``width`` wide, each line's trailing spaces dropped (a table pads its
+    cells, a wrapped text keeps the space it broke at)."""
     out: list[Segment] = []
     for line in con.render_lines(x, con.options.update(width=width), pad=False):
         while line and not line[-1].control and not line[-1].text.rstrip():

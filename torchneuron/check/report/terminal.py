@@ -103,11 +103,11 @@ def _warnings(result: CheckResult, con: Console, details: bool) -> None:
     con.print(Rule("Warnings", style="yellow"), width=width)
     for w in dev_w[:10]:
         text = w[:300] if details else _first_sentence(w)
-        con.print(Text(f"device warning: {text}", style="dim"), width=width)
+        con.print(first_screen.trimmed(con, Text(f"device warning: {text}", style="dim"), width))
     if len(dev_w) > 10:
         con.print(Text(f"... {len(dev_w) - 10} more device warnings in the JSON", style="dim"))
     for w in result.warnings:
-        con.print(Text(f"warning: {w}", style="yellow"), width=width)
+        con.print(first_screen.trimmed(con, Text(f"warning: {w}", style="yellow"), width))
 
 
 # a sentence's end: . ! or ? (a closing quote or bracket may follow), then space and a
