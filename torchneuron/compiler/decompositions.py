@@ -20,6 +20,7 @@ from . import (
     decompositions_elementwise,
     decompositions_indexed,
     decompositions_layers,
+    decompositions_linalg,
     decompositions_matmul,
     decompositions_nn,
     decompositions_order,
@@ -409,6 +410,7 @@ def decomposition_table() -> dict:
         **decompositions_polynomials.TABLE,
         **decompositions_bessel.TABLE,
         **decompositions_matmul.TABLE,
+        **decompositions_linalg.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
