@@ -183,17 +183,16 @@ def linalg_lu_solve(lu, pivots, b, *, left=True, adjoint=False):
 
 
 def _linalg_solve_ex(a, b, *, left=True, check_errors=False):
-    """ATen's: the LU of ``A^T`` and an adjoint solve where A is contiguous (its
-    backward recomputes that choice to reuse LU and pivots)."""
+    """ATen's outputs: the solution, and the LU and pivots of A (its backward solves
+    with them, ``adjoint=True``)."""
     if not _small(a):
         return NotImplemented
     vector = b.dim() == 1 or (b.dim() == a.dim() - 1 and b.shape == a.shape[:-1])
     bm = b.unsqueeze(-1) if vector else b
     if vector and not left:
         bm = b.unsqueeze(-2)
-    use_a_t = a.is_contiguous()
-    lu, piv, info = _lu(a.mT if use_a_t else a)
-    x = _lu_solve(lu, piv, bm, left, use_a_t)
+    lu, piv, info = _lu(a)
+    x = _lu_solve(lu, piv, bm, left)
     if vector:
         x = x.squeeze(-1) if left else x.squeeze(-2)
     return x, lu, piv, info
@@ -207,10 +206,16 @@ def linalg_inv_ex(a, *, check_errors=False):
     return _lu_solve(lu, piv, eye.expand(a.shape)), info
 
 
+def _lu_for_det(a):
+    """ATen's LU for det/slogdet: of ``A^T`` where A is contiguous (det(A^T) = det(A));
+    their backward recomputes the choice and solves with the LU accordingly."""
+    return _lu(a.mT if a.is_contiguous() else a)
+
+
 def _linalg_det(a):
     if not _small(a):
         return NotImplemented
-    lu, piv, _ = _lu(a)
+    lu, piv, _ = _lu_for_det(a)
     det = lu.diagonal(0, -2, -1).prod(-1) * _parity(piv).to(a.dtype)
     return det, lu, piv
 
@@ -218,7 +223,7 @@ def _linalg_det(a):
 def _linalg_slogdet(a):
     if not _small(a):
         return NotImplemented
-    lu, piv, _ = _lu(a)
+    lu, piv, _ = _lu_for_det(a)
     diag = lu.diagonal(0, -2, -1)
     sign = diag.sign().prod(-1) * _parity(piv).to(a.dtype)
     return sign, diag.abs().log().sum(-1), lu, piv
