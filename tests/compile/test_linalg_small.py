@@ -1,7 +1,8 @@
 """Small dense linear algebra compiled against the CPU (decompositions_linalg.py): LU
 with partial pivoting (solve, inv, det, slogdet, lu_factor, lu, lu_unpack, lu_solve),
 Cholesky and triangular solves, with their gradients (ATen's formulas, which call these
-ops again). Each was refused naming its op before; a matrix past MAX_N still is."""
+ops again), and Householder QR (decompositions_householder.py). Each was refused
+naming its op before; a matrix past MAX_N still is."""
 
 import pytest
 import torch
@@ -144,3 +145,38 @@ def test_a_matrix_past_the_limit_is_refused_naming_the_op():
         err = err.__cause__ or err.__context__
     assert err is not None, e.value
     assert err.op == "aten.linalg_inv_ex.default", str(err)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (2, 6, 4), (4, 6)])
+def test_householder_qr(shape):
+    """decompositions_householder.py: LAPACK's reflectors, so Q and R have its signs."""
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(8))
+    m = shape[-2]
+    c = torch.randn(*shape[:-2], m, 3)
+
+    def f(a, c):
+        h, tau = torch.geqrf(a)
+        out = [h, tau, *torch.linalg.qr(a), *torch.linalg.qr(a, mode="complete")]
+        out += [torch.ormqr(h, tau, c, True, t) for t in (False, True)]
+        out += [torch.ormqr(h, tau, c.mT, False, t) for t in (False, True)]
+        if m >= shape[-1]:
+            out.append(torch.linalg.householder_product(h, tau))
+        return tuple(out)
+
+    for got, ref in zip(_compiled(f, a, c), f(a, c)):
+        torch.testing.assert_close(got, ref, **_TOL)
+
+
+def test_qr_gradient():
+    a = torch.randn(2, 6, 4, generator=torch.Generator().manual_seed(9))
+
+    def loss(a):
+        q, r = torch.linalg.qr(a)
+        return (q * torch.arange(4.0, device=a.device)).sum() + r.sum()
+
+    cpu = a.clone().requires_grad_()
+    ref = torch.autograd.grad(loss(cpu), cpu)[0]
+    dev = a.to("neuron").requires_grad_()
+    torch._dynamo.reset()
+    got = torch.autograd.grad(torch.compile(loss, backend="neuron")(dev), dev)[0]
+    torch.testing.assert_close(got.cpu(), ref, rtol=1e-4, atol=1e-4)

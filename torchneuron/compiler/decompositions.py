@@ -18,6 +18,7 @@ from . import (
     decompositions_conv,
     decompositions_copies,
     decompositions_elementwise,
+    decompositions_householder,
     decompositions_indexed,
     decompositions_layers,
     decompositions_linalg,
@@ -411,6 +412,7 @@ def decomposition_table() -> dict:
         **decompositions_bessel.TABLE,
         **decompositions_matmul.TABLE,
         **decompositions_linalg.TABLE,
+        **decompositions_householder.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
