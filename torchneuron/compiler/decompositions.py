@@ -14,6 +14,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
     decompositions_adaptive,
+    decompositions_backward,
     decompositions_bessel,
     decompositions_conv,
     decompositions_copies,
@@ -413,6 +414,7 @@ def decomposition_table() -> dict:
         **decompositions_matmul.TABLE,
         **decompositions_linalg.TABLE,
         **decompositions_householder.TABLE,
+        **decompositions_backward.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
