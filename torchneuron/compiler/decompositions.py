@@ -31,6 +31,7 @@ from . import (
     decompositions_reductions,
     decompositions_scaled,
     decompositions_scans,
+    decompositions_segment,
     decompositions_special,
 )
 
@@ -415,6 +416,7 @@ def decomposition_table() -> dict:
         **decompositions_linalg.TABLE,
         **decompositions_householder.TABLE,
         **decompositions_backward.TABLE,
+        **decompositions_segment.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
