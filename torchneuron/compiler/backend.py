@@ -139,6 +139,12 @@ def _make_compiler(opts: dict, reason_box: list, hint=None):
         variants = NarrowingVariants(gm, build)  # follows the 64-bit switch per call
 
         def run(args):
+            if any(a is None for a in args):
+                # AOTAutograd's effect tokens (torch.linalg's _linalg_check_errors is
+                # an ordered effect) come as None at run time; the graph takes each as
+                # the empty CPU tensor it was traced with (its op is a no-op here,
+                # decompositions_linalg.py, so the token only passes through)
+                args = [torch.empty(0) if a is None else a for a in args]
             return variants(args)
 
         run._boxed_call = True

@@ -14,12 +14,15 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
     decompositions_adaptive,
+    decompositions_backward,
     decompositions_bessel,
     decompositions_conv,
     decompositions_copies,
     decompositions_elementwise,
+    decompositions_householder,
     decompositions_indexed,
     decompositions_layers,
+    decompositions_linalg,
     decompositions_matmul,
     decompositions_nn,
     decompositions_order,
@@ -28,6 +31,7 @@ from . import (
     decompositions_reductions,
     decompositions_scaled,
     decompositions_scans,
+    decompositions_segment,
     decompositions_special,
 )
 
@@ -409,6 +413,10 @@ def decomposition_table() -> dict:
         **decompositions_polynomials.TABLE,
         **decompositions_bessel.TABLE,
         **decompositions_matmul.TABLE,
+        **decompositions_linalg.TABLE,
+        **decompositions_householder.TABLE,
+        **decompositions_backward.TABLE,
+        **decompositions_segment.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():

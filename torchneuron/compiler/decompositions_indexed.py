@@ -153,6 +153,15 @@ def scatter_0d(x, dim, index, src):
     return aten.reshape.default(aten.scatter.src(*one[:1], 0, *one[1:]), [])
 
 
+def scatter_add_0d(x, dim, index, src):
+    """``scatter_add`` into a 0-dim tensor as into it viewed as ``(1,)`` (the same
+    lowering failure: ``cummax``/``cummin``'s gradient of a 0-dim ``x``)."""
+    if x.dim() != 0:
+        return NotImplemented
+    one = [aten.reshape.default(t, [1]) for t in (x, index, src)]
+    return aten.reshape.default(aten.scatter_add.default(*one[:1], 0, *one[1:]), [])
+
+
 def scatter_with_reduce(x, dim, index, src, reduce):
     """``scatter(..., reduce="add"|"multiply")`` (``src`` a tensor or a number) as
     ``scatter_reduce`` with ``sum``/``prod`` including ``self``, as ATen defines it."""
@@ -223,6 +232,7 @@ TABLE = {
     aten.scatter.reduce: scatter_with_reduce,
     aten.scatter.value_reduce: scatter_with_reduce,
     aten.scatter.src: scatter_0d,
+    aten.scatter_add.default: scatter_add_0d,
     aten.scatter_reduce.two: scatter_reduce,
     aten.index_reduce.default: index_reduce,
     aten.histc.default: histc,
