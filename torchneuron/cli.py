@@ -383,7 +383,9 @@ def _console(stderr: bool = False):
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else 140, highlight=False)
+    # a pipe or a log file has no width: COLUMNS where the user set it, else 140
+    sized = stream.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    return Console(stderr=stderr, width=None if sized else 140, highlight=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -114,6 +114,15 @@ def test_console_script(tmp_path):
     assert json.loads(out.read_text())["verdict"] == "pass"
 
 
+def test_columns_sets_the_width_of_piped_output():
+    # piped output is 140 wide unless COLUMNS says otherwise (a CI log at COLUMNS=80)
+    p = _run([sys.executable, "-m", "torchneuron", "check", "mlp", *FAST], COLUMNS="80")
+    assert p.returncode == 0, p.stdout + p.stderr
+    long = [ln for ln in p.stdout.splitlines() if len(ln) > 80]
+    assert not long, long
+    assert "Phases" in p.stdout and "Findings" in p.stdout
+
+
 def test_python_m_torchneuron_strict_fallback_from_environment():
     # TORCHNEURON_FALLBACK=error makes the CPU fallback an error: phase 1 fails
     op = needs_fallback_op()
