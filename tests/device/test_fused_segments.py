@@ -237,9 +237,7 @@ def test_fused_segments_give_the_cpu_result(case):
     if case in _FUSES or case == "training":
         assert st["cache_hits"] >= 1 and st["ops_fused"] >= 2, r
     if case == "refused_op":
-        assert st["unfusable"] >= 1 and any(
-            "_masked_softmax" in e for e in r["refusals"]
-        ), r
+        assert st["unfusable"] >= 1 and any("_masked_softmax" in e for e in r["refusals"]), r
     if case != "refused_op":
         assert st["unfusable"] == 0, r
 
