@@ -180,3 +180,26 @@ def test_qr_gradient():
     torch._dynamo.reset()
     got = torch.autograd.grad(torch.compile(loss, backend="neuron")(dev), dev)[0]
     torch.testing.assert_close(got.cpu(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "shapes", [((1, 5, 5), (4, 5, 3)), ((5, 5), (2, 3, 5, 3)), ((2, 1, 5, 5), (3, 5, 3))]
+)
+def test_triangular_solves_broadcast_batches(shapes):
+    """ATen broadcasts the batches of A and B: triangular_solve's copy of A has the joint
+    batch too (it came back with A's own)."""
+    a, b = _a(*shapes[0][:-2], seed=10), torch.randn(shapes[1])
+    lu, piv = torch.linalg.lu_factor(a)
+
+    def f(a, b, lu, piv):
+        return (
+            *torch.triangular_solve(b, a),
+            *torch.triangular_solve(b, a, upper=False, transpose=True),
+            torch.linalg.solve_triangular(a, b.mT, upper=True, left=False),
+            torch.linalg.solve(a, b),
+            torch.linalg.lu_solve(lu, piv, b, adjoint=True),
+        )
+
+    for got, ref in zip(_compiled(f, a, b, lu, piv), f(a, b, lu, piv)):
+        assert got.shape == ref.shape
+        torch.testing.assert_close(got, ref, **_TOL)

@@ -117,6 +117,9 @@ def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
 def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
     if not _small(a, b):
         return NotImplemented
+    # ATen broadcasts both batches first, so the copy of A has the joint batch too
+    batch = list(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    a = a.expand(batch + list(a.shape[-2:]))
     t = a.mT if transpose else a
     x = _trsm(t, b, upper != transpose, unitriangular)
     return x, a.clone()
