@@ -203,3 +203,26 @@ def test_triangular_solves_broadcast_batches(shapes):
     for got, ref in zip(_compiled(f, a, b, lu, piv), f(a, b, lu, piv)):
         assert got.shape == ref.shape
         torch.testing.assert_close(got, ref, **_TOL)
+
+
+def test_lu_rounds_as_lapack():
+    """getf2's order: times the pivot's reciprocal, the products rounded before the
+    subtraction (XLA:CPU made FMAs of them). A singular matrix then has LAPACK's zero
+    pivot and info (it had 1.8e-7 and info 0); n from 5 to 16 agree bitwise."""
+    singular = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+
+    def f(a):
+        return (
+            *torch.linalg.lu_factor_ex(a),
+            *torch.linalg.inv_ex(a),
+            *torch.linalg.solve_ex(a, a),
+        )
+
+    got, ref = _compiled(f, singular), f(singular)
+    for i in (0, 1, 2, 4, 6):  # LU, pivots and the infos
+        assert torch.equal(got[i], ref[i]), (i, got[i], ref[i])
+    assert int(got[2]) == 3
+    for n in (5, 8, 16):
+        a = torch.randn(10, n, n, generator=torch.Generator().manual_seed(n))
+        for got, ref in zip(_compiled(torch.linalg.lu_factor_ex, a), torch.linalg.lu_factor_ex(a)):
+            assert torch.equal(got, ref), n

@@ -8,9 +8,10 @@ torch-mlir lowers none of them (each was refused naming the op). A factorization
 unrolled over the matrix's columns, each step whole-tensor ops over the batch, so a
 graph grows with n: matrices larger than ``MAX_N`` are not decomposed (the op stays and
 is refused naming it, as before). LU follows LAPACK's ``getrf``: the pivot is the first
-largest magnitude of the column (``argmax``), rows swapped, the column below scaled by
-the pivot (a zero pivot leaves a zero column and sets ``info``), pivots 1-based int32.
-Results are float32's rounding of other operation orders than LAPACK's blocked ones.
+largest magnitude of the column (``argmax``), rows swapped, the column below times the
+pivot's reciprocal (a zero pivot leaves a zero column and sets ``info``), the trailing
+update's products rounded (no FMA), pivots 1-based int32.
+Solves and Cholesky round in other orders than LAPACK's (and larger LUs than its unblocked one).
 Gradients are ATen's formulas (AOTAutograd traces them above this table), which call
 these ops again (``linalg_lu_solve``, ``linalg_solve_triangular``).
 """
@@ -26,6 +27,13 @@ MAX_N = 32  # larger matrices: the op is left in the graph and refused by name
 
 def _small(*ts) -> bool:
     return all(t.dim() >= 2 and max(t.shape[-2:]) <= MAX_N and t.is_floating_point() for t in ts)
+
+
+def _rounded(prod):
+    """``prod`` unchanged (inf and NaN stay so), but XLA:CPU, which always lets LLVM fuse
+    a multiply into the add after it, can no longer make an FMA of it: LAPACK rounds the
+    product (getrf's factors then match MKL's bitwise for 5 <= n <= 16)."""
+    return torch.where(prod.abs() < float("inf"), prod, prod * 2)
 
 
 def _lu(a):
@@ -46,8 +54,14 @@ def _lu(a):
         info = torch.where((info == 0) & zero, k + 1, info)
         if k + 1 == m:
             break
-        below = a[..., k + 1 :, k] / torch.where(zero, 1.0, pivot).unsqueeze(-1)
-        trailing = a[..., k + 1 :, k + 1 :] - below.unsqueeze(-1) * a[..., k : k + 1, k + 1 :]
+        # as getf2: times the pivot's reciprocal, divided only where that would overflow
+        safe = torch.where(zero, 1.0, pivot).unsqueeze(-1)
+        tiny = safe.abs() < torch.finfo(a.dtype).tiny
+        col = a[..., k + 1 :, k]
+        below = torch.where(tiny, col / safe, col * (1.0 / safe))
+        trailing = a[..., k + 1 :, k + 1 :] - _rounded(
+            below.unsqueeze(-1) * a[..., k : k + 1, k + 1 :]
+        )
         lower = torch.cat([a[..., k + 1 :, :k], below.unsqueeze(-1), trailing], -1)
         a = torch.cat([a[..., : k + 1, :], lower], -2)
     if pivots:
