@@ -226,3 +226,18 @@ def test_lu_rounds_as_lapack():
         a = torch.randn(10, n, n, generator=torch.Generator().manual_seed(n))
         for got, ref in zip(_compiled(torch.linalg.lu_factor_ex, a), torch.linalg.lu_factor_ex(a)):
             assert torch.equal(got, ref), n
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_of_a_matrix_not_positive_definite_leaves_lapacks_values(upper):
+    """potrf stops at the failing column: its pivot on the diagonal, the input's triangle
+    past it (the columns past it were NaN), each batch element at its own column."""
+    p = _pd(3, seed=11)
+    p[0, 2, 2] = -1.0
+    p[2] = torch.eye(5)
+    p[2, 0, 1] = p[2, 1, 0] = 2.0  # fails at column 2
+    p[2, 3, 1] = 7.0  # in the lower triangle only: which triangle is read
+    f = lambda p: torch.linalg.cholesky_ex(p, upper=upper)  # noqa: E731
+    (got, info), (ref, rinfo) = _compiled(f, p), f(p)
+    assert torch.equal(info, rinfo) and rinfo.tolist() == [3, 0, 2]
+    torch.testing.assert_close(got, ref, **_TOL)

@@ -248,16 +248,18 @@ def _linalg_slogdet(a):
 
 def _cholesky_lower(a):
     """(L, info) from the lower triangle of ``a``, LAPACK's potrf: info is the first
-    column (1-based) whose pivot is not positive; L past it is left as computed."""
+    column (1-based) whose pivot is not positive. potrf stops there: that column's
+    diagonal holds the pivot it found, the columns from it on the input's lower triangle."""
     n = a.shape[-1]
     info = torch.zeros(list(a.shape[:-2]), dtype=torch.int32, device=a.device)
-    cols = []
+    cols, pivots = [], []
     for j in range(n):
         c = a[..., j:, j]
         if j:
             done = torch.stack(cols, -1)  # (*, n, j): the columns so far
             c = c - (done[..., j:, :] * done[..., j : j + 1, :]).sum(-1)
         d = c[..., 0]
+        pivots.append(d)
         bad = ~(d > 0)
         info = torch.where((info == 0) & bad, j + 1, info)
         root = d.sqrt()
@@ -265,7 +267,14 @@ def _cholesky_lower(a):
         if j:
             col = torch.cat([col.new_zeros(list(col.shape[:-1]) + [j]), col], -1)
         cols.append(col)
-    return torch.stack(cols, -1) if cols else a.clone(), info
+    if not cols:
+        return a.clone(), info
+    # where it failed (n where it did not): LAPACK's values, not the NaN computed past it
+    stop = torch.where(info == 0, n, info - 1).unsqueeze(-1).unsqueeze(-1)
+    j = torch.arange(n, device=a.device)
+    rest = torch.where(j.unsqueeze(-1) == j, torch.stack(pivots, -1).unsqueeze(-1), a.tril())
+    rest = torch.where(j == stop, rest, a.tril())
+    return torch.where(j < stop, torch.stack(cols, -1), rest), info
 
 
 def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
