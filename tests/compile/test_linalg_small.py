@@ -145,6 +145,7 @@ def test_a_matrix_past_the_limit_is_refused_naming_the_op():
         err = err.__cause__ or err.__context__
     assert err is not None, e.value
     assert err.op == "aten.linalg_inv_ex.default", str(err)
+    assert f"unrolled up to 32 x 32; got {MAX_N + 1} x {MAX_N + 1}" in str(err)
 
 
 @pytest.mark.parametrize("shape", [(5, 5), (2, 6, 4), (4, 6)])

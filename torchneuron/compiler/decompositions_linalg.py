@@ -29,6 +29,27 @@ def _small(*ts) -> bool:
     return all(t.dim() >= 2 and max(t.shape[-2:]) <= MAX_N and t.is_floating_point() for t in ts)
 
 
+# the ops of these tables and the public ones that reach them (``linalg_det``)
+_FAMILY = {"lu_factor", "lu", "lu_unpack", "lu_solve", "solve", "inv", "det", "slogdet"}
+_FAMILY |= {"cholesky", "solve_triangular", "triangular_solve", "geqrf", "ormqr", "qr"}
+_FAMILY |= {"householder_product"}
+
+
+def refusal(node) -> str | None:
+    """Why a linalg op left in the graph (``node``) is not lowered, for its error."""
+    name = str(node.target).split(".")[1] if "." in str(node.target) else ""
+    base = name.lstrip("_").removeprefix("linalg_").removesuffix("_ex")
+    if base not in _FAMILY:
+        return None
+    vals = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
+    ts = [t for t in vals if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    big = [t.shape[-2:] for t in ts if t.dim() >= 2 and max(t.shape[-2:]) > MAX_N]
+    if big:
+        m, n = big[0]
+        return f"linalg ops are unrolled up to {MAX_N} x {MAX_N}; got {m} x {n}"
+    return None
+
+
 def _rounded(prod):
     """``prod`` unchanged (inf and NaN stay so), but XLA:CPU, which always lets LLVM fuse
     a multiply into the add after it, can no longer make an FMA of it: LAPACK rounds the
