@@ -242,3 +242,23 @@ def test_cholesky_of_a_matrix_not_positive_definite_leaves_lapacks_values(upper)
     (got, info), (ref, rinfo) = _compiled(f, p), f(p)
     assert torch.equal(info, rinfo) and rinfo.tolist() == [3, 0, 2]
     torch.testing.assert_close(got, ref, **_TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_is_refused_as_eager(dtype):
+    """LAPACK has no bfloat16/float16 kernels: eager raises (RuntimeError for inv, from
+    its meta function, which Dynamo runs too; NotImplementedError for the others), so
+    the compiled op is refused naming it and the dtype (it ran in that dtype)."""
+    a = _a(2, n=4, seed=12).to(dtype)
+    for f in (torch.linalg.det, torch.linalg.cholesky, lambda a: torch.linalg.qr(a)[1]):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            f(a)
+        with pytest.raises(Exception) as e:
+            _compiled(f, a)
+        err = e.value
+        while err is not None and not isinstance(err, NeuronCompileError):
+            err = err.__cause__ or err.__context__
+        assert err is not None and err.op is not None and "linalg" in err.op, e.value
+        assert f"takes float32 and float64, as eager's CPU kernels; got {dtype}" in str(err)
+    with pytest.raises(RuntimeError, match=f"Low precision dtypes not supported. Got {dtype}"):
+        _compiled(torch.linalg.inv, a)

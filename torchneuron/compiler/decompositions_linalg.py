@@ -25,8 +25,17 @@ aten = torch.ops.aten
 MAX_N = 32  # larger matrices: the op is left in the graph and refused by name
 
 
+_LOW = (torch.bfloat16, torch.float16)  # LAPACK has none: eager's CPU raises
+
+
 def _small(*ts) -> bool:
-    return all(t.dim() >= 2 and max(t.shape[-2:]) <= MAX_N and t.is_floating_point() for t in ts)
+    return all(
+        t.dim() >= 2
+        and max(t.shape[-2:]) <= MAX_N
+        and t.is_floating_point()
+        and t.dtype not in _LOW
+        for t in ts
+    )
 
 
 # the ops of these tables and the public ones that reach them (``linalg_det``)
@@ -43,6 +52,9 @@ def refusal(node) -> str | None:
         return None
     vals = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
     ts = [t for t in vals if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    low = [t.dtype for t in ts if t.dtype in _LOW]
+    if low:  # eager raises too (LAPACK has no such kernels)
+        return f"{name} takes float32 and float64, as eager's CPU kernels; got {low[0]}"
     big = [t.shape[-2:] for t in ts if t.dim() >= 2 and max(t.shape[-2:]) > MAX_N]
     if big:
         m, n = big[0]
