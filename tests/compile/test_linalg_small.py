@@ -145,6 +145,7 @@ def test_a_matrix_past_the_limit_is_refused_naming_the_op():
         err = err.__cause__ or err.__context__
     assert err is not None, e.value
     assert err.op == "aten.linalg_inv_ex.default", str(err)
+    assert f"unrolled up to 32 x 32; got {MAX_N + 1} x {MAX_N + 1}" in str(err)
 
 
 @pytest.mark.parametrize("shape", [(5, 5), (2, 6, 4), (4, 6)])
@@ -180,3 +181,84 @@ def test_qr_gradient():
     torch._dynamo.reset()
     got = torch.autograd.grad(torch.compile(loss, backend="neuron")(dev), dev)[0]
     torch.testing.assert_close(got.cpu(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "shapes", [((1, 5, 5), (4, 5, 3)), ((5, 5), (2, 3, 5, 3)), ((2, 1, 5, 5), (3, 5, 3))]
+)
+def test_triangular_solves_broadcast_batches(shapes):
+    """ATen broadcasts the batches of A and B: triangular_solve's copy of A has the joint
+    batch too (it came back with A's own)."""
+    a, b = _a(*shapes[0][:-2], seed=10), torch.randn(shapes[1])
+    lu, piv = torch.linalg.lu_factor(a)
+
+    def f(a, b, lu, piv):
+        return (
+            *torch.triangular_solve(b, a),
+            *torch.triangular_solve(b, a, upper=False, transpose=True),
+            torch.linalg.solve_triangular(a, b.mT, upper=True, left=False),
+            torch.linalg.solve(a, b),
+            torch.linalg.lu_solve(lu, piv, b, adjoint=True),
+        )
+
+    for got, ref in zip(_compiled(f, a, b, lu, piv), f(a, b, lu, piv)):
+        assert got.shape == ref.shape
+        torch.testing.assert_close(got, ref, **_TOL)
+
+
+def test_lu_rounds_as_lapack():
+    """getf2's order: times the pivot's reciprocal, the products rounded before the
+    subtraction (XLA:CPU made FMAs of them). A singular matrix then has LAPACK's zero
+    pivot and info (it had 1.8e-7 and info 0); n from 5 to 16 agree bitwise."""
+    singular = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+
+    def f(a):
+        return (
+            *torch.linalg.lu_factor_ex(a),
+            *torch.linalg.inv_ex(a),
+            *torch.linalg.solve_ex(a, a),
+        )
+
+    got, ref = _compiled(f, singular), f(singular)
+    for i in (0, 1, 2, 4, 6):  # LU, pivots and the infos
+        assert torch.equal(got[i], ref[i]), (i, got[i], ref[i])
+    assert int(got[2]) == 3
+    for n in (5, 8, 16):
+        a = torch.randn(10, n, n, generator=torch.Generator().manual_seed(n))
+        for got, ref in zip(_compiled(torch.linalg.lu_factor_ex, a), torch.linalg.lu_factor_ex(a)):
+            assert torch.equal(got, ref), n
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_of_a_matrix_not_positive_definite_leaves_lapacks_values(upper):
+    """potrf stops at the failing column: its pivot on the diagonal, the input's triangle
+    past it (the columns past it were NaN), each batch element at its own column."""
+    p = _pd(3, seed=11)
+    p[0, 2, 2] = -1.0
+    p[2] = torch.eye(5)
+    p[2, 0, 1] = p[2, 1, 0] = 2.0  # fails at column 2
+    p[2, 3, 1] = 7.0  # in the lower triangle only: which triangle is read
+    f = lambda p: torch.linalg.cholesky_ex(p, upper=upper)  # noqa: E731
+    (got, info), (ref, rinfo) = _compiled(f, p), f(p)
+    assert torch.equal(info, rinfo) and rinfo.tolist() == [3, 0, 2]
+    torch.testing.assert_close(got, ref, **_TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_is_refused_as_eager(dtype):
+    """LAPACK has no bfloat16/float16 kernels: eager raises (RuntimeError for inv, from
+    its meta function, which Dynamo runs too; NotImplementedError for the others), so
+    the compiled op is refused naming it and the dtype (it ran in that dtype)."""
+    a = _a(2, n=4, seed=12).to(dtype)
+    for f in (torch.linalg.det, torch.linalg.cholesky, lambda a: torch.linalg.qr(a)[1]):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            f(a)
+        with pytest.raises(Exception) as e:
+            _compiled(f, a)
+        err = e.value
+        while err is not None and not isinstance(err, NeuronCompileError):
+            err = err.__cause__ or err.__context__
+        assert err is not None and err.op is not None and "linalg" in err.op, e.value
+        assert f"takes float32 and float64, as eager's CPU kernels; got {dtype}" in str(err)
+    with pytest.raises(RuntimeError, match=f"Low precision dtypes not supported. Got {dtype}"):
+        _compiled(torch.linalg.inv, a)

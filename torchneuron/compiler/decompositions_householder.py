@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from .decompositions_linalg import MAX_N
+from .decompositions_linalg import MAX_N, _small  # noqa: F401  (MAX_N: the docstring's)
 
 aten = torch.ops.aten
-
-
-def _small(*ts) -> bool:
-    return all(t.dim() >= 2 and max(t.shape[-2:]) <= MAX_N and t.is_floating_point() for t in ts)
 
 
 def _geqrf(a):

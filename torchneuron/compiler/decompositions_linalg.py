@@ -8,9 +8,10 @@ torch-mlir lowers none of them (each was refused naming the op). A factorization
 unrolled over the matrix's columns, each step whole-tensor ops over the batch, so a
 graph grows with n: matrices larger than ``MAX_N`` are not decomposed (the op stays and
 is refused naming it, as before). LU follows LAPACK's ``getrf``: the pivot is the first
-largest magnitude of the column (``argmax``), rows swapped, the column below scaled by
-the pivot (a zero pivot leaves a zero column and sets ``info``), pivots 1-based int32.
-Results are float32's rounding of other operation orders than LAPACK's blocked ones.
+largest magnitude of the column (``argmax``), rows swapped, the column below times the
+pivot's reciprocal (a zero pivot leaves a zero column and sets ``info``), the trailing
+update's products rounded (no FMA), pivots 1-based int32.
+Solves and Cholesky round in other orders than LAPACK's (and larger LUs than its unblocked one).
 Gradients are ATen's formulas (AOTAutograd traces them above this table), which call
 these ops again (``linalg_lu_solve``, ``linalg_solve_triangular``).
 """
@@ -24,8 +25,48 @@ aten = torch.ops.aten
 MAX_N = 32  # larger matrices: the op is left in the graph and refused by name
 
 
+_LOW = (torch.bfloat16, torch.float16)  # LAPACK has none: eager's CPU raises
+
+
 def _small(*ts) -> bool:
-    return all(t.dim() >= 2 and max(t.shape[-2:]) <= MAX_N and t.is_floating_point() for t in ts)
+    return all(
+        t.dim() >= 2
+        and max(t.shape[-2:]) <= MAX_N
+        and t.is_floating_point()
+        and t.dtype not in _LOW
+        for t in ts
+    )
+
+
+# the ops of these tables and the public ones that reach them (``linalg_det``)
+_FAMILY = {"lu_factor", "lu", "lu_unpack", "lu_solve", "solve", "inv", "det", "slogdet"}
+_FAMILY |= {"cholesky", "solve_triangular", "triangular_solve", "geqrf", "ormqr", "qr"}
+_FAMILY |= {"householder_product"}
+
+
+def refusal(node) -> str | None:
+    """Why a linalg op left in the graph (``node``) is not lowered, for its error."""
+    name = str(node.target).split(".")[1] if "." in str(node.target) else ""
+    base = name.lstrip("_").removeprefix("linalg_").removesuffix("_ex")
+    if base not in _FAMILY:
+        return None
+    vals = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
+    ts = [t for t in vals if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    low = [t.dtype for t in ts if t.dtype in _LOW]
+    if low:  # eager raises too (LAPACK has no such kernels)
+        return f"{name} takes float32 and float64, as eager's CPU kernels; got {low[0]}"
+    big = [t.shape[-2:] for t in ts if t.dim() >= 2 and max(t.shape[-2:]) > MAX_N]
+    if big:
+        m, n = big[0]
+        return f"linalg ops are unrolled up to {MAX_N} x {MAX_N}; got {m} x {n}"
+    return None
+
+
+def _rounded(prod):
+    """``prod`` unchanged (inf and NaN stay so), but XLA:CPU, which always lets LLVM fuse
+    a multiply into the add after it, can no longer make an FMA of it: LAPACK rounds the
+    product (getrf's factors then match MKL's bitwise for 5 <= n <= 16)."""
+    return torch.where(prod.abs() < float("inf"), prod, prod * 2)
 
 
 def _lu(a):
@@ -46,8 +87,14 @@ def _lu(a):
         info = torch.where((info == 0) & zero, k + 1, info)
         if k + 1 == m:
             break
-        below = a[..., k + 1 :, k] / torch.where(zero, 1.0, pivot).unsqueeze(-1)
-        trailing = a[..., k + 1 :, k + 1 :] - below.unsqueeze(-1) * a[..., k : k + 1, k + 1 :]
+        # as getf2: times the pivot's reciprocal, divided only where that would overflow
+        safe = torch.where(zero, 1.0, pivot).unsqueeze(-1)
+        tiny = safe.abs() < torch.finfo(a.dtype).tiny
+        col = a[..., k + 1 :, k]
+        below = torch.where(tiny, col / safe, col * (1.0 / safe))
+        trailing = a[..., k + 1 :, k + 1 :] - _rounded(
+            below.unsqueeze(-1) * a[..., k : k + 1, k + 1 :]
+        )
         lower = torch.cat([a[..., k + 1 :, :k], below.unsqueeze(-1), trailing], -1)
         a = torch.cat([a[..., : k + 1, :], lower], -2)
     if pivots:
@@ -117,6 +164,9 @@ def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
 def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
     if not _small(a, b):
         return NotImplemented
+    # ATen broadcasts both batches first, so the copy of A has the joint batch too
+    batch = list(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    a = a.expand(batch + list(a.shape[-2:]))
     t = a.mT if transpose else a
     x = _trsm(t, b, upper != transpose, unitriangular)
     return x, a.clone()
@@ -231,16 +281,18 @@ def _linalg_slogdet(a):
 
 def _cholesky_lower(a):
     """(L, info) from the lower triangle of ``a``, LAPACK's potrf: info is the first
-    column (1-based) whose pivot is not positive; L past it is left as computed."""
+    column (1-based) whose pivot is not positive. potrf stops there: that column's
+    diagonal holds the pivot it found, the columns from it on the input's lower triangle."""
     n = a.shape[-1]
     info = torch.zeros(list(a.shape[:-2]), dtype=torch.int32, device=a.device)
-    cols = []
+    cols, pivots = [], []
     for j in range(n):
         c = a[..., j:, j]
         if j:
             done = torch.stack(cols, -1)  # (*, n, j): the columns so far
             c = c - (done[..., j:, :] * done[..., j : j + 1, :]).sum(-1)
         d = c[..., 0]
+        pivots.append(d)
         bad = ~(d > 0)
         info = torch.where((info == 0) & bad, j + 1, info)
         root = d.sqrt()
@@ -248,7 +300,14 @@ def _cholesky_lower(a):
         if j:
             col = torch.cat([col.new_zeros(list(col.shape[:-1]) + [j]), col], -1)
         cols.append(col)
-    return torch.stack(cols, -1) if cols else a.clone(), info
+    if not cols:
+        return a.clone(), info
+    # where it failed (n where it did not): LAPACK's values, not the NaN computed past it
+    stop = torch.where(info == 0, n, info - 1).unsqueeze(-1).unsqueeze(-1)
+    j = torch.arange(n, device=a.device)
+    rest = torch.where(j.unsqueeze(-1) == j, torch.stack(pivots, -1).unsqueeze(-1), a.tril())
+    rest = torch.where(j == stop, rest, a.tril())
+    return torch.where(j < stop, torch.stack(cols, -1), rest), info
 
 
 def linalg_cholesky_ex(a, *, upper=False, check_errors=False):

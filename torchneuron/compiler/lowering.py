@@ -16,6 +16,7 @@ import re
 
 import torch
 
+from .decompositions_linalg import refusal
 from .errors import NeuronCompileError
 
 _ARITH_CONSTANT = re.compile(r"\barith\.constant\b")
@@ -255,10 +256,14 @@ def _lowering_error(gm, graph_name: str, detail: str, text: str | None = None):
             )
     if m:
         op = f"aten.{m.group(2)}" if m.group(1) == "aten" else f"{m.group(1)}.{m.group(2)}"
-        node = find_node(gm, m.group(2))
+        # torch-mlir names _linalg_det's own form linalg_det: that node, not none
+        node = find_node(gm, m.group(2)) or find_node(gm, "_" + m.group(2))
         if node is not None:
             op = str(node.target)
             source = node_source(node)
+            why = refusal(node)  # a small-matrix linalg op left undecomposed: why
+            if why is not None:
+                return NeuronCompileError("lowering", graph_name, why, op, source)
     lines = detail.splitlines()
     short = next((ln for ln in lines if "error:" in ln), lines[0] if lines else "")
     if source is None:  # torch-mlir locations: innermost call site first
