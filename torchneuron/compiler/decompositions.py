@@ -14,6 +14,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 
 from . import (
     decompositions_adaptive,
+    decompositions_attention,
     decompositions_backward,
     decompositions_bessel,
     decompositions_conv,
@@ -417,6 +418,7 @@ def decomposition_table() -> dict:
         **decompositions_householder.TABLE,
         **decompositions_backward.TABLE,
         **decompositions_segment.TABLE,
+        **decompositions_attention.TABLE,
     }.items():
         table[op] = _before(f, table[op]) if op in table else f
     for op, f in decompositions_nn.table(table).items():
