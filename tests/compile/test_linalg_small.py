@@ -1,6 +1,6 @@
 """Small dense linear algebra compiled against the CPU (decompositions_linalg.py): LU
 with partial pivoting (solve, inv, det, slogdet, lu_factor, lu, lu_unpack, lu_solve),
-Cholesky and triangular solves, with their gradients (ATen's formulas, which call these
+Cholesky, triangular solves and `cholesky_solve`, with their gradients (ATen's formulas, which call these
 ops again), and Householder QR (decompositions_householder.py). Each was refused
 naming its op before; a matrix past MAX_N still is."""
 
@@ -262,3 +262,46 @@ def test_low_precision_is_refused_as_eager(dtype):
         assert f"takes float32 and float64, as eager's CPU kernels; got {dtype}" in str(err)
     with pytest.raises(RuntimeError, match=f"Low precision dtypes not supported. Got {dtype}"):
         _compiled(torch.linalg.inv, a)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize(
+    "shapes",
+    [((5, 5), (5, 2)), ((3, 5, 5), (3, 5, 3)), ((5, 5), (2, 5, 1)), ((2, 1, 5, 5), (3, 5, 2))],
+)
+def test_cholesky_solve(upper, shapes):
+    # two triangular solves with the factor (refused naming the op before); batches broadcast
+    (sa, _), b = shapes, torch.randn(*shapes[1], generator=torch.Generator().manual_seed(8))
+    c = torch.linalg.cholesky(_pd(*sa[:-2], seed=9), upper=upper)
+
+    def f(b, c):
+        return torch.cholesky_solve(b, c, upper)
+
+    ref, got = f(b, c), _compiled(f, b, c)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    torch.testing.assert_close(got, ref, **_TOL)
+
+
+def test_cholesky_solve_gradient_and_its_limit():
+    c, b = torch.linalg.cholesky(_pd(2, seed=10)), torch.randn(2, 5, 3)
+    w = torch.randn(2, 5, 3)
+
+    def loss(b, c):
+        return (torch.cholesky_solve(b, c) * w.to(b.device)).sum()
+
+    cpu = [t.clone().requires_grad_() for t in (b, c)]
+    ref = torch.autograd.grad(loss(*cpu), cpu)
+    dev = [t.to("neuron").requires_grad_() for t in (b, c)]
+    torch._dynamo.reset()
+    got = torch.autograd.grad(torch.compile(loss, backend="neuron")(*dev), dev)
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g.cpu(), r, rtol=1e-4, atol=1e-3)
+    big = torch.linalg.cholesky(_pd(n=MAX_N + 1))
+    with pytest.raises(Exception) as e:
+        _compiled(lambda b, c: torch.cholesky_solve(b, c), torch.randn(MAX_N + 1, 1), big)
+    err = e.value
+    while err is not None and not isinstance(err, NeuronCompileError):
+        err = err.__cause__ or err.__context__
+    assert err is not None and err.op == "aten.cholesky_solve.default", e.value
+    # the first operand past the limit is named: b, (33, 1)
+    assert f"unrolled up to 32 x 32; got {MAX_N + 1} x 1" in str(err), str(err)

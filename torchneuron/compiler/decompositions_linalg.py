@@ -2,7 +2,8 @@
 (decompositions.py): LU with partial pivoting (``linalg_lu_factor_ex``, ``linalg_lu``,
 ``lu_unpack``, ``linalg_lu_solve``, ``_linalg_solve_ex``, ``linalg_inv_ex``,
 ``_linalg_det``, ``_linalg_slogdet``), Cholesky (``linalg_cholesky_ex``, ``cholesky``)
-and triangular solves (``linalg_solve_triangular``, ``triangular_solve``).
+and triangular solves (``linalg_solve_triangular``, ``triangular_solve``, ``cholesky_solve``
+as two of them).
 
 torch-mlir lowers none of them (each was refused naming the op). A factorization is
 unrolled over the matrix's columns, each step whole-tensor ops over the batch, so a
@@ -41,7 +42,7 @@ def _small(*ts) -> bool:
 # the ops of these tables and the public ones that reach them (``linalg_det``)
 _FAMILY = {"lu_factor", "lu", "lu_unpack", "lu_solve", "solve", "inv", "det", "slogdet"}
 _FAMILY |= {"cholesky", "solve_triangular", "triangular_solve", "geqrf", "ormqr", "qr"}
-_FAMILY |= {"householder_product"}
+_FAMILY |= {"householder_product", "cholesky_solve", "cholesky_solve_helper"}
 
 
 def refusal(node) -> str | None:
@@ -170,6 +171,15 @@ def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
     t = a.mT if transpose else a
     x = _trsm(t, b, upper != transpose, unitriangular)
     return x, a.clone()
+
+
+def cholesky_solve(b, c, upper=False):
+    """X with ``A X = b``, ``A = L L^H`` from its lower factor (``upper``: ``U^H U``):
+    two triangular solves (batches broadcast, as ATen)."""
+    if not _small(b, c):
+        return NotImplemented
+    y = _trsm(c.mT if upper else c, b, upper=False, unit=False)
+    return _trsm(c if upper else c.mT, y, upper=True, unit=False)
 
 
 def _lu_solve(lu, pivots, b, left=True, adjoint=False):
@@ -346,4 +356,6 @@ TABLE = {
     aten.cholesky.default: cholesky,
     aten.linalg_solve_triangular.default: linalg_solve_triangular,
     aten.triangular_solve.default: triangular_solve,
+    aten.cholesky_solve.default: cholesky_solve,
+    aten._cholesky_solve_helper.default: cholesky_solve,
 }
