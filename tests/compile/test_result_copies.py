@@ -91,3 +91,33 @@ def test_zero_dim_and_staged_cpu_mutations_match_cpu():
     torch.testing.assert_close(got.cpu(), want)
     torch.testing.assert_close(dp.cpu(), ref[0])
     assert ds1.device.type == "cpu" and torch.equal(ds1, ref[1]) and torch.equal(ds2, ref[2])
+
+
+def test_inputs_saved_for_backward_match_cpu():
+    # the forward graph returns its inputs (saved for the backward) as the arguments
+    # themselves (passes/performance/return_inputs_as_is.py), including a mutated buffer
+    def fn(x, w, buf):
+        buf.add_(1)
+        return ((x @ w).sin() * buf).sum() + (w * w).sum()
+
+    g = torch.Generator().manual_seed(0)
+    x, w, buf = torch.randn(4, 3, generator=g), torch.randn(3, 2, generator=g), torch.ones(2)
+    w.requires_grad_(True)
+    wd = w.detach().to("neuron").requires_grad_(True)
+    xd, bufd = x.to("neuron"), buf.to("neuron")
+    step = _compiled(fn)
+    for _ in range(2):
+        fn(x, w, buf).backward()
+        step(xd, wd, bufd).backward()
+    torch.testing.assert_close(wd.grad.cpu(), w.grad)
+    torch.testing.assert_close(bufd.cpu(), buf)
+
+
+def test_input_returned_with_mutated_input_matches_cpu():
+    def fn(a, b, n):
+        b.add_(a)
+        return a, b * 2, n
+
+    g = torch.Generator().manual_seed(0)
+    args = [torch.randn(3, 2, generator=g), torch.randn(3, 2, generator=g), torch.arange(4)]
+    _check(fn, args)

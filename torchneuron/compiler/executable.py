@@ -390,5 +390,5 @@ class CompiledGraph:
             outs = self._to_cpu(outs, bufs, cpu)
         result = []
         for kind, v in self.plan.outputs:
-            result.append(outs[v] if kind == "out" else v)
+            result.append(outs[v] if kind == "out" else args[v] if kind == "arg" else v)
         return result
