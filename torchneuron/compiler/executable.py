@@ -6,8 +6,9 @@ current stream: in order with eager kernels and asynchronous like them. Inside t
 kernel (device memory accessible, also under TORCHNEURON_PROTECT_MEMORY=1) the
 inputs reach XLA as zero-copy DLPack views of device memory (XLA copies a buffer
 that is not 64-byte aligned; the HBM allocator's blocks are), the executable runs,
-and its results are copied into the outputs (one host memcpy per output: XLA
-allocates its own result buffers). Outputs that alias each other in eager (y and
+and its results are copied into the outputs (one host memcpy per output, through
+numpy: XLA allocates its own result buffers; a result that only updates a mutated
+input is copied into that input, with no output tensor of its own). Outputs that alias each other in eager (y and
 y[0] of an intermediate y) are views of one buffer, as eager's. Mutated inputs are
 written back in place.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 import weakref
 
+import numpy as np
 import torch
 import torch.utils.dlpack
 
@@ -67,6 +69,31 @@ class _ViewCache:
                 self._d.pop(k, None)
             out.append(v)
         return out
+
+
+def _host_bytes(t: torch.Tensor):
+    """A contiguous tensor's bytes as a writable numpy uint8 array (device memory,
+    inside a kernel)."""
+    return _C._cpu_alias(t).reshape(-1).view(torch.uint8).numpy()
+
+
+def _copy_result(dst: torch.Tensor, src) -> None:
+    """Copies ``src`` (an XLA result, or a numpy array) into the device tensor ``dst``
+    of its shape and dtype. Through numpy: ``torch.from_dlpack`` + ``copy_``
+    cost ~10x as much on the launch thread (84 outputs of the GPT-2 optimizer step,
+    19 MB: 39 ms vs 3.7 ms, docs/design/compile-performance.md section 1)."""
+    if not dst.is_contiguous():  # a view of an alias group's buffer
+        _C._cpu_alias(dst).copy_(
+            torch.from_dlpack(src) if not isinstance(src, np.ndarray) else torch.from_numpy(src)
+        )
+        return
+    try:
+        a = np.asarray(src)  # zero-copy for XLA:CPU results
+        np.copyto(_host_bytes(dst), a.reshape(-1).view(np.uint8))
+    except (TypeError, ValueError, RuntimeError):  # a dtype numpy cannot view
+        if isinstance(src, np.ndarray):
+            raise
+        _C._cpu_alias(dst).copy_(torch.from_dlpack(src))
 
 
 def _contiguous_strides(shape) -> tuple:
@@ -148,6 +175,17 @@ class CompiledGraph:
                     pos = torch.arange(nbytes // dtype.itemsize).as_strided(shape, stride, off)
                     pos = pos.reshape(-1)
                 self._aliased[j] = (g, stride, off, pos)
+        # outputs that only update a mutated input (an optimizer's parameters and
+        # states): j -> i. Copied from XLA's result straight into the input, with no
+        # output tensor of their own (one copy, not two).
+        returned = {v for kind, v in plan.outputs if kind == "out"}
+        self._mut_only = {
+            j: i
+            for i, j in plan.mutations
+            if j not in returned
+            and j not in self._aliased
+            and j not in getattr(plan, "cpu_outputs", ())
+        }
 
     def _outputs(self, device) -> tuple[list, dict, list]:
         """The output tensors; for self-overlapping views (j -> (flat buffer of their
@@ -165,6 +203,9 @@ class CompiledGraph:
                 )
         outs, scatter = [], {}
         for j, (shape, dtype) in enumerate(self.out_specs):
+            if j in self._mut_only:
+                outs.append(None)
+                continue
             a = self._aliased.get(j)
             if a is None:
                 outs.append(torch.empty(shape, dtype=dtype, device=device))
@@ -297,22 +338,40 @@ class CompiledGraph:
         # memory, other TensorImpls), so the outputs' use counts are the caller's alone.
         # AccumulateGrad steals a gradient whose use count is 1 and copies it otherwise:
         # held here, the copies would depend on the worker thread's timing.
-        dsts = [o.detach() for o in outs]
-        mut_dst = [(staged[i].detach(), dsts[j]) for i, j in self.plan.mutations]
+        mut_only = self._mut_only
+        # mutated inputs written from XLA's result directly (j -> input), or from the
+        # output tensor (an output also returned)
+        dsts = [
+            staged[mut_only[j]].detach() if o is None else o.detach() for j, o in enumerate(outs)
+        ]
+        mut_dst = [
+            (staged[i].detach(), dsts[j]) for i, j in self.plan.mutations if j not in mut_only
+        ]
+        in_ptrs = {t.data_ptr() for t in ins} if mut_only else ()
         exe = self.exe
         cache = self._views
 
         def run():
             res = exe.execute(cache.views(ins))
+            direct = []
             for j, (r, dst) in enumerate(zip(res, dsts)):
                 r.block_until_ready()
-                if j in scatter:  # aliased positions get the same value from each
+                if j in mut_only:  # written after the other outputs, which may read inputs
+                    if dst.numel():
+                        direct.append((dst, r))
+                elif j in scatter:  # aliased positions get the same value from each
                     flat, pos = scatter[j]
                     _C._cpu_alias(flat)[pos] = torch.from_dlpack(r).reshape(-1)
                 elif dst.numel():
-                    _C._cpu_alias(dst).copy_(torch.from_dlpack(r))
+                    _copy_result(dst, r)
+            if any(r.unsafe_buffer_pointer() in in_ptrs for _, r in direct):
+                # a result XLA left in an input's memory: read all before writing any
+                direct = [(dst, np.array(r, copy=True)) for dst, r in direct]
+            for dst, r in direct:
+                _copy_result(dst, r)
             for dst, src in mut_dst:
-                _C._cpu_alias(dst).copy_(_C._cpu_alias(src))
+                if dst.numel():
+                    np.copyto(_host_bytes(dst), _host_bytes(src))
 
         _C._launch_compiled(device.index, self.name, run)
         metrics.count("graph_runs")  # callers can tell a compiled run from an eager one
@@ -331,5 +390,5 @@ class CompiledGraph:
             outs = self._to_cpu(outs, bufs, cpu)
         result = []
         for kind, v in self.plan.outputs:
-            result.append(outs[v] if kind == "out" else v)
+            result.append(outs[v] if kind == "out" else args[v] if kind == "arg" else v)
         return result

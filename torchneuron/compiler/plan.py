@@ -17,7 +17,9 @@ class GraphPlan:
     """``inputs``: per executable input, ("arg", i) = the call's i-th argument, or
     ("rng_key", None) = a Threefry key drawn from the device's generator at each launch
     (passes/policy/random_ops_to_inputs.py). ``outputs``: per value the call returns, ("out", j) = the
-    executable's j-th output, or ("const", v) (None outputs). ``mutations``: (i, j):
+    executable's j-th output, ("arg", i) = the call's i-th argument itself (an input
+    returned unchanged: passes/performance/return_inputs_as_is.py), or ("const", v)
+    (None outputs). ``mutations``: (i, j):
     after the run, the call's argument i takes the executable's output j (in place,
     as the eager program mutated it)."""
 

@@ -12,6 +12,8 @@ from pass_graphs import assert_meta_matches, assert_same, nodes_of, run_pass, ta
 
 from torchneuron.compiler.passes.performance.channels_last_max_pool import channels_last_max_pool
 from torchneuron.compiler.passes.performance.pad_small_conv_inputs import pad_small_conv_inputs
+from torchneuron.compiler.passes.performance.return_inputs_as_is import return_inputs_as_is
+from torchneuron.compiler.plan import GraphPlan
 
 aten = torch.ops.aten
 
@@ -65,3 +67,25 @@ def test_channels_last_max_pool_leaves_pools_whose_indices_are_used():
     run_pass(channels_last_max_pool, gm, ins)
     assert aten.max_pool2d_with_indices.default in targets(gm)
     assert_same(gm(*ins), f(*ins))
+
+
+def test_return_inputs_as_is_returns_the_arguments():
+    def f(x, w, b):
+        return x, (x @ w).sin(), w, b
+
+    torch.manual_seed(0)
+    ins = (torch.randn(4, 3), torch.randn(3, 2), torch.randn(2))
+    gm = trace(f, *ins)
+    plan = GraphPlan.identity(gm)
+    plan.mutations = [(2, 4)]  # b is updated in place (output 4): its value stays an output
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    out.args = (tuple(out.args[0]) + (out.args[0][1],),)
+    return_inputs_as_is(gm, plan, list(ins))
+    gm.graph.lint()
+    gm.recompile()
+    assert plan.outputs == [("arg", 0), ("out", 0), ("arg", 1), ("out", 1)]
+    assert plan.mutations == [(2, 2)]
+    got = gm(*ins)
+    assert len(got) == 3
+    torch.testing.assert_close(got[0], (ins[0] @ ins[1]).sin())
+    assert_same(got[1], ins[2])

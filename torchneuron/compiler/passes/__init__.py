@@ -17,6 +17,7 @@ from .legalize.uint8_constants import uint8_constants
 from .legalize.zero_dim_reductions import zero_dim_reductions
 from .performance.channels_last_max_pool import channels_last_max_pool
 from .performance.pad_small_conv_inputs import pad_small_conv_inputs
+from .performance.return_inputs_as_is import return_inputs_as_is
 from .policy.narrow_64bit import narrow_64bit
 from .policy.random_ops_to_inputs import random_ops_to_inputs
 from .policy.specialize_scalar_inputs import specialize_scalar_inputs
@@ -30,6 +31,7 @@ from .semantics.upcast_low_precision_reductions import upcast_low_precision_redu
 from .semantics.wrap_negative_indices import wrap_negative_indices
 
 # zero_dim_reductions before the passes that look at reductions' shapes;
+# return_inputs_as_is after None outputs are gone, before passes that add placeholders;
 # empty_results after the mutations are outputs and before the passes that add nodes;
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
 # cumprod is decomposed after it (narrowed as one op: its int64 accumulation kept);
@@ -44,6 +46,7 @@ PIPELINE = (
     specialize_scalar_inputs,
     functionalize_input_mutations,
     remove_none_outputs,
+    return_inputs_as_is,
     empty_results,
     zero_dim_reductions,
     narrow_64bit,
