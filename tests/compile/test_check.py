@@ -83,7 +83,7 @@ def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
 
     # not check_support.result: its per-session cache may hold an unplanted run of mlp
     r = run(CheckConfig(model="mlp", progress=False, **FAST_KW))
-    assert r.phase2["status"] == "pass" and r.phase2["compiled"]["status"] == "fail"
+    assert r.phase2.status == "pass" and r.phase2.compiled["status"] == "fail"
     assert r.verdict == "fail" and any(f.startswith("phase 2 (compiled)") for f in r.failures)
 
 

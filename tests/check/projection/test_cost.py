@@ -50,7 +50,7 @@ def test_cost_in_result():
     assert d["usd_per_million"] == pytest.approx(
         cost.cost_per_million(
             d["usd_per_hour"],
-            r.phase3["device"]["throughput_samples_per_s"],
+            r.phase3.device["throughput_samples_per_s"],
             d["overhead_s"],
             1_000_000,
         )
@@ -63,7 +63,7 @@ def test_cost_in_result():
     assert k["usd_per_million"] == pytest.approx(
         cost.cost_per_million(
             d["usd_per_hour"],
-            r.phase3["compiled"]["throughput_samples_per_s"],
+            r.phase3.compiled["throughput_samples_per_s"],
             k["overhead_s"],
             1_000_000,
         )

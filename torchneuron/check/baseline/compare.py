@@ -14,8 +14,8 @@ from ..phases import memory as memory_mod
 from ..result import CheckResult, Phase1Result
 from . import exact as exact_mod
 from . import setup as baseline_setup
+from .host_latency import as_metrics, latency, shown_only
 from .host_latency import compiled_view as _compiled_view
-from .host_latency import latency, shown_only
 from .store import Baseline, _measured_now, measured
 
 
@@ -53,7 +53,7 @@ def compare(
         "memory": None,
         "changes": {},
     }
-    _accuracy(res, base, device_outputs, result.phase2["tol"], dtype)
+    _accuracy(res, base, device_outputs, result.phase2.tol, dtype)
     seed = result.config.get("seed", 0)
     res["latency"] = _eager_latency(base, result, th["latency_p50"], seed, confirm)
     gate = bool(result.config.get("gate_host_latency"))
@@ -116,9 +116,9 @@ def _eager_latency(
 ) -> dict:
     """The eager model's latency against the baseline's, when both runs timed it with the same
     sides; else why not."""
-    bmx, p3 = base.meta["metrics"], result.phase3 or {}
+    bmx, p3 = base.meta["metrics"], as_metrics(result.phase3)
     b_measured, c_measured = measured(base), _measured_now(result.phase1)
-    other_sides = baseline_setup.differs(bmx, p3)
+    other_sides = baseline_setup.differs(bmx, result.phase3)
     if b_measured == "eager" and c_measured == "eager" and other_sides:
         return _not_compared(other_sides)
     if b_measured == "eager" and c_measured == "eager":
@@ -320,7 +320,7 @@ def compiled(
     ``gate``: whether the latency's regressions fail (``--gate-host-latency``)."""
     res: dict[str, Any] = {"compile": compile_success(base, result.phase1), "regressions": []}
     res["regressions"] += res["compile"].get("regressions", [])
-    bmx, p3 = base.meta["metrics"], result.phase3 or {}
+    bmx, p3 = base.meta["metrics"], as_metrics(result.phase3)
     b = bmx if measured(base) == "compiled" else _compiled_view(bmx, bmx.get("compiled"), "p50_s")
     c = (
         p3

@@ -24,6 +24,7 @@ from importlib import resources
 
 from ..errors import CheckUsageError
 from ..result import Phase1Result
+from ..result_phases import Phase3Result
 
 DEFAULT_DEVICE_INSTANCE = "trn1.2xlarge"
 DEFAULT_REFERENCE_INSTANCE = {"cpu": "c7i.8xlarge", "cuda": "g5.xlarge"}
@@ -98,7 +99,7 @@ def cost_per_million(
 
 def compute(
     phase1: Phase1Result,
-    phase3: dict,
+    phase3: Phase3Result | None,
     cfg,
     device_price: dict,
     reference_price: dict,
@@ -116,7 +117,7 @@ def compute(
         "over_budget": None,
         "notes": _notes(emulated, host_cpu, reference_price),
     }
-    d = phase3.get("device") if phase3 else None
+    d = phase3.device if phase3 else None
     if not d:
         res["notes"].append("no cost: phase 3 did not run")
         return res
@@ -129,7 +130,7 @@ def compute(
             "cold-start overhead (first iteration minus steady p50); eager mode has no compile step"
         )
     res["device"].update(_priced(device_price, d, overhead, label, cfg.amortize_samples))
-    r = phase3.get("reference")
+    r = phase3.reference
     if r:
         roverhead = max((reference_cold_s or 0.0) - r["p50_s"], 0.0)
         res["reference"].update(
@@ -141,7 +142,7 @@ def compute(
                 cfg.amortize_samples,
             )
         )
-    c = phase3.get("compiled")
+    c = phase3.compiled
     if c and c.get("throughput_samples_per_s"):
         res["compiled"] = _priced(
             device_price,

@@ -8,9 +8,11 @@ highlighted) and the manifest."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from .. import formatting
 from ..result import CheckResult, Phase1Result
+from ..result_phases import Phase2Result, Phase3Result
 from . import exact_html, summary_html
 from .html_baseline import _baseline
 from .html_parts import _e, _kv, _status, _table
@@ -152,12 +154,12 @@ def _phase1(p1: Phase1Result) -> str:
     return out + _failure(p1.error)
 
 
-def _compiled_perf(p3: dict, cost: dict) -> str:
+def _compiled_perf(p3: Phase3Result, cost: dict) -> str:
     """--mode both: the compiled model's phase-3 statistics and amortized cost (empty otherwise)."""
-    c, k = p3.get("compiled"), cost.get("compiled")
+    c, k = p3.compiled, cost.get("compiled")
     if not c or not c.get("p50_s"):
         return ""
-    d = p3["device"]
+    d = p3.device
     rows = [
         (label, _e(formatting.ms(c[key])) + " (eager " + _e(formatting.ms(d[key])) + ")")
         for key, label in (
@@ -183,22 +185,22 @@ def _compiled_perf(p3: dict, cost: dict) -> str:
     return '<h2 id="phase3-compiled">Phase 3 (compiled, backend neuron)</h2>' + _kv(rows)
 
 
-def _phase2_compiled(p2: dict) -> str:
+def _phase2_compiled(p2: Phase2Result) -> str:
     """--mode both: the compiled model's accuracy table (empty otherwise)."""
-    c = p2.get("compiled")
+    c = p2.compiled
     if not c:
         return ""
     return (
         f'<h2 id="phase2-compiled">Phase 2 (compiled, backend neuron) — is it accurate {_status(c["status"])}'
-        f"</h2>\n{_phase2(p2 | {'status': c['status'], 'outputs': c['outputs']})}"
+        f"</h2>\n{_phase2(replace(p2, status=c['status'], outputs=c['outputs']))}"
     )
 
 
-def _phase2(p2: dict) -> str:
-    if p2["status"] == "skipped":
-        return _kv([("result", _status("skipped")), ("reason", _e(p2.get("reason")))])
+def _phase2(p2: Phase2Result) -> str:
+    if p2.status == "skipped":
+        return _kv([("result", _status("skipped")), ("reason", _e(p2.reason))])
     rows = []
-    for name, o in p2["outputs"].items():
+    for name, o in p2.outputs.items():
         rows.append(
             [
                 _e(name),
@@ -215,11 +217,11 @@ def _phase2(p2: dict) -> str:
         )
     return _kv(
         [
-            ("result", _status(p2["status"])),
-            ("reference", _e(p2["reference_device"])),
-            ("dtype", _e(p2["dtype"])),
-            ("rule", _e(p2["rule"])),
-            ("tol", _e(f"{p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}")),
+            ("result", _status(p2.status)),
+            ("reference", _e(p2.reference_device)),
+            ("dtype", _e(p2.dtype)),
+            ("rule", _e(p2.rule)),
+            ("tol", _e(f"{p2.tol:g} ({p2.tol_source}), m = {p2.multiplier:g}")),
         ]
     ) + _table(
         [
@@ -239,10 +241,10 @@ def _phase2(p2: dict) -> str:
     )
 
 
-def _phase3(p3: dict, reference: str) -> str:
-    if not p3.get("device"):
-        return _kv([("result", _status(p3["status"])), ("reason", _e(p3.get("reason")))])
-    d, r = p3["device"], p3.get("reference")
+def _phase3(p3: Phase3Result, reference: str) -> str:
+    if not p3.device:
+        return _kv([("result", _status(p3.status)), ("reason", _e(p3.reason))])
+    d, r = p3.device, p3.reference
     g = lambda k: r.get(k) if r else None
 
     def wu(x):
@@ -293,7 +295,7 @@ def _phase3(p3: dict, reference: str) -> str:
             "throughput (samples/s)",
             _e(formatting.num(d["throughput_samples_per_s"])),
             _e(formatting.num(g("throughput_samples_per_s"))),
-            _e(formatting.ratio((p3.get("ratio") or {}).get("throughput_device_over_reference"))),
+            _e(formatting.ratio((p3.ratio or {}).get("throughput_device_over_reference"))),
         ]
     )
     if d.get("fallback_share") is not None:
@@ -306,10 +308,10 @@ def _phase3(p3: dict, reference: str) -> str:
         num_cols=(1, 2, 3),
     )
     out += (
-        f'<p class="caption">{_e(p3["timing"])}; {p3["samples_per_iteration"]} samples per iteration. '
-        f"CI: {_e(p3['ci_method'])}.</p>"
+        f'<p class="caption">{_e(p3.timing)}; {p3.samples_per_iteration} samples per iteration. '
+        f"CI: {_e(p3.ci_method)}.</p>"
     )
-    for w in p3.get("warnings", []):
+    for w in p3.warnings:
         out += f'<div class="note">{_e(w)}</div>'
     return out
 
@@ -520,11 +522,11 @@ def render(result: CheckResult) -> str:
         )
         notes += f'<div class="note">{_e(text)}.</div>'
     for w in result.warnings:
-        if w not in p3.get("warnings", []):  # those show in the phase 3 section
+        if w not in p3.warnings:  # those show in the phase 3 section
             notes += f'<div class="note">{_e(w)}</div>'
     plots = {
-        "warmup": plot_warmup(p3) if p3.get("device") else None,
-        "hist": plot_histogram(p3) if p3.get("device") else None,
+        "warmup": plot_warmup(p3) if p3.device else None,
+        "hist": plot_histogram(p3) if p3.device else None,
         "ops": plot_ops(p1) if p1.status == "pass" else None,
     }
     plot_html = {k: (f'<div class="plot">{v}</div>' if v else "") for k, v in plots.items()}
@@ -552,11 +554,11 @@ def render(result: CheckResult) -> str:
 <p class="caption">{_e(p1.op_profile_note or "no profile: phase 1 failed")}. CPU-fallback ops in red,
 annotated with their calls and seconds (CPU kernel and copies) from <code>torch.neuron.fallback_stats()</code>.</p>
 <div class="plots">{plot_html["ops"]}</div>
-<h2 id="phase2">Phase 2 — is it accurate {_status(p2["status"])}</h2>
+<h2 id="phase2">Phase 2 — is it accurate {_status(p2.status)}</h2>
 {_phase2(p2)}
 {_phase2_compiled(p2)}
 {_compiled_perf(p3, result.cost or {})}
-<h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3["status"])}</h2>
+<h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3.status)}</h2>
 {_phase3(p3, result.config["reference"])}
 <div class="plots">{plot_html["warmup"]}{plot_html["hist"]}</div>
 {_profile_section(result.profile)}

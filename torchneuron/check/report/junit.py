@@ -82,11 +82,11 @@ def _phase1_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
 def _phase2_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 2: one case per output (eager, and compiled under ``--mode both``)."""
     p2 = result.phase2
-    if p2["status"] == "skipped":
-        _case(suite, cls, "phase2.accuracy", skipped=p2.get("reason") or "skipped")
+    if p2.status == "skipped":
+        _case(suite, cls, "phase2.accuracy", skipped=p2.reason or "skipped")
     else:
-        parts = [("phase2.accuracy", p2["outputs"])] + (
-            [("phase2.compiled.accuracy", p2["compiled"]["outputs"])] if p2.get("compiled") else []
+        parts = [("phase2.accuracy", p2.outputs)] + (
+            [("phase2.compiled.accuracy", p2.compiled["outputs"])] if p2.compiled else []
         )
         for case, outs in parts:
             for name, o in outs.items():
@@ -103,16 +103,16 @@ def _phase2_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
 def _phase3_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 3: the device's performance."""
     p3 = result.phase3
-    if p3["status"] == "skipped":
-        _case(suite, cls, "phase3.performance", skipped=p3.get("reason") or "skipped")
+    if p3.status == "skipped":
+        _case(suite, cls, "phase3.performance", skipped=p3.reason or "skipped")
     else:
-        d = p3.get("device") or {}
+        d = p3.device or {}
         _case(
             suite,
             cls,
             "phase3.performance",
             d.get("total_s") or 0.0,
-            failure=p3.get("reason") if p3["status"] == "fail" else None,
+            failure=p3.reason if p3.status == "fail" else None,
             out=f"p50 {d.get('p50_s')} s, p90 {d.get('p90_s')} s, p99 {d.get('p99_s')} s, "
             f"throughput {d.get('throughput_samples_per_s')} samples/s",
         )
@@ -173,7 +173,7 @@ def _baseline_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
 
 def _compiled_performance_case(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 3's compiled model (``--mode both``)."""
-    pc = (result.phase3 or {}).get("compiled")
+    pc = result.phase3.compiled if result.phase3 else None
     if pc:
         _case(
             suite,

@@ -127,14 +127,16 @@ def _run_line(p1: Phase1Result) -> tuple[str, str, list[str]]:
 
 def _accuracy_line(result: CheckResult) -> tuple[str, str, list[str]]:
     p2 = result.phase2
-    if p2["status"] == "skipped":
-        return ("accuracy", "skipped", [p2.get("reason") or ""])
-    sides = [("eager", p2)] + ([("compiled", p2["compiled"])] if p2.get("compiled") else [])
+    if p2.status == "skipped":
+        return ("accuracy", "skipped", [p2.reason or ""])
+    sides = [("eager", p2.outputs)] + (
+        [("compiled", p2.compiled.get("outputs"))] if p2.compiled else []
+    )
     if _compiled_only(result):  # --mode compile: phases 2 and 3 are the compiled model's
-        sides = [("compiled", p2)]
+        sides = [("compiled", p2.outputs)]
     texts, status = [], "pass"
-    for name, side in sides:
-        outs = side.get("outputs") or {}
+    for name, outs in sides:
+        outs = outs or {}
         bad = [k for k, v in outs.items() if not v.get("passed")]
         if bad:
             status = "fail"
@@ -142,11 +144,11 @@ def _accuracy_line(result: CheckResult) -> tuple[str, str, list[str]]:
         else:
             texts.append(f"{name}: {len(outs)} output(s) within the benchmark rule")
     texts[-1] += (
-        f" (vs {p2['reference_device']} and fp64, {p2['dtype']}, tol {p2['tol']:g})"
-        if p2.get("tol") is not None
+        f" (vs {p2.reference_device} and fp64, {p2.dtype}, tol {p2.tol:g})"
+        if p2.tol is not None
         else ""
     )
-    return ("accuracy", status if p2["status"] != "fail" else "fail", ["; ".join(texts)])
+    return ("accuracy", status if p2.status != "fail" else "fail", ["; ".join(texts)])
 
 
 def _compiled_only(result: CheckResult) -> bool:
@@ -170,18 +172,18 @@ def _performance_line(result: CheckResult) -> tuple[str, str, list[str]]:
         texts.append("projected Trainium2 per pass (ESTIMATE): " + ", ".join(parts))
     elif ex.get("status") and ex.get("status") != "pass":
         texts.append(f"no projection: {ex.get('error') or ex.get('reason')}")
-    d = p3.get("device") or {}
+    d = p3.device or {}
     if d.get("p50_s"):
         host = f"eager {formatting.ms(d['p50_s'])}"
         if _compiled_only(result):
             host = f"compiled {formatting.ms(d['p50_s'])}"
-        c = p3.get("compiled") or {}
+        c = p3.compiled or {}
         if c.get("p50_s"):
             host += f", compiled {formatting.ms(c['p50_s'])}"
         texts.append(f"emulator host p50 (this host, not Trainium): {host}")
-    if p3["status"] != "pass":
-        texts.append(p3.get("reason") or "")
-    return ("performance", p3["status"], texts)
+    if p3.status != "pass":
+        texts.append(p3.reason or "")
+    return ("performance", p3.status, texts)
 
 
 def _training_line(tr: dict) -> tuple[str, str, list[str]]:

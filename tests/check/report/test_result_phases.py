@@ -1,0 +1,143 @@
+"""Phases 2 and 3 as typed results (check/result_phases.py) write the JSON they wrote as dicts:
+the same keys in the same order (the lists below are those of a ``--json`` file written before
+the change), ``to_dict`` is the file's object, and ``from_dict`` reads it back equal."""
+
+import json
+
+import pytest
+from check_support import FAST_KW, fixture, result
+
+from torchneuron.check.result import CheckResult, jsonable
+from torchneuron.check.result_phases import Phase2Result, Phase3Result
+
+#: Phase 2's keys (``compiled`` only under ``--mode both``, the default).
+PHASE2 = [
+    "status",
+    "reason",
+    "reference_device",
+    "dtype",
+    "tol",
+    "tol_source",
+    "multiplier",
+    "rule",
+    "outputs",
+    "warnings",
+    "compiled",
+]
+#: Phase 3's keys before anything is timed (a skipped phase 3), and the runner's cold_basis.
+PHASE3_SKIPPED = [
+    "status",
+    "reason",
+    "samples_per_iteration",
+    "settings",
+    "timing",
+    "ci_method",
+    "device",
+    "reference",
+    "calibration",
+    "ratio",
+    "warnings",
+    "rounds",
+    "samples",
+    "cpu_samples",
+    "launch_samples",
+    "cpu_clock",
+    "work_time_basis",
+    "cold_basis",
+]
+#: Phase 3's keys of a ``--mode both`` run whose compiled model was timed.
+PHASE3_BOTH = PHASE3_SKIPPED[:-1] + [
+    "device_name",
+    "cold",
+    "compiled_cpu_clock",
+    "compiled_work_time_basis",
+    "measure_wall_s",
+    "device_calibration",
+    "calibration_matmul",
+    "compiled",
+    "cold_basis",
+]
+
+
+def _json(r: CheckResult) -> dict:
+    return json.loads(r.to_json())
+
+
+def test_a_run_writes_the_keys_it_wrote_as_dicts():
+    r = result("mlp", **FAST_KW)
+    assert isinstance(r.phase2, Phase2Result) and isinstance(r.phase3, Phase3Result)
+    d = _json(r)
+    assert list(d["phase2"]) == PHASE2 and list(d["phase3"]) == PHASE3_BOTH
+    # the --json file's objects are to_dict's (jsonable: non-finite numbers as null)
+    assert d["phase2"] == jsonable(r.phase2.to_dict())
+    assert d["phase3"] == jsonable(r.phase3.to_dict())
+    assert d["phase3"]["compiled"]["p50_s"] == r.phase3.compiled["p50_s"]
+
+
+def test_skipped_phases_keep_their_keys():
+    r = result(fixture("raises_on_device"), **FAST_KW)
+    d = _json(r)
+    assert r.phase2.status == r.phase3.status == "skipped"
+    assert list(d["phase2"]) == PHASE2[:-1]  # no compiled section
+    assert list(d["phase3"]) == PHASE3_SKIPPED
+    assert CheckResult.from_dict(d).to_json() == r.to_json()
+
+
+def test_to_dict_read_back_is_equal():
+    for r in (result("mlp", **FAST_KW), result(fixture("raises_on_device"), **FAST_KW)):
+        assert Phase2Result.from_dict(r.phase2.to_dict()) == r.phase2
+        assert Phase3Result.from_dict(r.phase3.to_dict()) == r.phase3
+        back = CheckResult.from_dict(_json(r))
+        assert isinstance(back.phase2, Phase2Result) and isinstance(back.phase3, Phase3Result)
+        assert back.to_json() == r.to_json()
+
+
+def test_unknown_keys_are_named():
+    d = _json(result("mlp", **FAST_KW))
+    with pytest.raises(ValueError, match=r"phase2: unknown key\(s\) \['extra'\]"):
+        Phase2Result.from_dict({**d["phase2"], "extra": 0})
+    with pytest.raises(ValueError, match=r"phase3: unknown key\(s\) \['extra'\]"):
+        CheckResult.from_dict({**d, "phase3": {**d["phase3"], "extra": 0}})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['_null'\]"):
+        Phase3Result.from_dict({**d["phase3"], "_null": []})  # private: never a JSON key
+
+
+def _timed(**kw) -> Phase3Result:
+    p3 = Phase3Result("pass", None, 1, {}, "t", "ci", rounds=1, measure_wall_s=1.0, **kw)
+    p3.device_calibration = p3.calibration_matmul = {"p50_s": 1.0}
+    p3.cold_basis = "eager first pass"
+    return p3
+
+
+def test_the_compiled_entry_sits_where_phase3_set_it():
+    # a compiled model that failed its warm-up was recorded before the round was measured; its
+    # summary after the calibrations
+    failed = _timed(compiled={"status": "fail", "reason": "raised"}).to_dict()
+    assert list(failed)[-5:] == [
+        "compiled",
+        "measure_wall_s",
+        "device_calibration",
+        "calibration_matmul",
+        "cold_basis",
+    ]
+    timed = _timed(compiled={"p50_s": 1.0}).to_dict()
+    assert list(timed)[-5:] == [
+        "measure_wall_s",
+        "device_calibration",
+        "calibration_matmul",
+        "compiled",
+        "cold_basis",
+    ]
+
+
+def test_an_optional_field_put_to_none_is_written():
+    p3 = _timed()
+    assert "compiled_cpu_clock" not in p3.to_dict()
+    p3.put("compiled_cpu_clock", None)
+    p3.put("baseline_processes", None)
+    d = p3.to_dict()
+    assert d["compiled_cpu_clock"] is None and d["baseline_processes"] is None
+    assert list(d).index("compiled_cpu_clock") < list(d).index("measure_wall_s")
+    assert Phase3Result.from_dict(d) == p3 and Phase3Result.from_dict(d).to_dict() == d
+    p3.put("baseline_processes", {"n": 1})
+    assert p3.to_dict()["baseline_processes"] == {"n": 1}
