@@ -9,7 +9,7 @@ def test_mode_compile_measures_compiled_model_in_phases_2_and_3():
     c = r.phase1.compile
     assert c["ok"] and c["phases_2_3"] == "compiled"
     assert r.verdict == "pass"
-    assert r.cost["device"]["overhead_label"].startswith("compile time")
+    assert r.cost.device["overhead_label"].startswith("compile time")
 
 
 def test_mode_eager_skips_compile():

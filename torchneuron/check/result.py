@@ -1,12 +1,13 @@
 """A check's result as typed objects: ``CheckResult`` (the whole run), ``Phase1Result``
-(does it run on the device) and, in ``result_phases.py``, ``Phase2Result`` (accuracy) and
-``Phase3Result`` (performance). Runner, baseline and reports read their attributes;
+(does it run on the device), in ``result_phases.py`` ``Phase2Result`` (accuracy) and
+``Phase3Result`` (performance), in ``result_training.py`` ``TrainingResult`` and in
+``result_cost.py`` ``CostResult``. Runner, baseline and reports read their attributes;
 ``to_dict`` gives the dict the ``--json`` file holds (same keys, same order), ``from_dict``
 reads it back.
 
-Still plain dicts (their keys: docs/check.md, "Outputs"): the training check, the cost, the
-projection, phase 1's ``compile``, the exact quantities, the baseline comparison, the
-profile, and the nested parts of phases 2 and 3 (an output's comparison, a side's summary)."""
+Still plain dicts (their keys: docs/check.md, "Outputs"): the projection, phase 1's
+``compile``, the exact quantities, the baseline comparison, the profile, and the nested parts
+of the typed results (an output's comparison, a side's summary, a training step's row)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .result_cost import CostResult
 from .result_phases import Phase2Result, Phase3Result, _known
+from .result_training import TrainingResult
 
 SCHEMA = "torchneuron.check.result/1"
 
@@ -118,7 +121,7 @@ class Phase1Result:
 class CheckResult:
     """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
 
-    The phase results other than phases 1 to 3 are the dicts their modules return (keys in
+    The results other than phases 1 to 3, the training check and the cost are the dicts their modules return (keys in
     docs/check.md, "Outputs"); ``profile`` and ``inconclusive`` are None unless set, and then absent
     from the JSON."""
 
@@ -151,13 +154,13 @@ class CheckResult:
     #: the exact quantities per pass (``phases/exact.py``)
     exact: dict | None = None
     #: the training check (``phases/training.py``)
-    training: dict | None = None
+    training: TrainingResult | None = None
     #: the Trainium projection (``phases/projection.py``)
     projection: dict | None = None
     #: the comparison with ``--baseline`` (``baseline/compare.py``); None without one
     baseline: dict | None = None
     #: cost per million samples, USD (``projection/cost.py``)
-    cost: dict | None = None
+    cost: CostResult | None = None
     #: why the verdict is inconclusive
     inconclusive: str | None = None
     #: wall seconds of the whole check
@@ -191,4 +194,8 @@ class CheckResult:
             d["phase2"] = Phase2Result.from_dict(d["phase2"])
         if d.get("phase3") is not None:
             d["phase3"] = Phase3Result.from_dict(d["phase3"])
+        if d.get("training") is not None:
+            d["training"] = TrainingResult.from_dict(d["training"])
+        if d.get("cost") is not None:
+            d["cost"] = CostResult.from_dict(d["cost"])
         return cls(**d)

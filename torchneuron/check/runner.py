@@ -21,6 +21,7 @@ from .phases import phase1, phase2, phase3
 from .projection import cost as cost_mod
 from .result import CheckResult, Phase1Result
 from .result_phases import Phase2Result, Phase3Result
+from .result_training import TrainingResult
 
 #: What a baseline does not decide (docs/design/check-measurement.md, "Baselines and regressions", "Training").
 TRAINING_NOT_BASELINED = (
@@ -360,17 +361,15 @@ def _run_training(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Resul
     result.training = (
         training.run(loaded, cfg, ui, cfg.train_steps)
         if p1.status == "pass" and not cfg.baseline_process
-        else {
-            "status": "skipped",
-            "reason": "phase 1 failed"
+        else TrainingResult(
+            status="skipped",
+            reason="phase 1 failed"
             if p1.status != "pass"
             else "a baseline's extra process measures phase 3 only",
-        }
+        )
     )
-    result.warnings += [
-        f"training: {w}"
-        for w in result.training.get("warnings", []) + result.training.get("device_warnings", [])
-    ]
+    tr = result.training
+    result.warnings += [f"training: {w}" for w in (tr.warnings or []) + (tr.device_warnings or [])]
 
 
 def _run_projection(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Result, ui) -> None:
@@ -422,9 +421,7 @@ def _compare_baseline(
             }
     else:
         result.baseline = None
-    if result.training.get("status") in ("pass", "fail") and (
-        base is not None or cfg.save_baseline
-    ):
+    if result.training.status in ("pass", "fail") and (base is not None or cfg.save_baseline):
         result.warnings.append(TRAINING_NOT_BASELINED)  # baseline.training
 
 
@@ -467,13 +464,13 @@ def _failures(result: CheckResult, cfg: CheckConfig) -> list[str]:
         )
     if p3.status == "fail":
         fails.append(f"phase 3: {p3.reason}")
-    if result.training["status"] == "fail":
-        fails.append(f"training: {result.training['reason']}")
+    if result.training.status == "fail":
+        fails.append(f"training: {result.training.reason}")
     if result.baseline and result.baseline.get("regressions"):
         fails += [f"regression: {r}" for r in result.baseline["regressions"]]
-    if result.cost.get("over_budget"):
+    if result.cost.over_budget:
         fails.append(
-            f"cost: {result.cost['device']['usd_per_million']:.4g} USD per million samples exceeds "
+            f"cost: {result.cost.device['usd_per_million']:.4g} USD per million samples exceeds "
             f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)"
         )
     return fails

@@ -169,7 +169,7 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
                 }
             )
             continue
-        dc = r.cost.get("device") or {}
+        dc = r.cost.device or {}
         thr = r.model["batch_size"] / d["p50_s"] if d.get("p50_s") else None
         pt |= {
             "status": r.verdict,

@@ -82,7 +82,7 @@ def test_strict_fallback_fails_with_op_and_traceback():
         assert p.status == "skipped"
         assert "phase 1 failed" in p.reason and f"aten::{op}" in p.reason
     assert r.verdict == "fail" and r.exit_code == 1
-    assert r.cost["device"].get("usd_per_million") is None
+    assert r.cost.device.get("usd_per_million") is None
 
 
 def test_python_error_on_device_only():

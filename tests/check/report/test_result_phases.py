@@ -1,6 +1,7 @@
-"""Phases 2 and 3 as typed results (check/result_phases.py) write the JSON they wrote as dicts:
-the same keys in the same order (the lists below are those of a ``--json`` file written before
-the change), ``to_dict`` is the file's object, and ``from_dict`` reads it back equal."""
+"""Phases 2 and 3 (check/result_phases.py), the training check (check/result_training.py)
+and the cost (check/result_cost.py) as typed results write the JSON they wrote as dicts: the
+same keys in the same order (the lists below are those of ``--json`` files written before the
+change), ``to_dict`` is the file's object, and ``from_dict`` reads it back equal."""
 
 import json
 
@@ -8,7 +9,9 @@ import pytest
 from check_support import FAST_KW, fixture, result
 
 from torchneuron.check.result import CheckResult, jsonable
+from torchneuron.check.result_cost import CostResult
 from torchneuron.check.result_phases import Phase2Result, Phase3Result
+from torchneuron.check.result_training import TrainingResult
 
 #: Phase 2's keys (``compiled`` only under ``--mode both``, the default).
 PHASE2 = [
@@ -141,3 +144,108 @@ def test_an_optional_field_put_to_none_is_written():
     assert Phase3Result.from_dict(d) == p3 and Phase3Result.from_dict(d).to_dict() == d
     p3.put("baseline_processes", {"n": 1})
     assert p3.to_dict()["baseline_processes"] == {"n": 1}
+
+
+#: The cost's keys (``compiled`` only when phase 3 timed the compiled model).
+COST = [
+    "device",
+    "reference",
+    "amortize_samples",
+    "formula",
+    "budget_usd_per_million",
+    "over_budget",
+    "notes",
+    "compiled",
+]
+
+
+def test_the_cost_writes_the_keys_it_wrote_as_a_dict():
+    r = result("mlp", **FAST_KW)
+    assert isinstance(r.cost, CostResult)
+    d = _json(r)
+    assert list(d["cost"]) == COST and d["cost"] == jsonable(r.cost.to_dict())
+    skipped = result(fixture("raises_on_device"), **FAST_KW)
+    assert list(_json(skipped)["cost"]) == COST[:-1]  # nothing timed: no compiled figures
+    for x in (r, skipped):
+        assert CostResult.from_dict(x.cost.to_dict()) == x.cost
+        assert isinstance(CheckResult.from_dict(_json(x)).cost, CostResult)
+    with pytest.raises(ValueError, match=r"cost: unknown key\(s\) \['extra'\]"):
+        CheckResult.from_dict({**d, "cost": {**d["cost"], "extra": 0}})
+
+
+#: The training check's keys with eager steps (``compiled`` under ``--mode both``), as written
+#: before it was typed; its compiled section's; ``--mode compile``'s.
+TRAINING = [
+    "steps",
+    "optimizer",
+    "tol",
+    "form",
+    "modes",
+    "per_step",
+    "loss_atol",
+    "grad_norm_atol",
+    "final_params",
+    "step_time",
+    "peak_allocated_bytes",
+    "device_warnings",
+    "warnings",
+    "status",
+    "reason",
+    "exact",
+    "eager_verdict",
+    "compiled",
+]
+TRAINING_COMPILED = TRAINING[5:15] + ["graph_runs"]
+TRAINING_COMPILE_MODE = [
+    *TRAINING[:5],
+    "status",
+    "reason",
+    "device_warnings",
+    "warnings",
+    "note",
+    "eager_verdict",
+    "exact",
+    "compiled",
+]
+
+
+def test_the_training_check_writes_the_keys_it_wrote_as_a_dict():
+    r = result(fixture("trainable"), **FAST_KW)
+    assert isinstance(r.training, TrainingResult)
+    assert isinstance(r.training.compiled, TrainingResult)
+    d = _json(r)["training"]
+    assert list(d) == TRAINING and list(d["compiled"]) == TRAINING_COMPILED
+    assert d == jsonable(r.training.to_dict())
+    assert TrainingResult.from_dict(r.training.to_dict()) == r.training
+    back = CheckResult.from_dict(_json(r))
+    assert back.training == r.training and back.to_json() == r.to_json()
+    with pytest.raises(ValueError, match=r"training: unknown key\(s\) \['extra'\]"):
+        TrainingResult.from_dict({**d, "compiled": {**d["compiled"], "extra": 0}})
+
+
+def test_every_training_variant_keeps_its_key_order():
+    head = dict(steps=3, optimizer="AdamW", tol=1e-4, form="loss_fn(output)")
+    skipped = TrainingResult("skipped", "an inference model")
+    assert list(skipped.to_dict()) == ["status", "reason"]
+    eager_raised = TrainingResult("fail", "raised", modes=["eager"], **head)
+    assert list(eager_raised.to_dict()) == [*TRAINING[:5], "status", "reason"]
+    not_compiled = TrainingResult("fail", "no graph ran", graph_runs=0, device_warnings=[])
+    assert list(not_compiled.to_dict()) == ["status", "reason", "graph_runs", "device_warnings"]
+    compile_raised = TrainingResult("fail", "raised", error={"type": "E"})
+    assert list(compile_raised.to_dict()) == ["status", "error", "reason"]
+    compile_mode = TrainingResult(
+        "fail",
+        "compiled: raised",
+        modes=["compile"],
+        device_warnings=[],
+        warnings=[],
+        note="--mode compile: eager training steps not run",
+        eager_verdict={"status": "pass", "reason": None},
+        exact={"compiled": None},
+        compiled=compile_raised,
+        **head,
+    )
+    assert list(compile_mode.to_dict()) == TRAINING_COMPILE_MODE
+    assert compile_mode.to_dict()["compiled"] == compile_raised.to_dict()
+    for x in (skipped, eager_raised, not_compiled, compile_raised, compile_mode):
+        assert TrainingResult.from_dict(x.to_dict()) == x

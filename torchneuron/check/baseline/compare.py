@@ -12,6 +12,7 @@ from .. import formatting
 from .. import manifest as manifest_mod
 from ..phases import memory as memory_mod
 from ..result import CheckResult, Phase1Result
+from ..result_training import TrainingResult
 from . import exact as exact_mod
 from . import setup as baseline_setup
 from .host_latency import as_metrics, latency, shown_only
@@ -74,7 +75,7 @@ def compare(
             shown_only(lat)
     res["exact"] = exact_mod.compare(bmx, result, th)
     res["regressions"] += res["exact"]["regressions"]
-    res["training"] = training(bmx, result.training or {}, th)
+    res["training"] = training(bmx, result.training, th)
     res["regressions"] += res["training"].get("regressions", [])
     _memory(res, bmx, result.phase1, th)
     cur_fb, old_fb = set(result.phase1.fallback["ops"]), set(bmx.get("fallback_ops") or [])
@@ -183,11 +184,11 @@ TRAINING_TIME_NOTE = (
 )
 
 
-def training(bmx: dict, t: dict, th: dict) -> dict:
+def training(bmx: dict, t: TrainingResult | None, th: dict) -> dict:
     """The training check against the baseline's: peak allocated device memory with the
     optimizer's state by the inference memory rule (above ``baseline * (1 + peak_memory)`` and
     by more than ``peak_memory_min_bytes``: a regression); step times listed beside."""
-    if t.get("status") not in ("pass", "fail"):
+    if t is None or t.status not in ("pass", "fail"):
         return _not_compared(
             "this run has no training check (an inference factory, or it did not run)"
         )
@@ -197,9 +198,9 @@ def training(bmx: dict, t: dict, th: dict) -> dict:
             "the baseline has no training figures (saved from an inference factory, from a failing "
             "training check, or by an earlier version: save it again)"
         )
-    base_mem, cur_mem = b["peak_allocated_bytes"], t.get("peak_allocated_bytes") or 0
+    base_mem, cur_mem = b["peak_allocated_bytes"], t.peak_allocated_bytes or 0
     limit = max(base_mem * (1 + th["peak_memory"]), base_mem + th["peak_memory_min_bytes"])
-    bt, ct = b.get("step_time") or {}, t.get("step_time") or {}
+    bt, ct = b.get("step_time") or {}, t.step_time or {}
     out = {
         "baseline_peak_allocated_bytes": base_mem,
         "current_peak_allocated_bytes": cur_mem,

@@ -209,7 +209,7 @@ def compare(bmx: dict, result: CheckResult, th: dict) -> dict:
             )
         )
     bt = (bmx.get("training") or {}).get("exact") or {}
-    ct = (result.training or {}).get("exact") or {}
+    ct = (result.training.exact if result.training else None) or {}
     for side in ("eager", "compiled"):  # a training step, where both runs traced one
         if bt.get(side) and ct.get(side):
             rows += _side_rows(f"training ({side})", bt[side], ct[side], th, "per step")

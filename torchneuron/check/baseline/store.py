@@ -31,6 +31,7 @@ from ..errors import CheckUsageError
 from ..phases import memory as memory_mod
 from ..result import CheckResult, Phase1Result
 from ..result_phases import Phase2Result, Phase3Result
+from ..result_training import TrainingResult
 
 FORMAT = "torchneuron.check.baseline/1"
 #: What a baseline keeps of phase 1's compile check (``compiled.check_compile``).
@@ -155,7 +156,7 @@ def _metrics(result: CheckResult) -> dict:
         "peak_allocated_bytes": memory_mod.measured_peak(p1)[0],
         "peak_allocated_basis": memory_mod.measured_peak(p1)[1],
         "peak_reserved_bytes": p1.memory["peak_reserved_bytes"],
-        "training": _training_figures(result.training or {}),
+        "training": _training_figures(result.training),
         "fallback_ops": sorted(p1.fallback["ops"]),
         # --projection: the compiled graph's projected seconds per pass (an exact function
         # of the StableHLO), gated as the eager projection is (baseline/exact.py)
@@ -365,15 +366,15 @@ def _projected(p: dict) -> dict | None:
     return out
 
 
-def _training_figures(t: dict) -> dict | None:
+def _training_figures(t: TrainingResult | None) -> dict | None:
     """What a baseline keeps of the training check (a passing one): the device's peak memory
     with the optimizer's state and the step times (shown on re-check, not decided)."""
-    if t.get("status") != "pass":
+    if t is None or t.status != "pass":
         return None
     return {
-        "peak_allocated_bytes": t.get("peak_allocated_bytes"),
-        "step_time": t.get("step_time"),
-        "exact": t.get("exact"),  # the last step's kernel trace per mode (training.py)
+        "peak_allocated_bytes": t.peak_allocated_bytes,
+        "step_time": t.step_time,
+        "exact": t.exact,  # the last step's kernel trace per mode (training.py)
     }
 
 

@@ -12,7 +12,9 @@ from dataclasses import replace
 
 from .. import formatting
 from ..result import CheckResult, Phase1Result
+from ..result_cost import CostResult
 from ..result_phases import Phase2Result, Phase3Result
+from ..result_training import TrainingResult
 from . import exact_html, summary_html
 from .html_baseline import _baseline
 from .html_parts import _e, _kv, _status, _table
@@ -154,9 +156,9 @@ def _phase1(p1: Phase1Result) -> str:
     return out + _failure(p1.error)
 
 
-def _compiled_perf(p3: Phase3Result, cost: dict) -> str:
+def _compiled_perf(p3: Phase3Result, cost: CostResult | None) -> str:
     """--mode both: the compiled model's phase-3 statistics and amortized cost (empty otherwise)."""
-    c, k = p3.compiled, cost.get("compiled")
+    c, k = p3.compiled, (cost.compiled if cost else None)
     if not c or not c.get("p50_s"):
         return ""
     d = p3.device
@@ -316,9 +318,9 @@ def _phase3(p3: Phase3Result, reference: str) -> str:
     return out
 
 
-def _cost(c: dict) -> str:
+def _cost(c: CostResult) -> str:
     rows = []
-    for label, x in (("device", c["device"]), ("reference", c["reference"])):
+    for label, x in (("device", c.device), ("reference", c.reference)):
         rows.append(
             [
                 label,
@@ -351,38 +353,34 @@ def _cost(c: dict) -> str:
         rows,
         num_cols=(2, 4, 6, 7),
     )
-    out += f'<p class="caption">{_e(c["formula"])}, amortized over {c["amortize_samples"]:,} samples.</p>'
-    if c.get("budget_usd_per_million") is not None:
+    out += f'<p class="caption">{_e(c.formula)}, amortized over {c.amortize_samples:,} samples.</p>'
+    if c.budget_usd_per_million is not None:
         out += (
-            f"<p>Budget {_e(formatting.usd(c['budget_usd_per_million']))} per million samples: "
-            + (
-                _status("fail") + " exceeded"
-                if c.get("over_budget")
-                else _status("pass") + " within"
-            )
+            f"<p>Budget {_e(formatting.usd(c.budget_usd_per_million))} per million samples: "
+            + (_status("fail") + " exceeded" if c.over_budget else _status("pass") + " within")
             + "</p>"
         )
-    for n in c.get("notes", []):
+    for n in c.notes:
         out += f'<div class="note">{_e(n)}</div>'
     return out
 
 
-def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str:
+def _training(tr: TrainingResult | None, label: str = "", anchor: str = "training") -> str:
     """The training check section (empty for an inference model); the compiled mode's
-    steps (``tr["compiled"]``) in a section of their own."""
-    if not tr or tr.get("status") == "skipped":
+    steps (``tr.compiled``) in a section of their own."""
+    if not tr or tr.status == "skipped":
         return ""
     compiled = ""
-    if tr.get("compiled"):
+    if tr.compiled:
         compiled = _training(
-            tr["compiled"] | {"steps": tr["steps"], "optimizer": tr["optimizer"]},
+            replace(tr.compiled, steps=tr.steps, optimizer=tr.optimizer),
             " (compiled, backend neuron)",
             "training-compiled",
         )
-    head = f'<h2 id="{anchor}">Training{_e(label)} — {tr.get("steps")} steps {_status(tr["status"])}</h2>'
-    if "per_step" not in tr:
-        return head + f'<div class="note">{_e(tr.get("reason") or tr.get("note"))}</div>' + compiled
-    groups = list(tr["per_step"][0]["grad_norm_device"])
+    head = f'<h2 id="{anchor}">Training{_e(label)} — {tr.steps} steps {_status(tr.status)}</h2>'
+    if tr.per_step is None:
+        return head + f'<div class="note">{_e(tr.reason or tr.note)}</div>' + compiled
+    groups = list(tr.per_step[0]["grad_norm_device"])
     rows = [
         [
             _e(st["step"]),
@@ -398,12 +396,12 @@ def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str
             for g in groups
         ]
         + [_e(formatting.ms(st["step_time_device_s"]))]
-        for st in tr["per_step"]
+        for st in tr.per_step
     ]
-    fp = tr["final_params"]
+    fp = tr.final_params
     return (
         head
-        + f'<p class="caption">{_e(tr["optimizer"])}; device, reference and float64 from the same '
+        + f'<p class="caption">{_e(tr.optimizer)}; device, reference and float64 from the same '
         "initial state, compared with phase 2's rule</p>"
         + _table(
             ["step", "loss device", "loss reference", "loss fp64", "loss"]
@@ -420,11 +418,11 @@ def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str
                         + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
                     ),
                 ),
-                ("device step p50", _e(formatting.ms(tr["step_time"]["device_p50_s"]))),
-                ("reference step p50", _e(formatting.ms(tr["step_time"]["reference_p50_s"]))),
+                ("device step p50", _e(formatting.ms(tr.step_time["device_p50_s"]))),
+                ("reference step p50", _e(formatting.ms(tr.step_time["reference_p50_s"]))),
                 (
                     "peak device memory with optimizer state",
-                    _e(formatting.nbytes(tr.get("peak_allocated_bytes"))),
+                    _e(formatting.nbytes(tr.peak_allocated_bytes)),
                 ),
             ]
         )
@@ -557,7 +555,7 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 <h2 id="phase2">Phase 2 — is it accurate {_status(p2.status)}</h2>
 {_phase2(p2)}
 {_phase2_compiled(p2)}
-{_compiled_perf(p3, result.cost or {})}
+{_compiled_perf(p3, result.cost)}
 <h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3.status)}</h2>
 {_phase3(p3, result.config["reference"])}
 <div class="plots">{plot_html["warmup"]}{plot_html["hist"]}</div>

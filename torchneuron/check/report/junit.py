@@ -4,6 +4,7 @@ per phase part, the baseline comparisons and the cost budget; skipped parts as s
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 from ..phases.phase2 import failure_text
 from ..result import CheckResult
@@ -186,39 +187,38 @@ def _compiled_performance_case(suite: ET.Element, cls: str, result: CheckResult)
 
 def _training_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """The training check, eager and compiled."""
-    tr = result.training or {}
-    if tr.get("status") not in (None, "skipped"):
-        eager = dict(tr, **tr.get("eager_verdict", {}))  # without compiled's failure text
+    tr = result.training
+    if tr is not None and tr.status != "skipped":
+        eager = replace(tr, **(tr.eager_verdict or {}))  # without compiled's failure text
         parts = [
-            ("training.eager", eager if "eager" in tr.get("modes", ["eager"]) else None),
-            ("training.compiled", tr.get("compiled")),
+            ("training.eager", eager if "eager" in (tr.modes or ["eager"]) else None),
+            ("training.compiled", tr.compiled),
         ]
         for name, part in parts:
             if part is None:
                 continue
-            t = sum(s["step_time_device_s"] for s in part.get("per_step", []))
+            t = sum(s["step_time_device_s"] for s in part.per_step or [])
             _case(
                 suite,
                 cls,
                 name,
                 t,
-                failure=(part.get("reason") if part.get("status") == "fail" else None),
+                failure=(part.reason if part.status == "fail" else None),
             )
 
 
 def _cost_case(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """The cost budget (``--max-cost-per-million``)."""
-    c = result.cost or {}
-    if c.get("budget_usd_per_million") is not None:
+    c = result.cost
+    if c is not None and c.budget_usd_per_million is not None:
         _case(
             suite,
             cls,
             "cost.budget",
             failure=(
-                f"{c['device'].get('usd_per_million')} USD per million > "
-                f"{c['budget_usd_per_million']}"
+                f"{c.device.get('usd_per_million')} USD per million > {c.budget_usd_per_million}"
             )
-            if c.get("over_budget")
+            if c.over_budget
             else None,
         )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import formatting
 from ..result import CheckResult, Phase1Result
+from ..result_training import TrainingResult
 
 EXIT_CODES = "exit codes: 0 pass · 1 fail or regression · 2 bad usage · 3 inconclusive (--gate-host-latency only)"
 
@@ -69,24 +70,24 @@ def phase_lines(result: CheckResult) -> list[tuple[str, str, list[str]]]:
     """``[(phase, status, [text, ...])]``: run, accuracy, performance, then training,
     baseline and budget where they apply. Status: pass, fail, skipped, regression, saved."""
     lines = [_run_line(result.phase1), _accuracy_line(result), _performance_line(result)]
-    tr = result.training or {}
-    if tr and tr.get("status") != "skipped":
+    tr = result.training
+    if tr is not None and tr.status != "skipped":
         lines.append(_training_line(tr))
     if result.baseline:
         lines.append(_baseline_line(result.baseline))
     if result.baseline_saved:
         lines.append(("baseline", "saved", [f"saved to {result.baseline_saved}"]))
-    cost = result.cost or {}
-    if cost.get("budget_usd_per_million") is not None:
-        over = cost.get("over_budget")
+    cost = result.cost
+    if cost is not None and cost.budget_usd_per_million is not None:
+        over = cost.over_budget
         lines.append(
             (
                 "budget",
                 "fail" if over else "pass",
                 [
-                    f"{formatting.usd((cost.get('device') or {}).get('usd_per_million'))} per 1M samples "
+                    f"{formatting.usd((cost.device or {}).get('usd_per_million'))} per 1M samples "
                     f"at the emulator's throughput: {'EXCEEDS' if over else 'within'} "
-                    f"{formatting.usd(cost['budget_usd_per_million'])}"
+                    f"{formatting.usd(cost.budget_usd_per_million)}"
                 ],
             )
         )
@@ -186,26 +187,26 @@ def _performance_line(result: CheckResult) -> tuple[str, str, list[str]]:
     return ("performance", p3.status, texts)
 
 
-def _training_line(tr: dict) -> tuple[str, str, list[str]]:
-    if "per_step" not in tr:
-        return ("training", tr["status"], [tr.get("reason") or tr.get("note") or ""])
-    fp = tr.get("final_params") or {}
+def _training_line(tr: TrainingResult) -> tuple[str, str, list[str]]:
+    if tr.per_step is None:
+        return ("training", tr.status, [tr.reason or tr.note or ""])
+    fp = tr.final_params or {}
     text = (
-        f"{tr['steps']} {tr['optimizer']} steps: loss, grad norms and "
+        f"{tr.steps} {tr.optimizer} steps: loss, grad norms and "
         f"{fp.get('compared', 0) - len(fp.get('failed', []))}/{fp.get('compared', 0)} "
         "parameter updates vs the reference and fp64"
     )
-    c = tr.get("compiled")
+    c = tr.compiled
     extra = []
     if c:
-        extra.append(f"compiled: {c.get('status', '?').upper()}" + _why(c))
-    if tr["status"] == "fail":
-        extra.append(tr.get("reason") or "")
-    return ("training", tr["status"], [text] + [x for x in extra if x])
+        extra.append(f"compiled: {c.status.upper()}" + _why(c))
+    if tr.status == "fail":
+        extra.append(tr.reason or "")
+    return ("training", tr.status, [text] + [x for x in extra if x])
 
 
-def _why(c: dict) -> str:
-    return f" ({c['reason']})" if c.get("status") == "fail" and c.get("reason") else ""
+def _why(c: TrainingResult) -> str:
+    return f" ({c.reason})" if c.status == "fail" and c.reason else ""
 
 
 def _baseline_line(b: dict) -> tuple[str, str, list[str]]:
