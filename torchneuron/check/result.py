@@ -1,13 +1,13 @@
 """A check's result as typed objects: ``CheckResult`` (the whole run), ``Phase1Result``
 (does it run on the device), in ``result_phases.py`` ``Phase2Result`` (accuracy) and
-``Phase3Result`` (performance), in ``result_training.py`` ``TrainingResult`` and in
-``result_cost.py`` ``CostResult``. Runner, baseline and reports read their attributes;
-``to_dict`` gives the dict the ``--json`` file holds (same keys, same order), ``from_dict``
-reads it back.
+``Phase3Result`` (performance), in ``result_training.py`` ``TrainingResult``, in
+``result_cost.py`` ``CostResult`` and in ``result_projection.py`` ``ProjectionResult``. Runner,
+baseline and reports read their attributes; ``to_dict`` gives the dict the ``--json`` file
+holds (same keys, same order), ``from_dict`` reads it back.
 
-Still plain dicts (their keys: docs/check.md, "Outputs"): the projection, phase 1's
-``compile``, the exact quantities, the baseline comparison, the profile, and the nested parts
-of the typed results (an output's comparison, a side's summary, a training step's row)."""
+Still plain dicts (their keys: docs/check.md, "Outputs"): phase 1's ``compile``, the exact
+quantities, the baseline comparison, the profile, and the nested parts of the typed results
+(an output's comparison, a side's summary, a training step's row, a core's projection)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Any
 
 from .result_cost import CostResult
 from .result_phases import Phase2Result, Phase3Result, _known
+from .result_projection import ProjectionResult
 from .result_training import TrainingResult
 
 SCHEMA = "torchneuron.check.result/1"
@@ -121,7 +122,7 @@ class Phase1Result:
 class CheckResult:
     """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
 
-    The results other than phases 1 to 3, the training check and the cost are the dicts their modules return (keys in
+    The results other than phases 1 to 3, training, projection and cost are the dicts their modules return (keys in
     docs/check.md, "Outputs"); ``profile`` and ``inconclusive`` are None unless set, and then absent
     from the JSON."""
 
@@ -156,7 +157,7 @@ class CheckResult:
     #: the training check (``phases/training.py``)
     training: TrainingResult | None = None
     #: the Trainium projection (``phases/projection.py``)
-    projection: dict | None = None
+    projection: ProjectionResult | None = None
     #: the comparison with ``--baseline`` (``baseline/compare.py``); None without one
     baseline: dict | None = None
     #: cost per million samples, USD (``projection/cost.py``)
@@ -196,6 +197,8 @@ class CheckResult:
             d["phase3"] = Phase3Result.from_dict(d["phase3"])
         if d.get("training") is not None:
             d["training"] = TrainingResult.from_dict(d["training"])
+        if d.get("projection") is not None:
+            d["projection"] = ProjectionResult.from_dict(d["projection"])
         if d.get("cost") is not None:
             d["cost"] = CostResult.from_dict(d["cost"])
         return cls(**d)

@@ -21,6 +21,7 @@ from .phases import phase1, phase2, phase3
 from .projection import cost as cost_mod
 from .result import CheckResult, Phase1Result
 from .result_phases import Phase2Result, Phase3Result
+from .result_projection import ProjectionResult
 from .result_training import TrainingResult
 
 #: What a baseline does not decide (docs/design/check-measurement.md, "Baselines and regressions", "Training").
@@ -379,7 +380,7 @@ def _run_projection(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Res
     result.projection = (
         project_phase.run(loaded, cfg, ui)
         if p1.status == "pass" and not cfg.baseline_process
-        else {"status": "skipped", "reason": "phase 1 failed"}
+        else ProjectionResult(status="skipped", reason="phase 1 failed")
     )
 
 

@@ -1,7 +1,8 @@
-"""Phases 2 and 3 (check/result_phases.py), the training check (check/result_training.py)
-and the cost (check/result_cost.py) as typed results write the JSON they wrote as dicts: the
-same keys in the same order (the lists below are those of ``--json`` files written before the
-change), ``to_dict`` is the file's object, and ``from_dict`` reads it back equal."""
+"""Phases 2 and 3 (check/result_phases.py), the training check (check/result_training.py),
+the cost (check/result_cost.py) and the projection (check/result_projection.py) as typed
+results write the JSON they wrote as dicts: the same keys in the same order (the lists below
+are those of ``--json`` files written before the change), ``to_dict`` is the file's object,
+and ``from_dict`` reads it back equal."""
 
 import json
 
@@ -11,6 +12,7 @@ from check_support import FAST_KW, fixture, result
 from torchneuron.check.result import CheckResult, jsonable
 from torchneuron.check.result_cost import CostResult
 from torchneuron.check.result_phases import Phase2Result, Phase3Result
+from torchneuron.check.result_projection import ProjectionResult
 from torchneuron.check.result_training import TrainingResult
 
 #: Phase 2's keys (``compiled`` only under ``--mode both``, the default).
@@ -249,3 +251,22 @@ def test_every_training_variant_keeps_its_key_order():
     assert compile_mode.to_dict()["compiled"] == compile_raised.to_dict()
     for x in (skipped, eager_raised, not_compiled, compile_raised, compile_mode):
         assert TrainingResult.from_dict(x.to_dict()) == x
+
+
+#: The projection's keys when it ran (``status`` and ``reason`` alone when skipped or failed).
+PROJECTION = ["status", "how", "lower_s", "reason", "note", "trn2", "trn3"]
+
+
+def test_the_projection_writes_the_keys_it_wrote_as_a_dict():
+    r = result(fixture("good"), projection=True, **FAST_KW)
+    assert isinstance(r.projection, ProjectionResult) and r.projection.status == "pass"
+    d = _json(r)["projection"]
+    assert list(d) == PROJECTION and d == jsonable(r.projection.to_dict())
+    skipped = _json(result("mlp", **FAST_KW))["projection"]
+    assert skipped == {"status": "skipped", "reason": "not asked (--projection)"}
+    for x in (d, skipped):
+        assert ProjectionResult.from_dict(x).to_dict() == x
+    assert ProjectionResult.from_dict(r.projection.to_dict()) == r.projection
+    assert CheckResult.from_dict(_json(r)).to_json() == r.to_json()
+    with pytest.raises(ValueError, match=r"projection: unknown key\(s\) \['extra'\]"):
+        ProjectionResult.from_dict({**d, "extra": 0})

@@ -31,6 +31,7 @@ from ..errors import CheckUsageError
 from ..phases import memory as memory_mod
 from ..result import CheckResult, Phase1Result
 from ..result_phases import Phase2Result, Phase3Result
+from ..result_projection import ProjectionResult
 from ..result_training import TrainingResult
 
 FORMAT = "torchneuron.check.baseline/1"
@@ -160,7 +161,7 @@ def _metrics(result: CheckResult) -> dict:
         "fallback_ops": sorted(p1.fallback["ops"]),
         # --projection: the compiled graph's projected seconds per pass (an exact function
         # of the StableHLO), gated as the eager projection is (baseline/exact.py)
-        "projection": _projected(result.projection or {}),
+        "projection": _projected(result.projection),
         # the exact quantities per pass the default gates compare (phases/exact.py)
         "exact": result.exact if (result.exact or {}).get("status") == "pass" else None,
         "narrowing": p1.narrowing,
@@ -357,12 +358,12 @@ def _sig(inputs) -> str:
     return ", ".join(f"{i['name']}{i['shape']}:{i['dtype']}" for i in inputs)
 
 
-def _projected(p: dict) -> dict | None:
-    if p.get("status") != "pass":
+def _projected(p: ProjectionResult | None) -> dict | None:
+    if p is None or p.status != "pass":
         return None
-    out = {k: p[k]["latency_s_per_core"] for k in ("trn2", "trn3")}
+    out = {k: p.core(k)["latency_s_per_core"] for k in ("trn2", "trn3")}
     # the fixed costs the times include (projection/overheads.py): compared only under the same
-    out["overheads"] = p["trn2"].get("overheads")
+    out["overheads"] = p.trn2.get("overheads")
     return out
 
 

@@ -14,6 +14,7 @@ from .. import formatting
 from ..result import CheckResult, Phase1Result
 from ..result_cost import CostResult
 from ..result_phases import Phase2Result, Phase3Result
+from ..result_projection import ProjectionResult
 from ..result_training import TrainingResult
 from . import exact_html, summary_html
 from .html_baseline import _baseline
@@ -430,14 +431,14 @@ def _training(tr: TrainingResult | None, label: str = "", anchor: str = "trainin
     )
 
 
-def _projection(p: dict | None) -> str:
+def _projection(p: ProjectionResult | None) -> str:
     """The Trainium projection section (empty unless --projection was given)."""
-    if not p or p.get("status") == "skipped":
+    if not p or p.status == "skipped":
         return ""
     head = '<h2 id="projection">Trainium projection — an estimate, not a measurement</h2>'
-    if p["status"] != "pass":
-        return head + f'<div class="note">{_e(p.get("reason"))}</div>'
-    a, b = p["trn2"], p["trn3"]
+    if p.status != "pass":
+        return head + f'<div class="note">{_e(p.reason)}</div>'
+    a, b = p.trn2, p.trn3
     rows = [
         [_e(label), _e(fn(a)), _e(fn(b))]
         for label, fn in (
@@ -469,7 +470,7 @@ def _projection(p: dict | None) -> str:
         top.append([_e(label), "", "", "", _e(rest.replace(" µs", "")), ""])
     return (
         head
-        + f'<div class="note">{_e(p["note"])}. Lowered with {_e(p["how"])}.</div>'
+        + f'<div class="note">{_e(p.note)}. Lowered with {_e(p.how)}.</div>'
         + _table(["", f"{a['chip']} ({a['core']})", f"{b['chip']} ({b['core']})"], rows)
         + "<h3>Top operations by projected time (Trainium2)</h3>"
         + _table(["op", "shape", "engine", "GFLOP", "time (µs)", "bound"], top)

@@ -59,11 +59,11 @@ def compiled_pass_s(result: CheckResult, core: str = "trn2") -> float | None:
     """The compiled pass on Trainium (seconds): the StableHLO projection (one execution's
     fixed cost included) plus the launches of any further graphs, as the per-pass table
     shows it. None without a projection."""
-    proj = result.projection or {}
-    if proj.get("status") != "pass":
+    proj = result.projection
+    if proj is None or proj.status != "pass":
         return None
     n, us = extra_launches(result.exact)
-    return proj[core]["latency_s_per_core"] + n * us * 1e-6
+    return proj.core(core)["latency_s_per_core"] + n * us * 1e-6
 
 
 def phase_lines(result: CheckResult) -> list[tuple[str, str, list[str]]]:
@@ -352,21 +352,21 @@ def _fusion_findings(ex: dict) -> list:
 
 
 def _projection_findings(result: CheckResult) -> list:
-    proj = result.projection or {}
+    proj = result.projection
     ep = (((result.exact or {}).get("eager") or {}).get("projection") or {}).get("trn2")
     if result.phase1.status != "pass":
         return []  # nothing ran to project
-    if proj.get("status") != "pass":
+    if proj is None or proj.status != "pass":
         asked = (result.config or {}).get("projection")
         why = (
-            f"not projected: {proj.get('reason')}"
+            f"not projected: {proj.reason if proj else None}"
             if asked
             else "run with --projection for throughput and cost"
         )
         if ep:
             return [("projected Trainium2", f"eager pass {us(ep['latency_s'])}; {why}", None)]
         return [("projected Trainium2", why, None)]
-    t = proj["trn2"]
+    t = proj.trn2
     cp = compiled_pass_s(result)
     text = (
         f"compiled pass {us(cp)} · {formatting.num(t['throughput_per_core'])} samples/s per core · "

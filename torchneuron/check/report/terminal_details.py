@@ -12,6 +12,7 @@ from rich.text import Text
 from .. import formatting
 from ..result import CheckResult
 from ..result_cost import CostResult
+from ..result_projection import ProjectionResult
 from ..result_training import TrainingResult
 from . import exact_terminal, summary
 from .terminal_phases import phase1_tables, phase2_tables, phase3_tables, status_text
@@ -286,12 +287,12 @@ def training_tables(tr: TrainingResult | None, label: str = "") -> list:
     ] + compiled
 
 
-def projection_tables(p: dict | None, exact: dict | None = None) -> list:
+def projection_tables(p: ProjectionResult | None, exact: dict | None = None) -> list:
     """The Trainium projection (nothing unless --projection was given)."""
-    if not p or p.get("status") == "skipped":
+    if not p or p.status == "skipped":
         return []
-    if p["status"] != "pass":
-        return [Text(f"Trainium projection: {p['reason']}", style="yellow")]
+    if p.status != "pass":
+        return [Text(f"Trainium projection: {p.reason}", style="yellow")]
     t = Table(
         title="Trainium projection: ESTIMATE from a roofline model of the StableHLO graph, not a measurement",
         title_justify="left",
@@ -300,8 +301,8 @@ def projection_tables(p: dict | None, exact: dict | None = None) -> list:
     )
     t.add_column("", style="cyan", no_wrap=True)
     for key in ("trn2", "trn3"):
-        t.add_column(f"{p[key]['chip']} ({p[key]['core']})", justify="right")
-    a, b = p["trn2"], p["trn3"]
+        t.add_column(f"{p.core(key)['chip']} ({p.core(key)['core']})", justify="right")
+    a, b = p.trn2, p.trn3
     for label, fn in (
         ("latency per pass, one core", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g} µs"),
         ("of which HBM weights/inputs/outputs (serial)", formatting.projected_serial),
@@ -350,7 +351,7 @@ def projection_tables(p: dict | None, exact: dict | None = None) -> list:
         t,
         top,
         Text(
-            f"{p['note']}; lowered with {p['how']}; matmuls at the TensorE {a['matmul_dtype'].upper()} "
+            f"{p.note}; lowered with {p.how}; matmuls at the TensorE {a['matmul_dtype'].upper()} "
             "rate (Neuron's default matmul autocast); see docs/check.md",
             style="dim",
         ),
