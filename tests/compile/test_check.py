@@ -9,7 +9,7 @@ def test_mode_compile_measures_compiled_model_in_phases_2_and_3():
     c = r.phase1.compile
     assert c["ok"] and c["phases_2_3"] == "compiled"
     assert r.verdict == "pass"
-    assert r.cost["device"]["overhead_label"].startswith("compile time")
+    assert r.cost.device["overhead_label"].startswith("compile time")
 
 
 def test_mode_eager_skips_compile():
@@ -83,7 +83,7 @@ def test_planted_compiled_accuracy_error_fails_phase2(monkeypatch):
 
     # not check_support.result: its per-session cache may hold an unplanted run of mlp
     r = run(CheckConfig(model="mlp", progress=False, **FAST_KW))
-    assert r.phase2["status"] == "pass" and r.phase2["compiled"]["status"] == "fail"
+    assert r.phase2.status == "pass" and r.phase2.compiled["status"] == "fail"
     assert r.verdict == "fail" and any(f.startswith("phase 2 (compiled)") for f in r.failures)
 
 

@@ -16,10 +16,10 @@ def main() -> None:
     on stdout (after ``_TAG``)."""
     cfg = CheckConfig(**json.loads(sys.stdin.read()))
     r = run(cfg)
-    p3 = r.phase3 or {}
+    p3 = r.phase3
     res = (
         estimates(p3)
-        if p3.get("status") == "pass"
-        else {"error": p3.get("reason") or "phase 3 did not run"}
+        if p3 is not None and p3.status == "pass"
+        else {"error": (p3 and p3.reason) or "phase 3 did not run"}
     )
     print(_TAG + json.dumps(res), flush=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .result import Phase1Result
+from .result_phases import Phase3Result
 
 
 def ms(seconds: float | None, digits: int = 3) -> str:
@@ -124,11 +125,11 @@ def compile_cells(cc: dict) -> tuple[str, str]:
     return f"yes, {side[0]}", cur
 
 
-def cold_label(p3: dict) -> str:
+def cold_label(p3: Phase3Result) -> str:
     """Phase 3's cold row: under ``--mode compile`` the compiled model's first call, compile included."""
     return (
         "cold (first call, compile included)"
-        if (p3.get("cold_basis") or "").startswith("compiled")
+        if (p3.cold_basis or "").startswith("compiled")
         else "cold (first iteration)"
     )
 

@@ -1,9 +1,13 @@
-"""A check's result as typed objects: ``CheckResult`` (the whole run) and ``Phase1Result``
-(does it run on the device). Runner, baseline and reports read their attributes; ``to_dict``
-gives the dict the ``--json`` file holds (same keys, same order), ``from_dict`` reads it back.
+"""A check's result as typed objects: ``CheckResult`` (the whole run), ``Phase1Result``
+(does it run on the device), in ``result_phases.py`` ``Phase2Result`` (accuracy) and
+``Phase3Result`` (performance), in ``result_training.py`` ``TrainingResult``, in
+``result_cost.py`` ``CostResult`` and in ``result_projection.py`` ``ProjectionResult``. Runner,
+baseline and reports read their attributes; ``to_dict`` gives the dict the ``--json`` file
+holds (same keys, same order), ``from_dict`` reads it back.
 
-Phases 2 and 3, the training check, the projection, the baseline comparison and the cost
-are still plain dicts (their keys: docs/check.md, "Outputs")."""
+Still plain dicts (their keys: docs/check.md, "Outputs"): phase 1's ``compile``, the exact
+quantities, the baseline comparison, the profile, and the nested parts of the typed results
+(an output's comparison, a side's summary, a training step's row, a core's projection)."""
 
 from __future__ import annotations
 
@@ -13,19 +17,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .result_cost import CostResult
+from .result_phases import Phase2Result, Phase3Result, _known
+from .result_projection import ProjectionResult
+from .result_training import TrainingResult
+
 SCHEMA = "torchneuron.check.result/1"
-
-
-def _known(cls, d: dict, what: str) -> dict:
-    """``d`` (a copy) when every key is a field of ``cls``; else ``ValueError``."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(
-            f"check {what}: unknown key(s) {unknown} (written by another torchneuron version?); "
-            f"known: {sorted(names)}"
-        )
-    return dict(d)
 
 
 def jsonable(x: Any) -> Any:
@@ -125,7 +122,7 @@ class Phase1Result:
 class CheckResult:
     """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
 
-    The phase results other than phase 1 are the dicts their modules return (keys in
+    The results other than phases 1 to 3, training, projection and cost are the dicts their modules return (keys in
     docs/check.md, "Outputs"); ``profile`` and ``inconclusive`` are None unless set, and then absent
     from the JSON."""
 
@@ -150,21 +147,21 @@ class CheckResult:
     #: phase 1: does it run
     phase1: Phase1Result | None = None
     #: phase 2: is it accurate (``phases/phase2.py``)
-    phase2: dict | None = None
+    phase2: Phase2Result | None = None
     #: phase 3: performance, seconds (``phases/phase3.py``)
-    phase3: dict | None = None
+    phase3: Phase3Result | None = None
     #: ``--profile``: one steady-state iteration (``phases/profile.py``)
     profile: dict | None = None
     #: the exact quantities per pass (``phases/exact.py``)
     exact: dict | None = None
     #: the training check (``phases/training.py``)
-    training: dict | None = None
+    training: TrainingResult | None = None
     #: the Trainium projection (``phases/projection.py``)
-    projection: dict | None = None
+    projection: ProjectionResult | None = None
     #: the comparison with ``--baseline`` (``baseline/compare.py``); None without one
     baseline: dict | None = None
     #: cost per million samples, USD (``projection/cost.py``)
-    cost: dict | None = None
+    cost: CostResult | None = None
     #: why the verdict is inconclusive
     inconclusive: str | None = None
     #: wall seconds of the whole check
@@ -194,4 +191,14 @@ class CheckResult:
             )
         if d.get("phase1") is not None:
             d["phase1"] = Phase1Result.from_dict(d["phase1"])
+        if d.get("phase2") is not None:
+            d["phase2"] = Phase2Result.from_dict(d["phase2"])
+        if d.get("phase3") is not None:
+            d["phase3"] = Phase3Result.from_dict(d["phase3"])
+        if d.get("training") is not None:
+            d["training"] = TrainingResult.from_dict(d["training"])
+        if d.get("projection") is not None:
+            d["projection"] = ProjectionResult.from_dict(d["projection"])
+        if d.get("cost") is not None:
+            d["cost"] = CostResult.from_dict(d["cost"])
         return cls(**d)

@@ -20,6 +20,9 @@ from .model import loading
 from .phases import phase1, phase2, phase3
 from .projection import cost as cost_mod
 from .result import CheckResult, Phase1Result
+from .result_phases import Phase2Result, Phase3Result
+from .result_projection import ProjectionResult
+from .result_training import TrainingResult
 
 #: What a baseline does not decide (docs/design/check-measurement.md, "Baselines and regressions", "Training").
 TRAINING_NOT_BASELINED = (
@@ -268,16 +271,14 @@ def _run_phase2(result: CheckResult, loaded, cfg: CheckConfig, session, skip, ui
     """Phase 2 (and its compiled section under ``--mode both``); returns it and its extras."""
     p2, extra = phase2.run(loaded, cfg, session.outputs, ui, skip)
     result.phase2 = p2
-    if cfg.mode == "both" and p2["status"] != "skipped" and session.compiled_outputs is not None:
-        p2["compiled"] = phase2.compiled_section(
-            session.compiled_outputs, session.outputs, extra, cfg
-        )
+    if cfg.mode == "both" and p2.status != "skipped" and session.compiled_outputs is not None:
+        p2.compiled = phase2.compiled_section(session.compiled_outputs, session.outputs, extra, cfg)
     return p2, extra
 
 
 def _run_phase3(
     result: CheckResult, loaded, cfg: CheckConfig, session, extra: dict, skip, ui
-) -> dict:
+) -> Phase3Result:
     """Phase 3, and a host-latency baseline's extra rounds up to ``--max-rounds``."""
     p1 = result.phase1
     # --mode both: the compiled model in the same interleaved iterations as eager
@@ -300,17 +301,15 @@ def _run_phase3(
         extra.get("reference_cold_s"),
         comp.get("compile_s"),
     )
-    p3["cold_basis"] = (
+    p3.cold_basis = (
         "compiled first call (compile included)" if compiled_device else "eager first pass"
     )
     result.phase3 = p3
-    if cfg.save_baseline and p3["status"] == "pass" and cfg.gate_host_latency:
+    if cfg.save_baseline and p3.status == "pass" and cfg.gate_host_latency:
         # A baseline for host-latency gates is measured --max-rounds rounds (pooled): every later
         # check is compared with it, so its own sampling error is in every interval (docs/design/check-measurement.md)
-        while p3["rounds"] < cfg.max_rounds:
-            ui.step(
-                f"Baseline: measuring round {p3['rounds'] + 1} of {cfg.max_rounds} (--max-rounds)"
-            )
+        while p3.rounds < cfg.max_rounds:
+            ui.step(f"Baseline: measuring round {p3.rounds + 1} of {cfg.max_rounds} (--max-rounds)")
             phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
     return p3
 
@@ -337,9 +336,11 @@ def _run_profile_and_exact(
     )
 
 
-def _phase_warnings(result: CheckResult, p1: Phase1Result, p2: dict, p3: dict) -> None:
+def _phase_warnings(
+    result: CheckResult, p1: Phase1Result, p2: Phase2Result, p3: Phase3Result
+) -> None:
     """The warnings of phases 2 and 3, outputs not compared, a non-deterministic device."""
-    result.warnings += p2.get("warnings", []) + p3.get("warnings", [])
+    result.warnings += p2.warnings + p3.warnings
     if p1.uncomparable_outputs:
         result.warnings.append(
             "outputs not compared (not tensors): "
@@ -361,17 +362,15 @@ def _run_training(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Resul
     result.training = (
         training.run(loaded, cfg, ui, cfg.train_steps)
         if p1.status == "pass" and not cfg.baseline_process
-        else {
-            "status": "skipped",
-            "reason": "phase 1 failed"
+        else TrainingResult(
+            status="skipped",
+            reason="phase 1 failed"
             if p1.status != "pass"
             else "a baseline's extra process measures phase 3 only",
-        }
+        )
     )
-    result.warnings += [
-        f"training: {w}"
-        for w in result.training.get("warnings", []) + result.training.get("device_warnings", [])
-    ]
+    tr = result.training
+    result.warnings += [f"training: {w}" for w in (tr.warnings or []) + (tr.device_warnings or [])]
 
 
 def _run_projection(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Result, ui) -> None:
@@ -381,7 +380,7 @@ def _run_projection(result: CheckResult, loaded, cfg: CheckConfig, p1: Phase1Res
     result.projection = (
         project_phase.run(loaded, cfg, ui)
         if p1.status == "pass" and not cfg.baseline_process
-        else {"status": "skipped", "reason": "phase 1 failed"}
+        else ProjectionResult(status="skipped", reason="phase 1 failed")
     )
 
 
@@ -399,11 +398,11 @@ def _compare_baseline(
             while (
                 cfg.gate_host_latency
                 and _undecided(result.baseline)
-                and p3["status"] == "pass"
-                and p3["rounds"] < cfg.max_rounds
+                and p3.status == "pass"
+                and p3.rounds < cfg.max_rounds
             ):
                 ui.step(
-                    f"Latency against the baseline undecided after {p3['rounds']} round(s): measuring again"
+                    f"Latency against the baseline undecided after {p3.rounds} round(s): measuring again"
                 )
                 phase3.another_round(p3, session, extra["reference"], cfg, loaded.batch_size, ui)
                 result.baseline = baseline_compare.compare(
@@ -423,9 +422,7 @@ def _compare_baseline(
             }
     else:
         result.baseline = None
-    if result.training.get("status") in ("pass", "fail") and (
-        base is not None or cfg.save_baseline
-    ):
+    if result.training.status in ("pass", "fail") and (base is not None or cfg.save_baseline):
         result.warnings.append(TRAINING_NOT_BASELINED)  # baseline.training
 
 
@@ -455,26 +452,26 @@ def _failures(result: CheckResult, cfg: CheckConfig) -> list[str]:
             + f": {e.get('short_message') or ''}"
             + (f" (hint: {e['hint']})" if e.get("hint") else "")
         )
-    if p2["status"] == "fail":
-        bad = [k for k, v in p2["outputs"].items() if not v["passed"]]
+    if p2.status == "fail":
+        bad = [k for k, v in p2.outputs.items() if not v["passed"]]
         fails.append(
             f"phase 2: {len(bad)} output(s) not accurate against {cfg.reference}: {', '.join(bad)}"
         )
-    if (p2.get("compiled") or {}).get("status") == "fail":
-        bad = [k for k, v in p2["compiled"]["outputs"].items() if not v["passed"]]
+    if (p2.compiled or {}).get("status") == "fail":
+        bad = [k for k, v in p2.compiled["outputs"].items() if not v["passed"]]
         fails.append(
             f"phase 2 (compiled): {len(bad)} output(s) not accurate against {cfg.reference}: "
             f"{', '.join(bad)}"
         )
-    if p3["status"] == "fail":
-        fails.append(f"phase 3: {p3['reason']}")
-    if result.training["status"] == "fail":
-        fails.append(f"training: {result.training['reason']}")
+    if p3.status == "fail":
+        fails.append(f"phase 3: {p3.reason}")
+    if result.training.status == "fail":
+        fails.append(f"training: {result.training.reason}")
     if result.baseline and result.baseline.get("regressions"):
         fails += [f"regression: {r}" for r in result.baseline["regressions"]]
-    if result.cost.get("over_budget"):
+    if result.cost.over_budget:
         fails.append(
-            f"cost: {result.cost['device']['usd_per_million']:.4g} USD per million samples exceeds "
+            f"cost: {result.cost.device['usd_per_million']:.4g} USD per million samples exceeds "
             f"the budget of {cfg.max_cost_per_million:g} (--max-cost-per-million)"
         )
     return fails
@@ -491,7 +488,7 @@ def _inconclusive_reason(result: CheckResult, undecided: list[str]) -> str:
     )
     return (
         f"inconclusive: the host was too noisy to decide latency ({', '.join(undecided)}) "
-        f"against the baseline after {result.phase3['rounds']} round(s) (--max-rounds)"
+        f"against the baseline after {result.phase3.rounds} round(s) (--max-rounds)"
         + (f" and on the median of {procs} processes" if procs > 1 else "")
         + f": an interval of the change straddles the threshold "
         f"+{result.thresholds['latency_p50']:.0%}"
@@ -525,12 +522,14 @@ def _measure_processes(result: CheckResult, cfg: CheckConfig, ui) -> None:
     # --mode compile: the compiled figures are compared with their own margin, not these;
     # without --gate-host-latency the host's figures decide nothing: one process is enough
     if cfg.baseline_runs < 2 or not own or cfg.mode == "compile" or not cfg.gate_host_latency:
-        p3["baseline_processes"] = baseline_runs.summary([own]) if own else None
+        p3.put("baseline_processes", baseline_runs.summary([own]) if own else None)
         return
     extra = baseline_runs.measure(cfg, cfg.baseline_runs - 1, ui)
     failed = [e["error"] for e in extra if "error" in e]
-    p3["baseline_processes"] = baseline_runs.summary([own] + [e for e in extra if "error" not in e])
-    p3["baseline_processes"]["failed"] = failed
+    p3.put(
+        "baseline_processes", baseline_runs.summary([own] + [e for e in extra if "error" not in e])
+    )
+    p3.baseline_processes["failed"] = failed
     result.warnings += [
         f"baseline: an extra process of --baseline-runs failed ({why})" for why in failed
     ]
@@ -542,7 +541,7 @@ def _confirm_regressions(result: CheckResult, base, session, cfg: CheckConfig, u
     process's offset is not a verdict, as a baseline is not one process's figure."""
     from .baseline import runs as baseline_runs
 
-    if result.phase3["status"] != "pass" or cfg.baseline_process or not cfg.gate_host_latency:
+    if result.phase3.status != "pass" or cfg.baseline_process or not cfg.gate_host_latency:
         return
     conf = baseline_runs.confirm(result.baseline.get("latency") or {}, cfg, ui)
     if conf is None:

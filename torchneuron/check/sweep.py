@@ -149,7 +149,7 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
             progress=False,
         )
         r = run_check(c, ui)
-        d = (r.phase3 or {}).get("device") or {}
+        d = (r.phase3.device if r.phase3 else None) or {}
         comp = r.phase1.compile or {}
         measured = "compiled" if comp.get("phases_2_3") == "compiled" else "eager"
         if mode == "compile" and measured != "compiled":  # never eager figures labelled compiled
@@ -169,7 +169,7 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
                 }
             )
             continue
-        dc = r.cost.get("device") or {}
+        dc = r.cost.device or {}
         thr = r.model["batch_size"] / d["p50_s"] if d.get("p50_s") else None
         pt |= {
             "status": r.verdict,

@@ -14,6 +14,7 @@ from check_support import FAST, cli, fixture
 from torchneuron.check.baseline import compare as baseline_mod
 from torchneuron.check.baseline.store import Baseline
 from torchneuron.check.result import CheckResult, Phase1Result
+from torchneuron.check.result_phases import Phase3Result
 
 # Loose thresholds (as test_baseline.py's round trip): an unchanged re-check of a
 # sub-millisecond model on a shared host; the planted slowdown (100 ms sleep) is far beyond.
@@ -293,6 +294,19 @@ def _run(measured_side, scale, n=30):
     }
 
 
+def _phase3(run: dict) -> Phase3Result:
+    """A passed phase 3 result with ``run``'s figures and samples."""
+    return Phase3Result(
+        status="pass",
+        reason=None,
+        samples_per_iteration=1,
+        settings={},
+        timing="",
+        ci_method="",
+        **run,
+    )
+
+
 def test_a_compile_mode_baseline_is_compared_as_the_compiled_model():
     # An earlier version's --mode compile baseline (no "measured"): its device figures are the
     # compiled model's, known from its command line. Re-checked under --mode both, its figures are
@@ -315,12 +329,12 @@ def test_a_compile_mode_baseline_is_compared_as_the_compiled_model():
     p1 = Phase1Result(
         "pass", "neuron:0", "eager", None, "warn", compile={"checked": True, "ok": True}
     )
-    result = CheckResult(phase1=p1, phase3=_run("eager", 1.0), config={"mode": "both"})
+    result = CheckResult(phase1=p1, phase3=_phase3(_run("eager", 1.0)), config={"mode": "both"})
     c = baseline_mod.compiled(base, result, 0.10)
     st = c["latency"]["statistics"]["compiled_alone"]  # the compiled model is 2x the baseline's
     assert (
         c["latency"]["decision"] == "regressed" and 3.9 < st["ci"]["low"] <= st["ci"]["high"] < 4.1
     )
     assert c["compile"]["note"].startswith("not compared: the baseline does not record")
-    same = baseline_mod.compiled(base, replace(result, phase3=_run("eager", 0.25)), 0.10)
+    same = baseline_mod.compiled(base, replace(result, phase3=_phase3(_run("eager", 0.25))), 0.10)
     assert same["latency"]["decision"] == "pass"

@@ -10,6 +10,7 @@ import pytest
 from check_support import FAST, cli
 
 from torchneuron.check.baseline import setup as baseline_setup
+from torchneuron.check.result_phases import Phase3Result
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +60,14 @@ def test_a_baseline_without_the_reference_wants_skip_reference_perf(both_baselin
     assert "without the reference timed" in err and "Add --skip-reference-perf" in err
 
 
+def _timed(sides) -> Phase3Result:
+    """A passed phase 3 that interleaved ``sides``."""
+    return Phase3Result("pass", None, 1, {}, "", "", samples={k: [1.0] for k in sides})
+
+
 def test_sides_that_differ_after_the_run_are_not_compared():
     base = {"interleaved": ["device", "reference", "compiled", "calibration", "device_calibration"]}
-    same = {"samples": {k: [1.0] for k in base["interleaved"]}}
-    assert baseline_setup.differs(base, same) is None
-    no_compiled = {
-        "samples": {k: [1.0] for k in ("device", "reference", "calibration", "device_calibration")}
-    }
+    assert baseline_setup.differs(base, _timed(base["interleaved"])) is None
+    no_compiled = _timed(("device", "reference", "calibration", "device_calibration"))
     assert "compiled" in baseline_setup.differs(base, no_compiled)
-    assert baseline_setup.differs({"samples": no_compiled["samples"]}, no_compiled) is None
+    assert baseline_setup.differs({"samples": no_compiled.samples}, no_compiled) is None

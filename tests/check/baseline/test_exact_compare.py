@@ -4,6 +4,7 @@ run (the runs are in test_exact_gates.py)."""
 from torchneuron.check.baseline import exact
 from torchneuron.check.config import DEFAULT_THRESHOLDS
 from torchneuron.check.result import CheckResult
+from torchneuron.check.result_projection import ProjectionResult
 
 TH = dict(DEFAULT_THRESHOLDS)
 
@@ -27,7 +28,7 @@ def _compare(base_eager, cur_eager, bproj=None, cproj=None):
     bmx = {"exact": {"eager": base_eager}, "projection": bproj}
     result = CheckResult(
         exact={"status": "pass", "eager": cur_eager},
-        projection={"status": "pass", "trn2": {"latency_s_per_core": cproj}} if cproj else {},
+        projection=ProjectionResult("pass", trn2={"latency_s_per_core": cproj}) if cproj else None,
     )
     return exact.compare(bmx, result, TH)
 
@@ -86,10 +87,9 @@ def test_projected_times_under_other_fixed_costs_are_not_compared():
     bmx = {"exact": {"eager": base}, "projection": {"trn2": 50e-6}}
     result = CheckResult(
         exact={"status": "pass", "eager": cur},
-        projection={
-            "status": "pass",
-            "trn2": {"latency_s_per_core": 200e-6, "overheads": fitted},
-        },
+        projection=ProjectionResult(
+            "pass", trn2={"latency_s_per_core": 200e-6, "overheads": fitted}
+        ),
     )
     out = exact.compare(bmx, result, TH)
     assert not out["regressions"]

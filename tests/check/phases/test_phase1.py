@@ -66,7 +66,7 @@ def test_fallback_ops_are_counted_and_timed():
     )  # cold, determinism, profile runs
     assert 0 < p1.fallback["share"] < 1
     # the steady-state share is measured again in phase 3
-    assert r.phase3["device"]["fallback_share"] > 0
+    assert r.phase3.device["fallback_share"] > 0
 
 
 def test_strict_fallback_fails_with_op_and_traceback():
@@ -79,10 +79,10 @@ def test_strict_fallback_fails_with_op_and_traceback():
     assert e["op"].startswith(f"aten::{op}")
     assert "Traceback" in e["traceback"] and "check_inference.py" in e["traceback"]
     for p in (r.phase2, r.phase3):
-        assert p["status"] == "skipped"
-        assert "phase 1 failed" in p["reason"] and f"aten::{op}" in p["reason"]
+        assert p.status == "skipped"
+        assert "phase 1 failed" in p.reason and f"aten::{op}" in p.reason
     assert r.verdict == "fail" and r.exit_code == 1
-    assert r.cost["device"].get("usd_per_million") is None
+    assert r.cost.device.get("usd_per_million") is None
 
 
 def test_python_error_on_device_only():
@@ -91,7 +91,7 @@ def test_python_error_on_device_only():
     assert e["type"] == "RuntimeError" and "refuses the neuron device" in e["message"]
     assert e["op"] is None  # raised in Python, not in an operator
     assert "check_planted.py" in e["raised_at"]
-    assert r.phase2["status"] == "skipped" and r.phase3["status"] == "skipped"
+    assert r.phase2.status == "skipped" and r.phase3.status == "skipped"
     assert r.exit_code == 1
 
 

@@ -166,10 +166,10 @@ def test_failure_text_of_early_endings():
 
 
 def _assert_accurate(p2, names):
-    assert p2["status"] == "pass", p2
-    assert p2["reference_device"] == "cpu" and p2["dtype"] == "float32" and p2["tol"] == 1e-4
-    assert set(p2["outputs"]) == set(names)
-    for o in p2["outputs"].values():
+    assert p2.status == "pass", p2
+    assert p2.reference_device == "cpu" and p2.dtype == "float32" and p2.tol == 1e-4
+    assert set(p2.outputs) == set(names)
+    for o in p2.outputs.values():
         assert o["passed"] and o["decided_by"]
         assert o["cosine"] > 0.99999
         assert o["rmse_device_fp64"] >= 0 and o["rmse_reference_fp64"] >= 0
@@ -183,21 +183,21 @@ def test_minilm_accurate():
     p2 = result("minilm", **MINILM_KW).phase2
     _assert_accurate(p2, ["output"])
     # float32 embeddings agree with the CPU to float32 rounding
-    assert p2["outputs"]["output"]["max_abs"] < 1e-5
+    assert p2.outputs["output"]["max_abs"] < 1e-5
 
 
 def test_nested_outputs_and_positional_inputs():
     r = result(fixture("positional"), **FAST_KW)
     assert r.phase1.status == "pass", r.phase1.error
     p2 = r.phase2
-    assert set(p2["outputs"]) == {"output[0]", "output[1].hidden", "output[1].count"}
-    assert p2["outputs"]["output[1].count"]["decided_by"] == "exact equality (integer output)"
-    assert p2["status"] == "pass"
+    assert set(p2.outputs) == {"output[0]", "output[1].hidden", "output[1].count"}
+    assert p2.outputs["output[1].count"]["decided_by"] == "exact equality (integer output)"
+    assert p2.status == "pass"
 
 
 def test_an_output_dtype_that_differs_on_the_device_fails_phase_2():
     r = result(fixture("dtype_differs"), mode="eager", **FAST_KW)
-    outs = r.phase2["outputs"]
+    outs = r.phase2.outputs
     assert outs["ids"]["decided_by"] == "dtype mismatch: device float32, reference int64"
     assert outs["mask"]["decided_by"] == "dtype mismatch: device float32, reference bool"
     assert not any(o["passed"] for o in outs.values()) and outs["ids"]["max_abs"] == 0
@@ -206,9 +206,9 @@ def test_an_output_dtype_that_differs_on_the_device_fails_phase_2():
 
 def test_a_device_returning_zeros_for_tiny_probabilities_fails_phase_2():
     ok = result(fixture("tiny_softmax"), mode="eager", **FAST_KW).phase2
-    assert ok["status"] == "pass", ok["outputs"]
+    assert ok.status == "pass", ok.outputs
     bad = result(fixture("tiny_softmax_zeros"), mode="eager", **FAST_KW)
-    o = bad.phase2["outputs"]["output"]
+    o = bad.phase2.outputs["output"]
     assert not o["passed"] and o["decided_by"].startswith("RMSE") and o["max_abs"] < 1e-4
     assert bad.exit_code == 1
 
@@ -216,8 +216,8 @@ def test_a_device_returning_zeros_for_tiny_probabilities_fails_phase_2():
 def test_planted_accuracy_regression_is_caught():
     r = result(fixture("perturbed"), **FAST_KW)
     p2 = r.phase2
-    assert p2["status"] == "fail"
-    o = p2["outputs"]["output"]
+    assert p2.status == "fail"
+    o = p2.outputs["output"]
     assert not o["passed"] and not o["allclose"] and o["decided_by"].startswith("RMSE")
     assert o["max_abs"] == pytest.approx(0.05, rel=1e-3)
     assert r.exit_code == 1
@@ -233,10 +233,10 @@ def test_planted_accuracy_regression_exit_code():
 def test_tol_override_is_used():
     r = result(fixture("perturbed"), tol=0.1, **FAST_KW)
     p2 = r.phase2
-    assert p2["tol"] == 0.1 and p2["tol_source"] == "--tol"
-    o = p2["outputs"]["output"]
+    assert p2.tol == 0.1 and p2.tol_source == "--tol"
+    o = p2.outputs["output"]
     # the outputs are below 1: atol is tol scaled to their size
-    assert p2["status"] == "pass" and 0.05 < o["atol"] < 0.1
+    assert p2.status == "pass" and 0.05 < o["atol"] < 0.1
     assert o["decided_by"] == f"allclose(atol={o['atol']:.3g}, rtol=0.1)"
 
 
@@ -249,10 +249,10 @@ def test_lower_precision_under_autocast(dtype):
         pytest.skip(f"torch.autocast('neuron', {dtype}) does not change a matmul's dtype yet")
     r = result("mlp", dtype=dtype, **FAST_KW)
     p2 = r.phase2
-    assert p2["dtype"] == dtype and p2["multiplier"] == 3
-    assert p2["tol"] == {"bfloat16": 1e-2, "float16": 1e-3}[dtype]
-    assert p2["status"] == "pass", p2["outputs"]
-    assert r.phase3["status"] == "pass"
+    assert p2.dtype == dtype and p2.multiplier == 3
+    assert p2.tol == {"bfloat16": 1e-2, "float16": 1e-3}[dtype]
+    assert p2.status == "pass", p2.outputs
+    assert r.phase3.status == "pass"
 
 
 def test_autocast_probe_is_a_bool():
@@ -271,6 +271,6 @@ def test_all_nan_outputs_are_flagged(tmp_path):
 
 def test_nan_on_the_device_only_fails_phase_2():
     r = result(fixture("nan_on_device"), **FAST_KW)
-    o = r.phase2["outputs"]["output"]
+    o = r.phase2.outputs["output"]
     assert not o["passed"] and o["decided_by"].startswith("non-finite on the device")
     assert r.exit_code == 1

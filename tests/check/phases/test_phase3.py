@@ -83,42 +83,36 @@ def test_every_timed_iteration_is_synchronized(monkeypatch):
 
 
 def _assert_measured(p3, iterations):
-    assert p3["status"] == "pass", p3.get("reason")
+    assert p3.status == "pass", p3.reason
     for side in ("device", "reference"):
-        x = p3[side]
+        x = getattr(p3, side)
         assert x["iterations"] == iterations == len(x["times_s"])
         assert 0 < x["p50_s"] <= x["p90_s"] <= x["p99_s"] <= x["max_s"]
         assert x["throughput_samples_per_s"] > 0
         assert x["warmup"]["iterations"] >= 1 and x["cold_s"] > 0
-    assert p3["device"]["device"].startswith("neuron") and p3["reference"]["device"] == "cpu"
-    d, r = p3["device"], p3["reference"]
-    assert p3["ratio"]["p50_latency_device_over_reference"] == pytest.approx(
-        d["p50_s"] / r["p50_s"]
-    )
-    assert "synchronized" in p3["timing"]
+    assert p3.device["device"].startswith("neuron") and p3.reference["device"] == "cpu"
+    d, r = p3.device, p3.reference
+    assert p3.ratio["p50_latency_device_over_reference"] == pytest.approx(d["p50_s"] / r["p50_s"])
+    assert "synchronized" in p3.timing
 
 
 def test_mlp_performance():
     r = result("mlp", **FAST_KW)
     p3 = r.phase3
     _assert_measured(p3, 20)
-    assert p3["samples_per_iteration"] == 32
-    assert (
-        p3["device"]["median_ci95_s"][0]
-        <= p3["device"]["p50_s"]
-        <= p3["device"]["median_ci95_s"][1]
-    )
+    assert p3.samples_per_iteration == 32
+    assert p3.device["median_ci95_s"][0] <= p3.device["p50_s"] <= p3.device["median_ci95_s"][1]
     # cold latency (first device iteration) is reported apart from the steady state
-    assert p3["device"]["cold_s"] == r.phase1.cold_latency_s
+    assert p3.device["cold_s"] == r.phase1.cold_latency_s
 
 
 def test_minilm_performance():
     r = result("minilm", **MINILM_KW)
     p3 = r.phase3
     _assert_measured(p3, 5)
-    assert p3["samples_per_iteration"] == 4
-    assert p3["device"]["warmup"]["max_iterations"] == 5
-    assert p3["device"]["median_ci95_s"] is None  # 5 samples: no 95% CI of the median exists
+    assert p3.samples_per_iteration == 4
+    assert p3.device["warmup"]["max_iterations"] == 5
+    assert p3.device["median_ci95_s"] is None  # 5 samples: no 95% CI of the median exists
 
 
 def test_seconds_mode_from_cli(tmp_path):
@@ -141,7 +135,7 @@ def test_default_window_fits_a_short_warm_up():
     # a --cv-window that is given may not exceed --max-warmup (bad usage); the default one
     # is shortened to it, and the report says which window was used
     w = result("mlp", iterations=5, max_warmup=5).phase3
-    assert w["settings"]["cv_window"] == 5 and w["device"]["warmup"]["window"] == 5
+    assert w.settings["cv_window"] == 5 and w.device["warmup"]["window"] == 5
 
 
 def test_measure_interleaved_rotates_and_pairs():

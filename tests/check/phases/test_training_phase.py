@@ -425,10 +425,12 @@ def test_training_memory_threshold_reads_the_same_in_the_table_and_the_regressio
     # regression "at least 1024 KiB"
     from torchneuron.check import formatting
     from torchneuron.check.baseline import compare as baseline_mod
+    from torchneuron.check.result_training import TrainingResult
 
     th = {"peak_memory": 0.10, "peak_memory_min_bytes": 1 << 20}
     bmx = {"training": {"peak_allocated_bytes": 4 << 20}}
-    out = baseline_mod.training(bmx, {"status": "pass", "peak_allocated_bytes": 6 << 20}, th)
+    now = TrainingResult(status="pass", peak_allocated_bytes=6 << 20)
+    out = baseline_mod.training(bmx, now, th)
     ((cells, verdict),) = formatting.training_baseline_rows(out)
     assert verdict == "fail" and cells[4] == "+10% and +1.00 MiB"
     assert out["regressions"][0].endswith("(threshold +10% and +1.00 MiB)"), out["regressions"]

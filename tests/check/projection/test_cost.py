@@ -45,12 +45,12 @@ def test_cost_formula():
 def test_cost_in_result():
     r = result("mlp", **FAST_KW)
     c = r.cost
-    d, ref = c["device"], c["reference"]
+    d, ref = c.device, c.reference
     assert d["instance"] == "trn1.2xlarge" and ref["instance"] == "c7i.8xlarge"
     assert d["usd_per_million"] == pytest.approx(
         cost.cost_per_million(
             d["usd_per_hour"],
-            r.phase3["device"]["throughput_samples_per_s"],
+            r.phase3.device["throughput_samples_per_s"],
             d["overhead_s"],
             1_000_000,
         )
@@ -58,17 +58,17 @@ def test_cost_in_result():
     assert ref["usd_per_million"] > 0
     # --mode both: eager's row has no compile step; the compiled row amortizes the cold compile
     assert d["overhead_label"].startswith("cold-start")
-    k = c["compiled"]
+    k = c.compiled
     assert k["overhead_s"] == pytest.approx(r.phase1.compile["compile_s"])
     assert k["usd_per_million"] == pytest.approx(
         cost.cost_per_million(
             d["usd_per_hour"],
-            r.phase3["compiled"]["throughput_samples_per_s"],
+            r.phase3.compiled["throughput_samples_per_s"],
             k["overhead_s"],
             1_000_000,
         )
     )
-    assert any("not Trainium throughput" in n for n in c["notes"])
+    assert any("not Trainium throughput" in n for n in c.notes)
 
 
 def test_instance_and_price_override(tmp_path):

@@ -39,12 +39,13 @@ def test_terminal_shows_the_eager_projection_beside_the_compiled_one(good):
 def test_compiled_pass_adds_the_launches_of_further_graphs():
     from torchneuron.check.report import summary
     from torchneuron.check.result import CheckResult
+    from torchneuron.check.result_projection import ProjectionResult
 
-    proj = {"status": "pass", "trn2": {"latency_s_per_core": 100e-6}}
+    proj = ProjectionResult(status="pass", trn2={"latency_s_per_core": 100e-6})
     eager = {"projection": {"trn2": {"launch_us": 83.0}}}
     one = CheckResult(projection=proj, exact={"eager": eager, "compiled": {"graphs": 1}})
     three = CheckResult(projection=proj, exact={"eager": eager, "compiled": {"graphs": 3}})
     # the StableHLO projection holds one execution; a pass split in three pays two more
     assert summary.compiled_pass_s(one) == 100e-6
     assert abs(summary.compiled_pass_s(three) - (100e-6 + 2 * 83e-6)) < 1e-12
-    assert summary.compiled_pass_s(CheckResult(projection={"status": "skipped"})) is None
+    assert summary.compiled_pass_s(CheckResult(projection=ProjectionResult("skipped"))) is None

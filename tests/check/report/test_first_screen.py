@@ -78,7 +78,7 @@ def test_performance_line_has_eager_and_compiled_projections(good):
     ep = good.exact["eager"]["projection"]["trn2"]
     cp = summary.compiled_pass_s(good)
     # one graph: the StableHLO projection holds its one execution, nothing is added
-    assert cp is not None and cp == good.projection["trn2"]["latency_s_per_core"]
+    assert cp is not None and cp == good.projection.trn2["latency_s_per_core"]
     assert (
         f"projected Trainium2 per pass (ESTIMATE): eager {summary.us(ep['latency_s'])} "
         f"({ep['launches']} launches), compiled {summary.us(cp)}"

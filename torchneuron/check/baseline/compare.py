@@ -12,10 +12,11 @@ from .. import formatting
 from .. import manifest as manifest_mod
 from ..phases import memory as memory_mod
 from ..result import CheckResult, Phase1Result
+from ..result_training import TrainingResult
 from . import exact as exact_mod
 from . import setup as baseline_setup
+from .host_latency import as_metrics, latency, shown_only
 from .host_latency import compiled_view as _compiled_view
-from .host_latency import latency, shown_only
 from .store import Baseline, _measured_now, measured
 
 
@@ -53,7 +54,7 @@ def compare(
         "memory": None,
         "changes": {},
     }
-    _accuracy(res, base, device_outputs, result.phase2["tol"], dtype)
+    _accuracy(res, base, device_outputs, result.phase2.tol, dtype)
     seed = result.config.get("seed", 0)
     res["latency"] = _eager_latency(base, result, th["latency_p50"], seed, confirm)
     gate = bool(result.config.get("gate_host_latency"))
@@ -74,7 +75,7 @@ def compare(
             shown_only(lat)
     res["exact"] = exact_mod.compare(bmx, result, th)
     res["regressions"] += res["exact"]["regressions"]
-    res["training"] = training(bmx, result.training or {}, th)
+    res["training"] = training(bmx, result.training, th)
     res["regressions"] += res["training"].get("regressions", [])
     _memory(res, bmx, result.phase1, th)
     cur_fb, old_fb = set(result.phase1.fallback["ops"]), set(bmx.get("fallback_ops") or [])
@@ -116,9 +117,9 @@ def _eager_latency(
 ) -> dict:
     """The eager model's latency against the baseline's, when both runs timed it with the same
     sides; else why not."""
-    bmx, p3 = base.meta["metrics"], result.phase3 or {}
+    bmx, p3 = base.meta["metrics"], as_metrics(result.phase3)
     b_measured, c_measured = measured(base), _measured_now(result.phase1)
-    other_sides = baseline_setup.differs(bmx, p3)
+    other_sides = baseline_setup.differs(bmx, result.phase3)
     if b_measured == "eager" and c_measured == "eager" and other_sides:
         return _not_compared(other_sides)
     if b_measured == "eager" and c_measured == "eager":
@@ -183,11 +184,11 @@ TRAINING_TIME_NOTE = (
 )
 
 
-def training(bmx: dict, t: dict, th: dict) -> dict:
+def training(bmx: dict, t: TrainingResult | None, th: dict) -> dict:
     """The training check against the baseline's: peak allocated device memory with the
     optimizer's state by the inference memory rule (above ``baseline * (1 + peak_memory)`` and
     by more than ``peak_memory_min_bytes``: a regression); step times listed beside."""
-    if t.get("status") not in ("pass", "fail"):
+    if t is None or t.status not in ("pass", "fail"):
         return _not_compared(
             "this run has no training check (an inference factory, or it did not run)"
         )
@@ -197,9 +198,9 @@ def training(bmx: dict, t: dict, th: dict) -> dict:
             "the baseline has no training figures (saved from an inference factory, from a failing "
             "training check, or by an earlier version: save it again)"
         )
-    base_mem, cur_mem = b["peak_allocated_bytes"], t.get("peak_allocated_bytes") or 0
+    base_mem, cur_mem = b["peak_allocated_bytes"], t.peak_allocated_bytes or 0
     limit = max(base_mem * (1 + th["peak_memory"]), base_mem + th["peak_memory_min_bytes"])
-    bt, ct = b.get("step_time") or {}, t.get("step_time") or {}
+    bt, ct = b.get("step_time") or {}, t.step_time or {}
     out = {
         "baseline_peak_allocated_bytes": base_mem,
         "current_peak_allocated_bytes": cur_mem,
@@ -320,7 +321,7 @@ def compiled(
     ``gate``: whether the latency's regressions fail (``--gate-host-latency``)."""
     res: dict[str, Any] = {"compile": compile_success(base, result.phase1), "regressions": []}
     res["regressions"] += res["compile"].get("regressions", [])
-    bmx, p3 = base.meta["metrics"], result.phase3 or {}
+    bmx, p3 = base.meta["metrics"], as_metrics(result.phase3)
     b = bmx if measured(base) == "compiled" else _compiled_view(bmx, bmx.get("compiled"), "p50_s")
     c = (
         p3

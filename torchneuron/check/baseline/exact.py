@@ -19,6 +19,7 @@ the cost per execution or launch, the roofline factor) differ from the baseline'
 from __future__ import annotations
 
 from ..result import CheckResult
+from ..result_projection import ProjectionResult
 
 
 def op_diff(base: dict, cur: dict, limit: int = 8) -> list[str]:
@@ -144,8 +145,8 @@ def _overhead_notes(bmx: dict, result: CheckResult) -> list[str]:
             else "was projected without the TensorEngine's utilization; save it again"
         )
         notes.append(f"eager projected time not compared: the baseline's {why}")
-    pb, pc = bmx.get("projection") or {}, result.projection or {}
-    if pb.get("trn2") and pc.get("status") == "pass" and not _same_compiled(pb, pc):
+    pb, pc = bmx.get("projection") or {}, result.projection
+    if pb.get("trn2") and pc is not None and pc.status == "pass" and not _same_compiled(pb, pc):
         notes.append(
             "compiled projected time not compared: the baseline was projected without this "
             "version's fixed costs (projection/overheads.py); save it again"
@@ -153,8 +154,8 @@ def _overhead_notes(bmx: dict, result: CheckResult) -> list[str]:
     return notes
 
 
-def _same_compiled(pb: dict, pc: dict) -> bool:
-    return pb.get("overheads") == pc["trn2"].get("overheads")
+def _same_compiled(pb: dict, pc: ProjectionResult) -> bool:
+    return pb.get("overheads") == pc.trn2.get("overheads")
 
 
 def _compile_rows(bc: dict | None, cc: dict | None, th: dict) -> list[dict]:
@@ -209,7 +210,7 @@ def compare(bmx: dict, result: CheckResult, th: dict) -> dict:
             )
         )
     bt = (bmx.get("training") or {}).get("exact") or {}
-    ct = (result.training or {}).get("exact") or {}
+    ct = (result.training.exact if result.training else None) or {}
     for side in ("eager", "compiled"):  # a training step, where both runs traced one
         if bt.get(side) and ct.get(side):
             rows += _side_rows(f"training ({side})", bt[side], ct[side], th, "per step")
@@ -238,8 +239,8 @@ def _by_op(base: dict, cur: dict) -> dict:
 
 
 def _projected_now(result: CheckResult) -> float | None:
-    p = result.projection or {}
-    return p["trn2"]["latency_s_per_core"] if p.get("status") == "pass" else None
+    p = result.projection
+    return p.trn2["latency_s_per_core"] if p is not None and p.status == "pass" else None
 
 
 def _fmt(v, unit: str) -> str:

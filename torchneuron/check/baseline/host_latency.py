@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..result_phases import Phase3Result
 from ..stats import perfstats
 from . import runs as baseline_runs
 
@@ -27,6 +28,13 @@ def shown_only(lat: dict) -> None:
     lat["regressed"] = False
     for st in (lat.get("statistics") or {}).values():
         st["decides"] = False
+
+
+def as_metrics(p3: Phase3Result | None) -> dict:
+    """A run's phase 3 as ``latency`` and ``compiled_view`` read it: its JSON form
+    (``Phase3Result.to_dict``), the form a baseline's metrics have on disk, so that one code
+    reads both sides; {} when phase 3 has no result."""
+    return p3.to_dict() if p3 is not None else {}
 
 
 def compiled_view(src: dict, fig: dict | None, key: str) -> dict | None:

@@ -36,23 +36,25 @@ import sys
 
 import numpy as np
 
+from ..result_phases import Phase3Result
 from ..stats import perfstats
 
 #: Where the child's result line starts on its stdout.
 _TAG = "TORCHNEURON_BASELINE_RUN "
 
 
-def estimates(p3: dict) -> dict[str, float]:
+def estimates(p3: Phase3Result) -> dict[str, float]:
     """A run's figure of each eager statistic on the work-time basis (``perfstats.work_ratio``
     of its pooled phase 3 samples; the statistics its samples allow). Empty when phase 3 did
     not measure work time."""
-    if not p3.get("work_time_basis") or not p3.get("cpu_samples"):
+    if not p3.work_time_basis or not p3.cpu_samples:
         return {}
+    busy = p3.busy_time_sides if p3.busy_time_sides is not None else perfstats.BUSY_TIME_SIDES
     s = {
-        "cpu": p3["cpu_samples"],
-        "wall": p3["samples"],
-        "launch": p3.get("launch_samples"),
-        "busy": tuple(p3.get("busy_time_sides", perfstats.BUSY_TIME_SIDES)),
+        "cpu": p3.cpu_samples,
+        "wall": p3.samples,
+        "launch": p3.launch_samples,
+        "busy": tuple(busy),
     }
     out = {}
     for name, (num, den, _) in perfstats.WORK_STATISTICS.items():

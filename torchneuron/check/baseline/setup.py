@@ -13,6 +13,7 @@ other sides.
 from __future__ import annotations
 
 from ..errors import CheckUsageError
+from ..result_phases import Phase3Result
 
 #: Sides whose presence in the interleaved iterations changes the other sides' figures.
 OPTIONAL_SIDES = ("reference", "compiled")
@@ -80,11 +81,11 @@ def check(path: str, meta: dict, measured: str, cfg) -> None:
         )
 
 
-def differs(metrics: dict, p3: dict) -> str | None:
+def differs(metrics: dict, p3: Phase3Result | None) -> str | None:
     """Why the eager statistics of a run's phase 3 (``p3``) and a baseline's (``metrics``) do not
     compare, when their interleaved optional sides differ although the options matched (the
     compiled model failed to compile or to run in one of them); else None."""
-    sides, now = timed_sides(metrics), list(p3.get("samples") or {})
+    sides, now = timed_sides(metrics), list((p3.samples if p3 else None) or {})
     if sides is None or not now:
         return None
     a, b = set(sides) & set(OPTIONAL_SIDES), set(now) & set(OPTIONAL_SIDES)

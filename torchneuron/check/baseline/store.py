@@ -30,6 +30,9 @@ from ..config import DEFAULT_THRESHOLDS
 from ..errors import CheckUsageError
 from ..phases import memory as memory_mod
 from ..result import CheckResult, Phase1Result
+from ..result_phases import Phase2Result, Phase3Result
+from ..result_projection import ProjectionResult
+from ..result_training import TrainingResult
 
 FORMAT = "torchneuron.check.baseline/1"
 #: What a baseline keeps of phase 1's compile check (``compiled.check_compile``).
@@ -111,7 +114,7 @@ def _metadata(result: CheckResult) -> dict:
         },
         "outputs": p1.outputs,
         "settings": {k: result.config[k] for k in ("dtype", "seed", "device", "reference", "mode")}
-        | {"tol": p2["tol"]},
+        | {"tol": p2.tol},
         "metrics": _metrics(result),
     }
 
@@ -119,7 +122,7 @@ def _metadata(result: CheckResult) -> dict:
 def _metrics(result: CheckResult) -> dict:
     """What the run measured: latency, compile, memory, accuracy, the exact quantities."""
     p1, p2, p3 = result.phase1, result.phase2, result.phase3
-    dev, ref = (p3.get("device") or {}), (p3.get("reference") or {})
+    dev, ref = (p3.device or {}), (p3.reference or {})
     comp = p1.compile or {}
     return {
         # what the device figures below are: the eager model's, or (--mode compile) the compiled one's
@@ -139,26 +142,26 @@ def _metrics(result: CheckResult) -> dict:
         "reference_throughput_samples_per_s": ref.get("throughput_samples_per_s"),
         # per-iteration seconds of the interleaved measurement (device, reference,
         # calibration): the samples the next run's latency interval is computed against
-        "samples": p3.get("samples"),
+        "samples": p3.samples,
         # the sides phase 3 timed in the same iterations: a re-check must time the same (baseline_setup)
-        "interleaved": list(p3.get("samples") or {}) or None,
+        "interleaved": list(p3.samples or {}) or None,
         # each statistic's figure in each process phase 3 was measured in (--baseline-runs, baseline_runs.py)
-        "processes": p3.get("baseline_processes"),
-        "cpu_samples": p3.get("cpu_samples"),
-        "launch_samples": p3.get("launch_samples"),
-        "cpu_clock": p3.get("cpu_clock"),
-        "work_time_basis": p3.get("work_time_basis"),
-        "compiled_cpu_clock": p3.get("compiled_cpu_clock"),
-        "compiled_work_time_basis": p3.get("compiled_work_time_basis"),
+        "processes": p3.baseline_processes,
+        "cpu_samples": p3.cpu_samples,
+        "launch_samples": p3.launch_samples,
+        "cpu_clock": p3.cpu_clock,
+        "work_time_basis": p3.work_time_basis,
+        "compiled_cpu_clock": p3.compiled_cpu_clock,
+        "compiled_work_time_basis": p3.compiled_work_time_basis,
         # --mode compile: the compiled model's own peak (memory.measured_peak)
         "peak_allocated_bytes": memory_mod.measured_peak(p1)[0],
         "peak_allocated_basis": memory_mod.measured_peak(p1)[1],
         "peak_reserved_bytes": p1.memory["peak_reserved_bytes"],
-        "training": _training_figures(result.training or {}),
+        "training": _training_figures(result.training),
         "fallback_ops": sorted(p1.fallback["ops"]),
         # --projection: the compiled graph's projected seconds per pass (an exact function
         # of the StableHLO), gated as the eager projection is (baseline/exact.py)
-        "projection": _projected(result.projection or {}),
+        "projection": _projected(result.projection),
         # the exact quantities per pass the default gates compare (phases/exact.py)
         "exact": result.exact if (result.exact or {}).get("status") == "pass" else None,
         "narrowing": p1.narrowing,
@@ -166,10 +169,10 @@ def _metrics(result: CheckResult) -> dict:
     }
 
 
-def _compiled_figures(p3: dict) -> dict | None:
+def _compiled_figures(p3: Phase3Result) -> dict | None:
     """``--mode both``: the compiled model's figures; its per-iteration seconds are
     ``samples["compiled"]``."""
-    c3 = p3.get("compiled") if (p3.get("compiled") or {}).get("p50_s") else None
+    c3 = p3.compiled if (p3.compiled or {}).get("p50_s") else None
     return (
         {
             k: c3.get(k)
@@ -186,7 +189,7 @@ def _compiled_figures(p3: dict) -> dict | None:
     )
 
 
-def _accuracy_figures(p2: dict) -> dict:
+def _accuracy_figures(p2: Phase2Result) -> dict:
     """Each output's accuracy verdict and figures of phase 2."""
     return {
         k: {
@@ -199,7 +202,7 @@ def _accuracy_figures(p2: dict) -> dict:
                 "rmse_reference_fp64",
             )
         }
-        for k, v in p2["outputs"].items()
+        for k, v in p2.outputs.items()
     }
 
 
@@ -355,24 +358,24 @@ def _sig(inputs) -> str:
     return ", ".join(f"{i['name']}{i['shape']}:{i['dtype']}" for i in inputs)
 
 
-def _projected(p: dict) -> dict | None:
-    if p.get("status") != "pass":
+def _projected(p: ProjectionResult | None) -> dict | None:
+    if p is None or p.status != "pass":
         return None
-    out = {k: p[k]["latency_s_per_core"] for k in ("trn2", "trn3")}
+    out = {k: p.core(k)["latency_s_per_core"] for k in ("trn2", "trn3")}
     # the fixed costs the times include (projection/overheads.py): compared only under the same
-    out["overheads"] = p["trn2"].get("overheads")
+    out["overheads"] = p.trn2.get("overheads")
     return out
 
 
-def _training_figures(t: dict) -> dict | None:
+def _training_figures(t: TrainingResult | None) -> dict | None:
     """What a baseline keeps of the training check (a passing one): the device's peak memory
     with the optimizer's state and the step times (shown on re-check, not decided)."""
-    if t.get("status") != "pass":
+    if t is None or t.status != "pass":
         return None
     return {
-        "peak_allocated_bytes": t.get("peak_allocated_bytes"),
-        "step_time": t.get("step_time"),
-        "exact": t.get("exact"),  # the last step's kernel trace per mode (training.py)
+        "peak_allocated_bytes": t.peak_allocated_bytes,
+        "step_time": t.step_time,
+        "exact": t.exact,  # the last step's kernel trace per mode (training.py)
     }
 
 

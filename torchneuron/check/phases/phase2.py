@@ -36,6 +36,7 @@ from ..config import CheckConfig
 from ..errors import CheckUsageError
 from ..model import tensors as T
 from ..model.loading import LoadedModel
+from ..result_phases import Phase2Result
 from ..stats import summary as stats
 
 
@@ -284,25 +285,23 @@ def run(
     device_outputs: dict[str, torch.Tensor],
     ui,
     skip_reason: str | None = None,
-) -> tuple[dict, dict]:
-    """Run phase 2. Returns the JSON-ready phase result and
+) -> tuple[Phase2Result, dict]:
+    """Run phase 2. Returns the phase result and
     ``{"reference": (model, inputs), "outputs": {"reference": ..., "fp64": ...}}`` for
     phase 3 and the baseline."""
     tol = cfg.effective_tol
-    res: dict[str, Any] = {
-        "status": "skipped",
-        "reason": skip_reason,
-        "reference_device": cfg.reference,
-        "dtype": cfg.dtype,
-        "tol": tol,
-        "tol_source": "--tol" if cfg.tol is not None else f"default for {cfg.dtype}",
-        "multiplier": multiplier(cfg.torch_dtype),
-        "rule": "PyTorch dynamo benchmark rule: allclose(atol, rtol=tol), else "
+    res = Phase2Result(
+        status="skipped",
+        reason=skip_reason,
+        reference_device=cfg.reference,
+        dtype=cfg.dtype,
+        tol=tol,
+        tol_source="--tol" if cfg.tol is not None else f"default for {cfg.dtype}",
+        multiplier=multiplier(cfg.torch_dtype),
+        rule="PyTorch dynamo benchmark rule: allclose(atol, rtol=tol), else "
         "RMSE(device, fp64) <= m * RMSE(reference, fp64) + atol/10; "
         "atol = tol * min(1, max |fp64|)",
-        "outputs": {},
-        "warnings": [],
-    }
+    )
     extra: dict[str, Any] = {"reference": None, "outputs": {}, "reference_cold_s": None}
     if skip_reason:
         return res, extra
@@ -316,20 +315,18 @@ def run(
     missing = sorted(set(device_outputs) ^ set(ref_out))
     for name, d in device_outputs.items():
         if name not in ref_out or name not in gold:
-            res["outputs"][name] = {
+            res.outputs[name] = {
                 "passed": False,
                 "decided_by": "output missing on the reference",
             }
             continue
-        res["outputs"][name] = compare(d, ref_out[name], gold[name], tol, cfg.torch_dtype)
+        res.outputs[name] = compare(d, ref_out[name], gold[name], tol, cfg.torch_dtype)
     for name in missing:
-        if name not in res["outputs"]:
-            res["outputs"][name] = {"passed": False, "decided_by": "output missing on the device"}
-    res["status"] = "pass" if all(o["passed"] for o in res["outputs"].values()) else "fail"
-    res["warnings"] = [
-        f"phase 2: output {k!r}: {o['warning']}"
-        for k, o in res["outputs"].items()
-        if o.get("warning")
+        if name not in res.outputs:
+            res.outputs[name] = {"passed": False, "decided_by": "output missing on the device"}
+    res.status = "pass" if all(o["passed"] for o in res.outputs.values()) else "fail"
+    res.warnings = [
+        f"phase 2: output {k!r}: {o['warning']}" for k, o in res.outputs.items() if o.get("warning")
     ]
-    res["reason"] = None
+    res.reason = None
     return res, extra

@@ -25,6 +25,7 @@ import torch
 
 from ..config import CheckConfig
 from ..model import tensors as T
+from ..result_phases import Phase3Result
 from ..stats import summary as stats
 from . import calibration, workclock
 
@@ -304,39 +305,35 @@ def _steps(session, reference, cfg: CheckConfig) -> dict[str, Callable[[], float
     return steps
 
 
-def _finish(res: dict, batch: int, cfg: CheckConfig) -> None:
-    """(Re)compute the summaries and ratios from the pooled samples of every round."""
-    smp = res["samples"]
-    wu = res.get("_warmups", {})
-    res["device"] = _summary(
-        smp["device"], batch, res["device_name"], wu.get("device"), res["cold"]["device"]
+def _finish(res: Phase3Result, batch: int, cfg: CheckConfig, wu: dict) -> None:
+    """(Re)compute the summaries and ratios from the pooled samples of every round; ``wu``:
+    each side's warm-up."""
+    smp = res.samples
+    res.device = _summary(
+        smp["device"], batch, res.device_name, wu.get("device"), res.cold["device"]
     )
-    res["device"]["measure_wall_s"] = res["measure_wall_s"]
-    res["calibration"] = stats.summarize(smp["calibration"], 1) | {"times_s": smp["calibration"]}
-    res["device_calibration"] = stats.summarize(smp["device_calibration"], 1) | {
+    res.device["measure_wall_s"] = res.measure_wall_s
+    res.calibration = stats.summarize(smp["calibration"], 1) | {"times_s": smp["calibration"]}
+    res.device_calibration = stats.summarize(smp["device_calibration"], 1) | {
         "times_s": smp["device_calibration"]
     }
     if "calibration_matmul" in smp:
-        res["calibration_matmul"] = stats.summarize(smp["calibration_matmul"], 1) | {
+        res.calibration_matmul = stats.summarize(smp["calibration_matmul"], 1) | {
             "times_s": smp["calibration_matmul"]
         }
     if "compiled" in smp:
-        res["compiled"] = _summary(
-            smp["compiled"],
-            batch,
-            res["device_name"],
-            wu.get("compiled"),
-            res["cold"].get("compiled"),
+        res.compiled = _summary(
+            smp["compiled"], batch, res.device_name, wu.get("compiled"), res.cold.get("compiled")
         )
-        res["compiled"]["measure_wall_s"] = res["measure_wall_s"]
-        res["compiled"]["ratio_to_eager_p50"] = res["compiled"]["p50_s"] / res["device"]["p50_s"]
+        res.compiled["measure_wall_s"] = res.measure_wall_s
+        res.compiled["ratio_to_eager_p50"] = res.compiled["p50_s"] / res.device["p50_s"]
     if "reference" in smp:
-        res["reference"] = _summary(
-            smp["reference"], batch, cfg.reference, wu.get("reference"), res["cold"]["reference"]
+        res.reference = _summary(
+            smp["reference"], batch, cfg.reference, wu.get("reference"), res.cold["reference"]
         )
-        res["reference"]["measure_wall_s"] = res["measure_wall_s"]
-        d, r = res["device"], res["reference"]
-        res["ratio"] = {
+        res.reference["measure_wall_s"] = res.measure_wall_s
+        d, r = res.device, res.reference
+        res.ratio = {
             "p50_latency_device_over_reference": d["p50_s"] / r["p50_s"] if r["p50_s"] else None,
             "throughput_device_over_reference": (
                 d["throughput_samples_per_s"] / r["throughput_samples_per_s"]
@@ -356,7 +353,7 @@ def run(
     skip_reason: str | None = None,
     reference_cold_s: float | None = None,
     compiled_cold_s: float | None = None,
-) -> dict:
+) -> Phase3Result:
     """Run phase 3 on the device session and, unless skipped, the reference model.
     ``cold_s`` and ``reference_cold_s`` are the first iterations' seconds (phases 1, 2),
     ``compiled_cold_s`` the compiled model's cold first call (phase 1).
@@ -377,87 +374,69 @@ def run(
     res = _skeleton(cfg, batch, skip_reason)
     if skip_reason:
         return res
-    res["device_name"] = session.device
-    res["cold"] = {"device": cold_s, "reference": reference_cold_s, "compiled": compiled_cold_s}
+    res.device_name = session.device
+    res.cold = {"device": cold_s, "reference": reference_cold_s, "compiled": compiled_cold_s}
     steps = _steps(session, reference, cfg)
     _clocks(res, session.device, cfg, steps)
     torch.neuron.reset_fallback_stats()
     try:
         warmups, samples, wall = _warm_and_measure(res, session, steps, cfg, ui)
     except Exception as e:
-        res["status"] = "fail"
-        res["reason"] = f"the device raised during timing: {type(e).__name__}: {e}"
+        res.status = "fail"
+        res.reason = f"the device raised during timing: {type(e).__name__}: {e}"
         return res
-    (
-        (res["samples"], res["cpu_samples"], res["launch_samples"]),
-        res["measure_wall_s"],
-        res["rounds"],
-    ) = samples, wall, 1
-    res["_warmups"] = warmups
-    _finish(res, batch, cfg)
-    del res["_warmups"]
+    res.samples, res.cpu_samples, res.launch_samples = samples
+    res.measure_wall_s, res.rounds = wall, 1
+    _finish(res, batch, cfg, warmups)
     _fallbacks_and_warnings(res, warmups)
-    if "compiled" in res.get("samples", {}):
-        res["timing"] = res["timing"].replace(
-            "device, reference", "device, compiled model, reference"
-        )
-    res["status"] = "pass"
-    res["reason"] = None
+    if "compiled" in res.samples:
+        res.timing = res.timing.replace("device, reference", "device, compiled model, reference")
+    res.status = "pass"
+    res.reason = None
     return res
 
 
-def _skeleton(cfg: CheckConfig, batch: int, skip_reason: str | None) -> dict[str, Any]:
+def _skeleton(cfg: CheckConfig, batch: int, skip_reason: str | None) -> Phase3Result:
     """Phase 3's result before anything is timed (as a skipped phase returns it)."""
-    return {
-        "status": "skipped",
-        "reason": skip_reason,
-        "samples_per_iteration": batch,
-        "settings": {
+    return Phase3Result(
+        status="skipped",
+        reason=skip_reason,
+        samples_per_iteration=batch,
+        settings={
             "iterations": cfg.iterations if cfg.seconds is None else None,
             "seconds": cfg.seconds,
             "max_warmup": cfg.max_warmup,
             "cv_window": cfg.effective_cv_window,
             "cv_threshold": cfg.cv_threshold,
         },
-        "timing": "host wall time of one forward pass, inputs on the device, outputs left there, "
+        timing="host wall time of one forward pass, inputs on the device, outputs left there, "
         "synchronized before and after; device, reference and host calibration interleaved "
         "iteration by iteration",
-        "ci_method": "distribution-free 95% CI of the median from order statistics, exact "
+        ci_method="distribution-free 95% CI of the median from order statistics, exact "
         "Binomial(n, 1/2) coverage (Conover 1999, sec. 3.2)",
-        "device": None,
-        "reference": None,
-        "calibration": None,
-        "ratio": None,
-        "warnings": [],
-        "rounds": 0,
-        "samples": None,
-        "cpu_samples": None,
-        "launch_samples": None,
-        "cpu_clock": None,
-        "work_time_basis": None,
-    }
+    )
 
 
-def _clocks(res: dict, device: str, cfg: CheckConfig, steps: dict) -> None:
+def _clocks(res: Phase3Result, device: str, cfg: CheckConfig, steps: dict) -> None:
     """Which CPU clock the work-time samples are read on, and whether the latency statistic
     may decide on them (the device's and, with it, the compiled model's)."""
     threads_clock = workclock.device_busy_clock(device) is not None
-    res["cpu_clock"] = (
+    res.cpu_clock = (
         workclock.description(cfg.mode == "compile") if threads_clock else "process (all threads)"
     )
-    res["work_time_basis"] = work_time_basis(cfg) if threads_clock else None
+    res.work_time_basis = work_time_basis(cfg) if threads_clock else None
     if cfg.mode == "compile":  # the device step is the compiled model, on the process's CPU time
-        res["busy_time_sides"] = ["device_calibration"]
+        res.busy_time_sides = ["device_calibration"]
     if "compiled" in steps:
-        res["compiled_cpu_clock"] = workclock.COMPILED_DESCRIPTION if threads_clock else None
-        res["compiled_work_time_basis"] = (
-            COMPILED_WORK_TIME_BASIS if res["work_time_basis"] else None
+        res.put("compiled_cpu_clock", workclock.COMPILED_DESCRIPTION if threads_clock else None)
+        res.put(
+            "compiled_work_time_basis", COMPILED_WORK_TIME_BASIS if res.work_time_basis else None
         )
 
 
-def _warm_and_measure(res: dict, session, steps: dict, cfg: CheckConfig, ui) -> tuple:
+def _warm_and_measure(res: Phase3Result, session, steps: dict, cfg: CheckConfig, ui) -> tuple:
     """Each side warmed up on its own (a compiled model that raises is dropped, its failure in
-    ``res["compiled"]``), then one interleaved round measured. Returns the warm-ups, the
+    ``res.compiled``), then one interleaved round measured. Returns the warm-ups, the
     round's samples and its wall seconds; raises when the device does."""
     warmups: dict[str, dict] = {}
     with warnings.catch_warnings():
@@ -472,7 +451,7 @@ def _warm_and_measure(res: dict, session, steps: dict, cfg: CheckConfig, ui) -> 
                 try:
                     warmups["compiled"] = _warm("Phase 3 compiled", steps["compiled"], cfg, ui)
                 except Exception as e:  # eager is still timed; the failure is reported
-                    res["compiled"] = {
+                    res.compiled = {
                         "status": "fail",
                         "reason": "the compiled model raised during "
                         f"timing: {type(e).__name__}: {e}",
@@ -496,21 +475,21 @@ def _warm_and_measure(res: dict, session, steps: dict, cfg: CheckConfig, ui) -> 
     return warmups, samples, wall
 
 
-def _fallbacks_and_warnings(res: dict, warmups: dict) -> None:
+def _fallbacks_and_warnings(res: Phase3Result, warmups: dict) -> None:
     """The device's CPU fallback seconds and their share of its timed iterations; a warning
     per side whose warm-up never became stable."""
     fb = torch.neuron.fallback_stats()
     fb_s = sum(v["seconds"] for v in fb.values())
-    measured = res["device"]["total_s"] + sum(warmups["device"]["times_s"])
-    res["device"]["fallback_seconds"] = fb_s
-    res["device"]["fallback_share"] = fb_s / measured if measured > 0 else None
+    measured = res.device["total_s"] + sum(warmups["device"]["times_s"])
+    res.device["fallback_seconds"] = fb_s
+    res.device["fallback_share"] = fb_s / measured if measured > 0 else None
     for side, w in warmups.items():
         if not w["stable"]:
-            res["warnings"].append(_unstable(side, w))
+            res.warnings.append(_unstable(side, w))
 
 
 def another_round(
-    res: dict, session, reference: tuple | None, cfg: CheckConfig, batch: int, ui
+    res: Phase3Result, session, reference: tuple | None, cfg: CheckConfig, batch: int, ui
 ) -> None:
     """Measure one more interleaved round (the models are warm) and pool its samples into
     ``res`` (summaries recomputed). Used when a baseline comparison was undecided."""
@@ -519,20 +498,17 @@ def another_round(
         warnings.simplefilter("ignore")
         with torch.neuron.fallback_mode(cfg.fallback) if cfg.fallback else contextlib.nullcontext():
             samples, wall = _measure_round(
-                steps, cfg, ui, f"round {res['rounds'] + 1}", session.device
+                steps, cfg, ui, f"round {res.rounds + 1}", session.device
             )
-    for key, part in zip(("samples", "cpu_samples", "launch_samples"), samples):
+    for pooled, part in zip((res.samples, res.cpu_samples, res.launch_samples), samples):
         for k, v in part.items():
-            res[key][k] += v
-    res["measure_wall_s"] += wall
-    res["rounds"] += 1
-    fb_keep = {k: res["device"].get(k) for k in ("fallback_seconds", "fallback_share")}
-    res["_warmups"] = {
-        k: (res.get(k) or {}).get("warmup") for k in ("device", "reference", "compiled")
-    }
-    _finish(res, batch, cfg)
-    del res["_warmups"]
-    res["device"].update(fb_keep)
+            pooled[k] += v
+    res.measure_wall_s += wall
+    res.rounds += 1
+    fb_keep = {k: res.device.get(k) for k in ("fallback_seconds", "fallback_share")}
+    sides = {"device": res.device, "reference": res.reference, "compiled": res.compiled}
+    _finish(res, batch, cfg, {k: (v or {}).get("warmup") for k, v in sides.items()})
+    res.device.update(fb_keep)
 
 
 def _unstable(label: str, w: dict) -> str:

@@ -13,12 +13,13 @@ from ..projection import cost as cost_mod
 from ..projection import roofline as projection
 from ..projection import stablehlo
 from ..projection.hardware import INSTANCES
+from ..result_projection import ProjectionResult
 
 
-def run(loaded, cfg, ui) -> dict:
-    """``{"status": "pass"|"fail"|"skipped", "how", "lower_s", "trn2", "trn3", "reason"}``."""
+def run(loaded, cfg, ui) -> ProjectionResult:
+    """The projection: status pass, fail (lowering failed) or skipped (not asked)."""
     if not cfg.projection:
-        return {"status": "skipped", "reason": "not asked (--projection)"}
+        return ProjectionResult(status="skipped", reason="not asked (--projection)")
     ui.step("Projection: lowering the model to StableHLO")
     t0 = time.perf_counter()
     try:
@@ -26,11 +27,11 @@ def run(loaded, cfg, ui) -> dict:
         with torch.no_grad():
             text, how = stablehlo.lower(model, loaded.inputs)
     except Exception as e:  # export/lowering limits are reported, the check goes on
-        return {
-            "status": "fail",
-            "reason": f"lowering to StableHLO failed: {type(e).__name__}: "
+        return ProjectionResult(
+            status="fail",
+            reason=f"lowering to StableHLO failed: {type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else ''}",
-        }
+        )
     lower_s = time.perf_counter() - t0
     prices = {k: v.get("usd_per_hour") for k, v in cost_mod.load_prices().items()}
     priced_by_user = None
@@ -61,4 +62,4 @@ def run(loaded, cfg, ui) -> dict:
         note += (
             "; the forward pass only: a training step's backward and optimizer are not projected"
         )
-    return {"status": "pass", "how": how, "lower_s": lower_s, "reason": None, "note": note, **res}
+    return ProjectionResult(status="pass", how=how, lower_s=lower_s, note=note, **res)

@@ -29,12 +29,12 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
 from ..errors import CheckUsageError
 from ..model import tensors as T
+from ..result_training import TrainingResult
 from . import trace
 from .training_compare import compare as _compare
 
@@ -272,8 +272,8 @@ def _device_steps(loaded, cfg, steps: int, compiled: bool) -> dict:
     return d
 
 
-def run(loaded, cfg, ui, steps: int) -> dict:
-    """The training section of the result (JSON-ready). ``status`` pass/fail/skipped.
+def run(loaded, cfg, ui, steps: int) -> TrainingResult:
+    """The training section of the result. ``status`` pass/fail/skipped.
 
         Eager steps fill the top-level keys (``--mode eager|both``); compiled steps
         (``--mode compile|both``) fill ``compiled`` with the same keys, or its ``error`` when
@@ -284,21 +284,21 @@ def run(loaded, cfg, ui, steps: int) -> dict:
         loss_fn or step raised on the reference or float64 run, called backward() itself, or
         returned something that is not a scalar floating loss with a gradient."""
     if loaded.loss_fn is None and loaded.train_step is None:
-        return {
-            "status": "skipped",
-            "reason": "the factory returned no loss_fn or step (inference model)",
-        }
+        return TrainingResult(
+            status="skipped", reason="the factory returned no loss_fn or step (inference model)"
+        )
     modes = {"eager": ["eager"], "compile": ["compile"], "both": ["eager", "compile"]}[cfg.mode]
     ui.step(
         f"Training: {steps} AdamW steps on {cfg.device} ({', '.join(modes)}), {cfg.reference} and float64"
     )
-    res: dict[str, Any] = {
-        "steps": steps,
-        "optimizer": f"AdamW(lr={TRAIN_LR}, weight_decay {WEIGHT_DECAY} on matrices)",
-        "tol": cfg.effective_tol,
-        "form": "step(model, inputs)" if loaded.train_step else "loss_fn(output)",
-        "modes": modes,
-    }
+    res = TrainingResult(
+        status="pass",
+        steps=steps,
+        optimizer=f"AdamW(lr={TRAIN_LR}, weight_decay {WEIGHT_DECAY} on matrices)",
+        tol=cfg.effective_tol,
+        form="step(model, inputs)" if loaded.train_step else "loss_fn(output)",
+        modes=modes,
+    )
     if not any(p.requires_grad for p in loaded.model.parameters()):
         raise CheckUsageError(
             "training: the model has no trainable parameter (every parameter has "
@@ -309,17 +309,13 @@ def run(loaded, cfg, ui, steps: int) -> dict:
     if "eager" in modes:
         failed = _eager(res, loaded, cfg, steps, r, g, initial)
         if failed:
-            return res | failed
+            res.status, res.reason = failed["status"], failed["reason"]
+            return res
     else:
-        res |= {
-            "status": "pass",
-            "reason": None,
-            "device_warnings": [],
-            "warnings": [],
-            "note": "--mode compile: eager training steps not run",
-        }
+        res.device_warnings, res.warnings = [], []
+        res.note = "--mode compile: eager training steps not run"
     # eager's own verdict (the top-level status and reason below also carry compiled's)
-    res["eager_verdict"] = {"status": res["status"], "reason": res["reason"]}
+    res.eager_verdict = {"status": res.status, "reason": res.reason}
     if "compile" in modes:
         _merge_compiled(res, _compiled(res, loaded, cfg, steps, r, g, initial))
     return res
@@ -353,7 +349,9 @@ def _reference_and_golden(loaded, cfg, steps: int) -> tuple[dict, dict]:
     return r, g
 
 
-def _eager(res: dict, loaded, cfg, steps: int, r: dict, g: dict, initial: dict) -> dict | None:
+def _eager(
+    res: TrainingResult, loaded, cfg, steps: int, r: dict, g: dict, initial: dict
+) -> dict | None:
     """The eager device steps compared into ``res``; returns the failure to report when they
     raised (a usage error raises on)."""
     try:
@@ -366,13 +364,16 @@ def _eager(res: dict, loaded, cfg, steps: int, r: dict, g: dict, initial: dict) 
             "reason": f"training on {cfg.device} raised {type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else ''}",
         }
-    res |= _compare(d, r, g, steps, cfg, initial)
-    res["exact"] = {"eager": d.get("exact")}
+    for k, v in _compare(d, r, g, steps, cfg, initial).items():
+        setattr(res, k, v)
+    res.exact = {"eager": d.get("exact")}
     return None
 
 
-def _compiled(res: dict, loaded, cfg, steps: int, r: dict, g: dict, initial: dict) -> dict:
-    """The compiled device steps compared (``res["exact"]["compiled"]`` filled), or their
+def _compiled(
+    res: TrainingResult, loaded, cfg, steps: int, r: dict, g: dict, initial: dict
+) -> TrainingResult:
+    """The compiled device steps compared (``res.exact["compiled"]`` filled), or their
     failure: no compiled graph ran, or compiling raised (stage, op, source as phase 1 reports
     them)."""
     from . import phase1
@@ -392,7 +393,7 @@ def _compiled(res: dict, loaded, cfg, steps: int, r: dict, g: dict, initial: dic
             if why
             else _compare(dc, r, g, steps, cfg, initial) | {"graph_runs": dc["graph_runs"]}
         )
-        res.setdefault("exact", {})["compiled"] = dc.get("exact")
+        res.exact = (res.exact or {}) | {"compiled": dc.get("exact")}
     except CheckUsageError:
         raise
     except Exception as e:
@@ -409,22 +410,22 @@ def _compiled(res: dict, loaded, cfg, steps: int, r: dict, g: dict, initial: dic
             "error": err,
             "reason": f"compiled training raised {type(e).__name__}: {err.get('short_message') or ''}",
         }
-    return c
+    return TrainingResult(**c)
 
 
-def _merge_compiled(res: dict, c: dict) -> None:
+def _merge_compiled(res: TrainingResult, c: TrainingResult) -> None:
     """The compiled section into ``res``: its warnings beside eager's, its failure in the
     top-level status and reason."""
-    res["compiled"] = c
-    res["device_warnings"] = sorted(set(res["device_warnings"]) | set(c.get("device_warnings", [])))
-    res["warnings"] = res.get("warnings", []) + [f"compiled: {w}" for w in c.get("warnings", [])]
-    if c["status"] == "fail":
-        res["reason"] = "; ".join(
+    res.compiled = c
+    res.device_warnings = sorted(set(res.device_warnings) | set(c.device_warnings or []))
+    res.warnings = (res.warnings or []) + [f"compiled: {w}" for w in c.warnings or []]
+    if c.status == "fail":
+        res.reason = "; ".join(
             x
             for x in (
-                res["reason"] if res["status"] == "fail" else None,
-                f"compiled: {c['reason']}",
+                res.reason if res.status == "fail" else None,
+                f"compiled: {c.reason}",
             )
             if x
         )
-        res["status"] = "fail"
+        res.status = "fail"

@@ -24,6 +24,8 @@ from importlib import resources
 
 from ..errors import CheckUsageError
 from ..result import Phase1Result
+from ..result_cost import CostResult
+from ..result_phases import Phase3Result
 
 DEFAULT_DEVICE_INSTANCE = "trn1.2xlarge"
 DEFAULT_REFERENCE_INSTANCE = {"cpu": "c7i.8xlarge", "cuda": "g5.xlarge"}
@@ -98,27 +100,26 @@ def cost_per_million(
 
 def compute(
     phase1: Phase1Result,
-    phase3: dict,
+    phase3: Phase3Result | None,
     cfg,
     device_price: dict,
     reference_price: dict,
     reference_cold_s: float | None,
     host_cpu: str,
     emulated: bool,
-) -> dict:
+) -> CostResult:
     """The cost section of the result (None figures when phase 3 did not run)."""
-    res = {
-        "device": {**device_price},
-        "reference": {**reference_price},
-        "amortize_samples": cfg.amortize_samples,
-        "formula": "price_per_hour / 3600 * (1e6 / throughput + overhead_s * 1e6 / amortize_samples)",
-        "budget_usd_per_million": cfg.max_cost_per_million,
-        "over_budget": None,
-        "notes": _notes(emulated, host_cpu, reference_price),
-    }
-    d = phase3.get("device") if phase3 else None
+    res = CostResult(
+        device={**device_price},
+        reference={**reference_price},
+        amortize_samples=cfg.amortize_samples,
+        formula="price_per_hour / 3600 * (1e6 / throughput + overhead_s * 1e6 / amortize_samples)",
+        budget_usd_per_million=cfg.max_cost_per_million,
+        notes=_notes(emulated, host_cpu, reference_price),
+    )
+    d = phase3.device if phase3 else None
     if not d:
-        res["notes"].append("no cost: phase 3 did not run")
+        res.notes.append("no cost: phase 3 did not run")
         return res
     comp = phase1.compile
     if comp.get("checked") and comp.get("ok") and comp.get("phases_2_3") == "compiled":
@@ -128,11 +129,11 @@ def compute(
         label = (
             "cold-start overhead (first iteration minus steady p50); eager mode has no compile step"
         )
-    res["device"].update(_priced(device_price, d, overhead, label, cfg.amortize_samples))
-    r = phase3.get("reference")
+    res.device.update(_priced(device_price, d, overhead, label, cfg.amortize_samples))
+    r = phase3.reference
     if r:
         roverhead = max((reference_cold_s or 0.0) - r["p50_s"], 0.0)
-        res["reference"].update(
+        res.reference.update(
             _priced(
                 reference_price,
                 r,
@@ -141,9 +142,9 @@ def compute(
                 cfg.amortize_samples,
             )
         )
-    c = phase3.get("compiled")
+    c = phase3.compiled
     if c and c.get("throughput_samples_per_s"):
-        res["compiled"] = _priced(
+        res.compiled = _priced(
             device_price,
             c,
             comp.get("compile_s") or 0.0,
@@ -151,7 +152,7 @@ def compute(
             cfg.amortize_samples,
         )
     if cfg.max_cost_per_million is not None:
-        res["over_budget"] = res["device"]["usd_per_million"] > cfg.max_cost_per_million
+        res.over_budget = res.device["usd_per_million"] > cfg.max_cost_per_million
     return res
 
 

@@ -72,7 +72,7 @@ def per_pass_table(result: CheckResult) -> list:
         )
     if e and e.get("concatenation"):
         out.append(Text(concatenation_line(e["concatenation"]), style="dim"))
-    tr = (result.training or {}).get("exact") or {}
+    tr = (result.training.exact if result.training else None) or {}
     for side, x in tr.items():
         if x:
             out.append(

@@ -8,9 +8,14 @@ highlighted) and the manifest."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from .. import formatting
 from ..result import CheckResult, Phase1Result
+from ..result_cost import CostResult
+from ..result_phases import Phase2Result, Phase3Result
+from ..result_projection import ProjectionResult
+from ..result_training import TrainingResult
 from . import exact_html, summary_html
 from .html_baseline import _baseline
 from .html_parts import _e, _kv, _status, _table
@@ -152,12 +157,12 @@ def _phase1(p1: Phase1Result) -> str:
     return out + _failure(p1.error)
 
 
-def _compiled_perf(p3: dict, cost: dict) -> str:
+def _compiled_perf(p3: Phase3Result, cost: CostResult | None) -> str:
     """--mode both: the compiled model's phase-3 statistics and amortized cost (empty otherwise)."""
-    c, k = p3.get("compiled"), cost.get("compiled")
+    c, k = p3.compiled, (cost.compiled if cost else None)
     if not c or not c.get("p50_s"):
         return ""
-    d = p3["device"]
+    d = p3.device
     rows = [
         (label, _e(formatting.ms(c[key])) + " (eager " + _e(formatting.ms(d[key])) + ")")
         for key, label in (
@@ -183,22 +188,22 @@ def _compiled_perf(p3: dict, cost: dict) -> str:
     return '<h2 id="phase3-compiled">Phase 3 (compiled, backend neuron)</h2>' + _kv(rows)
 
 
-def _phase2_compiled(p2: dict) -> str:
+def _phase2_compiled(p2: Phase2Result) -> str:
     """--mode both: the compiled model's accuracy table (empty otherwise)."""
-    c = p2.get("compiled")
+    c = p2.compiled
     if not c:
         return ""
     return (
         f'<h2 id="phase2-compiled">Phase 2 (compiled, backend neuron) — is it accurate {_status(c["status"])}'
-        f"</h2>\n{_phase2(p2 | {'status': c['status'], 'outputs': c['outputs']})}"
+        f"</h2>\n{_phase2(replace(p2, status=c['status'], outputs=c['outputs']))}"
     )
 
 
-def _phase2(p2: dict) -> str:
-    if p2["status"] == "skipped":
-        return _kv([("result", _status("skipped")), ("reason", _e(p2.get("reason")))])
+def _phase2(p2: Phase2Result) -> str:
+    if p2.status == "skipped":
+        return _kv([("result", _status("skipped")), ("reason", _e(p2.reason))])
     rows = []
-    for name, o in p2["outputs"].items():
+    for name, o in p2.outputs.items():
         rows.append(
             [
                 _e(name),
@@ -215,11 +220,11 @@ def _phase2(p2: dict) -> str:
         )
     return _kv(
         [
-            ("result", _status(p2["status"])),
-            ("reference", _e(p2["reference_device"])),
-            ("dtype", _e(p2["dtype"])),
-            ("rule", _e(p2["rule"])),
-            ("tol", _e(f"{p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}")),
+            ("result", _status(p2.status)),
+            ("reference", _e(p2.reference_device)),
+            ("dtype", _e(p2.dtype)),
+            ("rule", _e(p2.rule)),
+            ("tol", _e(f"{p2.tol:g} ({p2.tol_source}), m = {p2.multiplier:g}")),
         ]
     ) + _table(
         [
@@ -239,10 +244,10 @@ def _phase2(p2: dict) -> str:
     )
 
 
-def _phase3(p3: dict, reference: str) -> str:
-    if not p3.get("device"):
-        return _kv([("result", _status(p3["status"])), ("reason", _e(p3.get("reason")))])
-    d, r = p3["device"], p3.get("reference")
+def _phase3(p3: Phase3Result, reference: str) -> str:
+    if not p3.device:
+        return _kv([("result", _status(p3.status)), ("reason", _e(p3.reason))])
+    d, r = p3.device, p3.reference
     g = lambda k: r.get(k) if r else None
 
     def wu(x):
@@ -293,7 +298,7 @@ def _phase3(p3: dict, reference: str) -> str:
             "throughput (samples/s)",
             _e(formatting.num(d["throughput_samples_per_s"])),
             _e(formatting.num(g("throughput_samples_per_s"))),
-            _e(formatting.ratio((p3.get("ratio") or {}).get("throughput_device_over_reference"))),
+            _e(formatting.ratio((p3.ratio or {}).get("throughput_device_over_reference"))),
         ]
     )
     if d.get("fallback_share") is not None:
@@ -306,17 +311,17 @@ def _phase3(p3: dict, reference: str) -> str:
         num_cols=(1, 2, 3),
     )
     out += (
-        f'<p class="caption">{_e(p3["timing"])}; {p3["samples_per_iteration"]} samples per iteration. '
-        f"CI: {_e(p3['ci_method'])}.</p>"
+        f'<p class="caption">{_e(p3.timing)}; {p3.samples_per_iteration} samples per iteration. '
+        f"CI: {_e(p3.ci_method)}.</p>"
     )
-    for w in p3.get("warnings", []):
+    for w in p3.warnings:
         out += f'<div class="note">{_e(w)}</div>'
     return out
 
 
-def _cost(c: dict) -> str:
+def _cost(c: CostResult) -> str:
     rows = []
-    for label, x in (("device", c["device"]), ("reference", c["reference"])):
+    for label, x in (("device", c.device), ("reference", c.reference)):
         rows.append(
             [
                 label,
@@ -349,38 +354,34 @@ def _cost(c: dict) -> str:
         rows,
         num_cols=(2, 4, 6, 7),
     )
-    out += f'<p class="caption">{_e(c["formula"])}, amortized over {c["amortize_samples"]:,} samples.</p>'
-    if c.get("budget_usd_per_million") is not None:
+    out += f'<p class="caption">{_e(c.formula)}, amortized over {c.amortize_samples:,} samples.</p>'
+    if c.budget_usd_per_million is not None:
         out += (
-            f"<p>Budget {_e(formatting.usd(c['budget_usd_per_million']))} per million samples: "
-            + (
-                _status("fail") + " exceeded"
-                if c.get("over_budget")
-                else _status("pass") + " within"
-            )
+            f"<p>Budget {_e(formatting.usd(c.budget_usd_per_million))} per million samples: "
+            + (_status("fail") + " exceeded" if c.over_budget else _status("pass") + " within")
             + "</p>"
         )
-    for n in c.get("notes", []):
+    for n in c.notes:
         out += f'<div class="note">{_e(n)}</div>'
     return out
 
 
-def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str:
+def _training(tr: TrainingResult | None, label: str = "", anchor: str = "training") -> str:
     """The training check section (empty for an inference model); the compiled mode's
-    steps (``tr["compiled"]``) in a section of their own."""
-    if not tr or tr.get("status") == "skipped":
+    steps (``tr.compiled``) in a section of their own."""
+    if not tr or tr.status == "skipped":
         return ""
     compiled = ""
-    if tr.get("compiled"):
+    if tr.compiled:
         compiled = _training(
-            tr["compiled"] | {"steps": tr["steps"], "optimizer": tr["optimizer"]},
+            replace(tr.compiled, steps=tr.steps, optimizer=tr.optimizer),
             " (compiled, backend neuron)",
             "training-compiled",
         )
-    head = f'<h2 id="{anchor}">Training{_e(label)} — {tr.get("steps")} steps {_status(tr["status"])}</h2>'
-    if "per_step" not in tr:
-        return head + f'<div class="note">{_e(tr.get("reason") or tr.get("note"))}</div>' + compiled
-    groups = list(tr["per_step"][0]["grad_norm_device"])
+    head = f'<h2 id="{anchor}">Training{_e(label)} — {tr.steps} steps {_status(tr.status)}</h2>'
+    if tr.per_step is None:
+        return head + f'<div class="note">{_e(tr.reason or tr.note)}</div>' + compiled
+    groups = list(tr.per_step[0]["grad_norm_device"])
     rows = [
         [
             _e(st["step"]),
@@ -396,12 +397,12 @@ def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str
             for g in groups
         ]
         + [_e(formatting.ms(st["step_time_device_s"]))]
-        for st in tr["per_step"]
+        for st in tr.per_step
     ]
-    fp = tr["final_params"]
+    fp = tr.final_params
     return (
         head
-        + f'<p class="caption">{_e(tr["optimizer"])}; device, reference and float64 from the same '
+        + f'<p class="caption">{_e(tr.optimizer)}; device, reference and float64 from the same '
         "initial state, compared with phase 2's rule</p>"
         + _table(
             ["step", "loss device", "loss reference", "loss fp64", "loss"]
@@ -418,11 +419,11 @@ def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str
                         + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
                     ),
                 ),
-                ("device step p50", _e(formatting.ms(tr["step_time"]["device_p50_s"]))),
-                ("reference step p50", _e(formatting.ms(tr["step_time"]["reference_p50_s"]))),
+                ("device step p50", _e(formatting.ms(tr.step_time["device_p50_s"]))),
+                ("reference step p50", _e(formatting.ms(tr.step_time["reference_p50_s"]))),
                 (
                     "peak device memory with optimizer state",
-                    _e(formatting.nbytes(tr.get("peak_allocated_bytes"))),
+                    _e(formatting.nbytes(tr.peak_allocated_bytes)),
                 ),
             ]
         )
@@ -430,14 +431,14 @@ def _training(tr: dict | None, label: str = "", anchor: str = "training") -> str
     )
 
 
-def _projection(p: dict | None) -> str:
+def _projection(p: ProjectionResult | None) -> str:
     """The Trainium projection section (empty unless --projection was given)."""
-    if not p or p.get("status") == "skipped":
+    if not p or p.status == "skipped":
         return ""
     head = '<h2 id="projection">Trainium projection — an estimate, not a measurement</h2>'
-    if p["status"] != "pass":
-        return head + f'<div class="note">{_e(p.get("reason"))}</div>'
-    a, b = p["trn2"], p["trn3"]
+    if p.status != "pass":
+        return head + f'<div class="note">{_e(p.reason)}</div>'
+    a, b = p.trn2, p.trn3
     rows = [
         [_e(label), _e(fn(a)), _e(fn(b))]
         for label, fn in (
@@ -469,7 +470,7 @@ def _projection(p: dict | None) -> str:
         top.append([_e(label), "", "", "", _e(rest.replace(" µs", "")), ""])
     return (
         head
-        + f'<div class="note">{_e(p["note"])}. Lowered with {_e(p["how"])}.</div>'
+        + f'<div class="note">{_e(p.note)}. Lowered with {_e(p.how)}.</div>'
         + _table(["", f"{a['chip']} ({a['core']})", f"{b['chip']} ({b['core']})"], rows)
         + "<h3>Top operations by projected time (Trainium2)</h3>"
         + _table(["op", "shape", "engine", "GFLOP", "time (µs)", "bound"], top)
@@ -520,11 +521,11 @@ def render(result: CheckResult) -> str:
         )
         notes += f'<div class="note">{_e(text)}.</div>'
     for w in result.warnings:
-        if w not in p3.get("warnings", []):  # those show in the phase 3 section
+        if w not in p3.warnings:  # those show in the phase 3 section
             notes += f'<div class="note">{_e(w)}</div>'
     plots = {
-        "warmup": plot_warmup(p3) if p3.get("device") else None,
-        "hist": plot_histogram(p3) if p3.get("device") else None,
+        "warmup": plot_warmup(p3) if p3.device else None,
+        "hist": plot_histogram(p3) if p3.device else None,
         "ops": plot_ops(p1) if p1.status == "pass" else None,
     }
     plot_html = {k: (f'<div class="plot">{v}</div>' if v else "") for k, v in plots.items()}
@@ -552,11 +553,11 @@ def render(result: CheckResult) -> str:
 <p class="caption">{_e(p1.op_profile_note or "no profile: phase 1 failed")}. CPU-fallback ops in red,
 annotated with their calls and seconds (CPU kernel and copies) from <code>torch.neuron.fallback_stats()</code>.</p>
 <div class="plots">{plot_html["ops"]}</div>
-<h2 id="phase2">Phase 2 — is it accurate {_status(p2["status"])}</h2>
+<h2 id="phase2">Phase 2 — is it accurate {_status(p2.status)}</h2>
 {_phase2(p2)}
 {_phase2_compiled(p2)}
-{_compiled_perf(p3, result.cost or {})}
-<h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3["status"])}</h2>
+{_compiled_perf(p3, result.cost)}
+<h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3.status)}</h2>
 {_phase3(p3, result.config["reference"])}
 <div class="plots">{plot_html["warmup"]}{plot_html["hist"]}</div>
 {_profile_section(result.profile)}

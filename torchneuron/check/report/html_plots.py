@@ -4,19 +4,20 @@ operator with CPU fallbacks highlighted."""
 from __future__ import annotations
 
 from ..result import Phase1Result
+from ..result_phases import Phase3Result
 from .html_parts import _plt, _svg
 
 
-def _side_axes(p3: dict):
+def _side_axes(p3: Phase3Result):
     """(figure, [(axis, label, phase-3 side)]) with one panel per measured device, or None."""
-    sides = [(k, p3.get(k)) for k in ("device", "reference") if p3.get(k)]
+    sides = [(k, x) for k, x in (("device", p3.device), ("reference", p3.reference)) if x]
     if not sides:
         return None
     fig, axes = _plt().subplots(1, len(sides), figsize=(5.6 * len(sides), 3.2), squeeze=False)
     return fig, [(ax, label, x) for ax, (label, x) in zip(axes[0], sides)]
 
 
-def plot_warmup(p3: dict) -> str | None:
+def plot_warmup(p3: Phase3Result) -> str | None:
     """Iteration time (ms) over iterations: warm-up then measurement, per device."""
     panels = _side_axes(p3)
     if panels is None:
@@ -54,7 +55,7 @@ def plot_warmup(p3: dict) -> str | None:
     return _svg(fig)
 
 
-def plot_histogram(p3: dict) -> str | None:
+def plot_histogram(p3: Phase3Result) -> str | None:
     """Histogram of steady-state iteration times (ms), p50/p90/p99 marked."""
     panels = _side_axes(p3)
     if panels is None:

@@ -4,6 +4,7 @@ per phase part, the baseline comparisons and the cost budget; skipped parts as s
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 from ..phases.phase2 import failure_text
 from ..result import CheckResult
@@ -82,11 +83,11 @@ def _phase1_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
 def _phase2_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 2: one case per output (eager, and compiled under ``--mode both``)."""
     p2 = result.phase2
-    if p2["status"] == "skipped":
-        _case(suite, cls, "phase2.accuracy", skipped=p2.get("reason") or "skipped")
+    if p2.status == "skipped":
+        _case(suite, cls, "phase2.accuracy", skipped=p2.reason or "skipped")
     else:
-        parts = [("phase2.accuracy", p2["outputs"])] + (
-            [("phase2.compiled.accuracy", p2["compiled"]["outputs"])] if p2.get("compiled") else []
+        parts = [("phase2.accuracy", p2.outputs)] + (
+            [("phase2.compiled.accuracy", p2.compiled["outputs"])] if p2.compiled else []
         )
         for case, outs in parts:
             for name, o in outs.items():
@@ -103,16 +104,16 @@ def _phase2_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
 def _phase3_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 3: the device's performance."""
     p3 = result.phase3
-    if p3["status"] == "skipped":
-        _case(suite, cls, "phase3.performance", skipped=p3.get("reason") or "skipped")
+    if p3.status == "skipped":
+        _case(suite, cls, "phase3.performance", skipped=p3.reason or "skipped")
     else:
-        d = p3.get("device") or {}
+        d = p3.device or {}
         _case(
             suite,
             cls,
             "phase3.performance",
             d.get("total_s") or 0.0,
-            failure=p3.get("reason") if p3["status"] == "fail" else None,
+            failure=p3.reason if p3.status == "fail" else None,
             out=f"p50 {d.get('p50_s')} s, p90 {d.get('p90_s')} s, p99 {d.get('p99_s')} s, "
             f"throughput {d.get('throughput_samples_per_s')} samples/s",
         )
@@ -173,7 +174,7 @@ def _baseline_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
 
 def _compiled_performance_case(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """Phase 3's compiled model (``--mode both``)."""
-    pc = (result.phase3 or {}).get("compiled")
+    pc = result.phase3.compiled if result.phase3 else None
     if pc:
         _case(
             suite,
@@ -186,39 +187,38 @@ def _compiled_performance_case(suite: ET.Element, cls: str, result: CheckResult)
 
 def _training_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """The training check, eager and compiled."""
-    tr = result.training or {}
-    if tr.get("status") not in (None, "skipped"):
-        eager = dict(tr, **tr.get("eager_verdict", {}))  # without compiled's failure text
+    tr = result.training
+    if tr is not None and tr.status != "skipped":
+        eager = replace(tr, **(tr.eager_verdict or {}))  # without compiled's failure text
         parts = [
-            ("training.eager", eager if "eager" in tr.get("modes", ["eager"]) else None),
-            ("training.compiled", tr.get("compiled")),
+            ("training.eager", eager if "eager" in (tr.modes or ["eager"]) else None),
+            ("training.compiled", tr.compiled),
         ]
         for name, part in parts:
             if part is None:
                 continue
-            t = sum(s["step_time_device_s"] for s in part.get("per_step", []))
+            t = sum(s["step_time_device_s"] for s in part.per_step or [])
             _case(
                 suite,
                 cls,
                 name,
                 t,
-                failure=(part.get("reason") if part.get("status") == "fail" else None),
+                failure=(part.reason if part.status == "fail" else None),
             )
 
 
 def _cost_case(suite: ET.Element, cls: str, result: CheckResult) -> None:
     """The cost budget (``--max-cost-per-million``)."""
-    c = result.cost or {}
-    if c.get("budget_usd_per_million") is not None:
+    c = result.cost
+    if c is not None and c.budget_usd_per_million is not None:
         _case(
             suite,
             cls,
             "cost.budget",
             failure=(
-                f"{c['device'].get('usd_per_million')} USD per million > "
-                f"{c['budget_usd_per_million']}"
+                f"{c.device.get('usd_per_million')} USD per million > {c.budget_usd_per_million}"
             )
-            if c.get("over_budget")
+            if c.over_budget
             else None,
         )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import formatting
 from ..result import CheckResult, Phase1Result
+from ..result_training import TrainingResult
 
 EXIT_CODES = "exit codes: 0 pass · 1 fail or regression · 2 bad usage · 3 inconclusive (--gate-host-latency only)"
 
@@ -58,35 +59,35 @@ def compiled_pass_s(result: CheckResult, core: str = "trn2") -> float | None:
     """The compiled pass on Trainium (seconds): the StableHLO projection (one execution's
     fixed cost included) plus the launches of any further graphs, as the per-pass table
     shows it. None without a projection."""
-    proj = result.projection or {}
-    if proj.get("status") != "pass":
+    proj = result.projection
+    if proj is None or proj.status != "pass":
         return None
     n, us = extra_launches(result.exact)
-    return proj[core]["latency_s_per_core"] + n * us * 1e-6
+    return proj.core(core)["latency_s_per_core"] + n * us * 1e-6
 
 
 def phase_lines(result: CheckResult) -> list[tuple[str, str, list[str]]]:
     """``[(phase, status, [text, ...])]``: run, accuracy, performance, then training,
     baseline and budget where they apply. Status: pass, fail, skipped, regression, saved."""
     lines = [_run_line(result.phase1), _accuracy_line(result), _performance_line(result)]
-    tr = result.training or {}
-    if tr and tr.get("status") != "skipped":
+    tr = result.training
+    if tr is not None and tr.status != "skipped":
         lines.append(_training_line(tr))
     if result.baseline:
         lines.append(_baseline_line(result.baseline))
     if result.baseline_saved:
         lines.append(("baseline", "saved", [f"saved to {result.baseline_saved}"]))
-    cost = result.cost or {}
-    if cost.get("budget_usd_per_million") is not None:
-        over = cost.get("over_budget")
+    cost = result.cost
+    if cost is not None and cost.budget_usd_per_million is not None:
+        over = cost.over_budget
         lines.append(
             (
                 "budget",
                 "fail" if over else "pass",
                 [
-                    f"{formatting.usd((cost.get('device') or {}).get('usd_per_million'))} per 1M samples "
+                    f"{formatting.usd((cost.device or {}).get('usd_per_million'))} per 1M samples "
                     f"at the emulator's throughput: {'EXCEEDS' if over else 'within'} "
-                    f"{formatting.usd(cost['budget_usd_per_million'])}"
+                    f"{formatting.usd(cost.budget_usd_per_million)}"
                 ],
             )
         )
@@ -127,14 +128,16 @@ def _run_line(p1: Phase1Result) -> tuple[str, str, list[str]]:
 
 def _accuracy_line(result: CheckResult) -> tuple[str, str, list[str]]:
     p2 = result.phase2
-    if p2["status"] == "skipped":
-        return ("accuracy", "skipped", [p2.get("reason") or ""])
-    sides = [("eager", p2)] + ([("compiled", p2["compiled"])] if p2.get("compiled") else [])
+    if p2.status == "skipped":
+        return ("accuracy", "skipped", [p2.reason or ""])
+    sides = [("eager", p2.outputs)] + (
+        [("compiled", p2.compiled.get("outputs"))] if p2.compiled else []
+    )
     if _compiled_only(result):  # --mode compile: phases 2 and 3 are the compiled model's
-        sides = [("compiled", p2)]
+        sides = [("compiled", p2.outputs)]
     texts, status = [], "pass"
-    for name, side in sides:
-        outs = side.get("outputs") or {}
+    for name, outs in sides:
+        outs = outs or {}
         bad = [k for k, v in outs.items() if not v.get("passed")]
         if bad:
             status = "fail"
@@ -142,11 +145,11 @@ def _accuracy_line(result: CheckResult) -> tuple[str, str, list[str]]:
         else:
             texts.append(f"{name}: {len(outs)} output(s) within the benchmark rule")
     texts[-1] += (
-        f" (vs {p2['reference_device']} and fp64, {p2['dtype']}, tol {p2['tol']:g})"
-        if p2.get("tol") is not None
+        f" (vs {p2.reference_device} and fp64, {p2.dtype}, tol {p2.tol:g})"
+        if p2.tol is not None
         else ""
     )
-    return ("accuracy", status if p2["status"] != "fail" else "fail", ["; ".join(texts)])
+    return ("accuracy", status if p2.status != "fail" else "fail", ["; ".join(texts)])
 
 
 def _compiled_only(result: CheckResult) -> bool:
@@ -170,40 +173,40 @@ def _performance_line(result: CheckResult) -> tuple[str, str, list[str]]:
         texts.append("projected Trainium2 per pass (ESTIMATE): " + ", ".join(parts))
     elif ex.get("status") and ex.get("status") != "pass":
         texts.append(f"no projection: {ex.get('error') or ex.get('reason')}")
-    d = p3.get("device") or {}
+    d = p3.device or {}
     if d.get("p50_s"):
         host = f"eager {formatting.ms(d['p50_s'])}"
         if _compiled_only(result):
             host = f"compiled {formatting.ms(d['p50_s'])}"
-        c = p3.get("compiled") or {}
+        c = p3.compiled or {}
         if c.get("p50_s"):
             host += f", compiled {formatting.ms(c['p50_s'])}"
         texts.append(f"emulator host p50 (this host, not Trainium): {host}")
-    if p3["status"] != "pass":
-        texts.append(p3.get("reason") or "")
-    return ("performance", p3["status"], texts)
+    if p3.status != "pass":
+        texts.append(p3.reason or "")
+    return ("performance", p3.status, texts)
 
 
-def _training_line(tr: dict) -> tuple[str, str, list[str]]:
-    if "per_step" not in tr:
-        return ("training", tr["status"], [tr.get("reason") or tr.get("note") or ""])
-    fp = tr.get("final_params") or {}
+def _training_line(tr: TrainingResult) -> tuple[str, str, list[str]]:
+    if tr.per_step is None:
+        return ("training", tr.status, [tr.reason or tr.note or ""])
+    fp = tr.final_params or {}
     text = (
-        f"{tr['steps']} {tr['optimizer']} steps: loss, grad norms and "
+        f"{tr.steps} {tr.optimizer} steps: loss, grad norms and "
         f"{fp.get('compared', 0) - len(fp.get('failed', []))}/{fp.get('compared', 0)} "
         "parameter updates vs the reference and fp64"
     )
-    c = tr.get("compiled")
+    c = tr.compiled
     extra = []
     if c:
-        extra.append(f"compiled: {c.get('status', '?').upper()}" + _why(c))
-    if tr["status"] == "fail":
-        extra.append(tr.get("reason") or "")
-    return ("training", tr["status"], [text] + [x for x in extra if x])
+        extra.append(f"compiled: {c.status.upper()}" + _why(c))
+    if tr.status == "fail":
+        extra.append(tr.reason or "")
+    return ("training", tr.status, [text] + [x for x in extra if x])
 
 
-def _why(c: dict) -> str:
-    return f" ({c['reason']})" if c.get("status") == "fail" and c.get("reason") else ""
+def _why(c: TrainingResult) -> str:
+    return f" ({c.reason})" if c.status == "fail" and c.reason else ""
 
 
 def _baseline_line(b: dict) -> tuple[str, str, list[str]]:
@@ -349,21 +352,21 @@ def _fusion_findings(ex: dict) -> list:
 
 
 def _projection_findings(result: CheckResult) -> list:
-    proj = result.projection or {}
+    proj = result.projection
     ep = (((result.exact or {}).get("eager") or {}).get("projection") or {}).get("trn2")
     if result.phase1.status != "pass":
         return []  # nothing ran to project
-    if proj.get("status") != "pass":
+    if proj is None or proj.status != "pass":
         asked = (result.config or {}).get("projection")
         why = (
-            f"not projected: {proj.get('reason')}"
+            f"not projected: {proj.reason if proj else None}"
             if asked
             else "run with --projection for throughput and cost"
         )
         if ep:
             return [("projected Trainium2", f"eager pass {us(ep['latency_s'])}; {why}", None)]
         return [("projected Trainium2", why, None)]
-    t = proj["trn2"]
+    t = proj.trn2
     cp = compiled_pass_s(result)
     text = (
         f"compiled pass {us(cp)} · {formatting.num(t['throughput_per_core'])} samples/s per core · "

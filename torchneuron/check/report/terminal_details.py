@@ -3,21 +3,25 @@ Trainium projection, the per-pass trace and the baseline comparison."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from .. import formatting
 from ..result import CheckResult
+from ..result_cost import CostResult
+from ..result_projection import ProjectionResult
+from ..result_training import TrainingResult
 from . import exact_terminal, summary
 from .terminal_phases import phase1_tables, phase2_tables, phase3_tables, status_text
 
 
-def cost_table(c: dict) -> list:
+def cost_table(c: CostResult) -> list:
     """The cost table, the budget line and the cost notes (one line when nothing was timed)."""
     if not (
-        c["device"].get("throughput_samples_per_s")
-        or c["reference"].get("throughput_samples_per_s")
+        c.device.get("throughput_samples_per_s") or c.reference.get("throughput_samples_per_s")
     ):
         return [Text("Cost: not computed (phase 3 did not run)", style="yellow")]
     t = Table(
@@ -25,14 +29,14 @@ def cost_table(c: dict) -> list:
         title_justify="left",
         title_style="bold",
         box=box.SIMPLE_HEAVY,
-        caption=f"{c['formula']}, amortized over {c['amortize_samples']:,} samples",
+        caption=f"{c.formula}, amortized over {c.amortize_samples:,} samples",
         caption_justify="left",
     )
     t.add_column("", style="cyan", no_wrap=True)
     t.add_column("device", justify="right")
     t.add_column("reference", justify="right")
-    d, r = c["device"], c["reference"]
-    comp = c.get("compiled")
+    d, r = c.device, c.reference
+    comp = c.compiled
     if comp:
         t.add_column("compiled (backend neuron)", justify="right")
     for label, fn in (
@@ -47,24 +51,24 @@ def cost_table(c: dict) -> list:
         t.add_row(label, fn(d), fn(r), *([fn(d | comp)] if comp else []))
     out: list = [t]
     for label, x in (
-        ("device", c["device"]),
-        ("reference", c["reference"]),
+        ("device", c.device),
+        ("reference", c.reference),
         ("compiled", comp or {}),
     ):
         if x.get("overhead_label"):
             out.append(Text(f"{label} one-time overhead: {x['overhead_label']}", style="dim"))
-    srcs = {x.get("source") for x in (c["device"], c["reference"]) if x.get("source")}
+    srcs = {x.get("source") for x in (c.device, c.reference) if x.get("source")}
     for s in sorted(srcs):
         out.append(Text(f"price source: {s}", style="dim"))
-    if c.get("budget_usd_per_million") is not None:
+    if c.budget_usd_per_million is not None:
         out.append(
             Text(
-                f"budget {formatting.usd(c['budget_usd_per_million'])} per million: "
-                + ("EXCEEDED" if c.get("over_budget") else "within"),
-                style="bold red" if c.get("over_budget") else "green",
+                f"budget {formatting.usd(c.budget_usd_per_million)} per million: "
+                + ("EXCEEDED" if c.over_budget else "within"),
+                style="bold red" if c.over_budget else "green",
             )
         )
-    for n in c.get("notes", []):
+    for n in c.notes:
         out.append(Text(f"note: {n}", style="dim"))
     return out
 
@@ -223,39 +227,39 @@ def _latency_rows(t: Table, lat: dict, label: str) -> None:
             t.add_row(*conf, "")
 
 
-def training_tables(tr: dict | None, label: str = "") -> list:
+def training_tables(tr: TrainingResult | None, label: str = "") -> list:
     """The training check: loss curve and gradient norms per step, parameter updates; the
-    compiled mode's steps (``tr["compiled"]``) in a table of their own."""
-    if not tr or tr.get("status") == "skipped":
+    compiled mode's steps (``tr.compiled``) in a table of their own."""
+    if not tr or tr.status == "skipped":
         return []
     compiled = []
-    if tr.get("compiled"):
-        c = tr["compiled"] | {"steps": tr["steps"], "optimizer": tr["optimizer"]}
+    if tr.compiled:
+        c = replace(tr.compiled, steps=tr.steps, optimizer=tr.optimizer)
         compiled = (
             training_tables(c, " (compiled, backend neuron)")
-            if "per_step" in c
-            else [Text(f"Training (compiled): {c['reason']}", style="red")]
+            if c.per_step is not None
+            else [Text(f"Training (compiled): {c.reason}", style="red")]
         )
-    if "per_step" not in tr:
+    if tr.per_step is None:
         return (
-            [Text(f"Training: {tr['reason']}", style="red")]
-            if tr.get("status") == "fail" and not compiled
-            else [Text(f"Training (eager): {tr.get('note') or tr.get('reason')}", style="dim")]
+            [Text(f"Training: {tr.reason}", style="red")]
+            if tr.status == "fail" and not compiled
+            else [Text(f"Training (eager): {tr.note or tr.reason}", style="dim")]
         ) + compiled
     t = Table(
-        title=f"Training{label} — {tr['steps']} steps, {tr['optimizer']}  {tr['status'].upper()}",
+        title=f"Training{label} — {tr.steps} steps, {tr.optimizer}  {tr.status.upper()}",
         title_justify="left",
         title_style="bold",
         box=box.SIMPLE_HEAVY,
     )
-    groups = list(tr["per_step"][0]["grad_norm_device"])
+    groups = list(tr.per_step[0]["grad_norm_device"])
     for col in (
         ["step", "loss device", "loss reference", "loss fp64", "loss"]
         + [f"|grad| {g}" for g in groups]
         + ["step time device"]
     ):
         t.add_column(col, justify="right")
-    for s in tr["per_step"]:
+    for s in tr.per_step:
         t.add_row(
             str(s["step"]),
             f"{s['loss_device']:.6g}",
@@ -269,26 +273,26 @@ def training_tables(tr: dict | None, label: str = "") -> list:
             ],
             formatting.ms(s["step_time_device_s"]),
         )
-    fp = tr["final_params"]
+    fp = tr.final_params
     return [
         t,
         Text(
             f"parameter updates (final - initial): {fp['compared'] - len(fp['failed'])}/{fp['compared']} "
             "pass the benchmark rule"
             + (f" (failing: {', '.join(fp['failed'][:5])})" if fp["failed"] else "")
-            + f"; device step p50 {formatting.ms(tr['step_time']['device_p50_s'])} (reference "
-            f"{formatting.ms(tr['step_time']['reference_p50_s'])}); peak device memory with optimizer state "
-            f"{formatting.nbytes(tr['peak_allocated_bytes'])}"
+            + f"; device step p50 {formatting.ms(tr.step_time['device_p50_s'])} (reference "
+            f"{formatting.ms(tr.step_time['reference_p50_s'])}); peak device memory with optimizer state "
+            f"{formatting.nbytes(tr.peak_allocated_bytes)}"
         ),
     ] + compiled
 
 
-def projection_tables(p: dict | None, exact: dict | None = None) -> list:
+def projection_tables(p: ProjectionResult | None, exact: dict | None = None) -> list:
     """The Trainium projection (nothing unless --projection was given)."""
-    if not p or p.get("status") == "skipped":
+    if not p or p.status == "skipped":
         return []
-    if p["status"] != "pass":
-        return [Text(f"Trainium projection: {p['reason']}", style="yellow")]
+    if p.status != "pass":
+        return [Text(f"Trainium projection: {p.reason}", style="yellow")]
     t = Table(
         title="Trainium projection: ESTIMATE from a roofline model of the StableHLO graph, not a measurement",
         title_justify="left",
@@ -297,8 +301,8 @@ def projection_tables(p: dict | None, exact: dict | None = None) -> list:
     )
     t.add_column("", style="cyan", no_wrap=True)
     for key in ("trn2", "trn3"):
-        t.add_column(f"{p[key]['chip']} ({p[key]['core']})", justify="right")
-    a, b = p["trn2"], p["trn3"]
+        t.add_column(f"{p.core(key)['chip']} ({p.core(key)['core']})", justify="right")
+    a, b = p.trn2, p.trn3
     for label, fn in (
         ("latency per pass, one core", lambda x: f"{x['latency_s_per_core'] * 1e6:.4g} µs"),
         ("of which HBM weights/inputs/outputs (serial)", formatting.projected_serial),
@@ -347,7 +351,7 @@ def projection_tables(p: dict | None, exact: dict | None = None) -> list:
         t,
         top,
         Text(
-            f"{p['note']}; lowered with {p['how']}; matmuls at the TensorE {a['matmul_dtype'].upper()} "
+            f"{p.note}; lowered with {p.how}; matmuls at the TensorE {a['matmul_dtype'].upper()} "
             "rate (Neuron's default matmul autocast); see docs/check.md",
             style="dim",
         ),

@@ -3,6 +3,8 @@ which the first screen shows too."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich import box
 from rich.panel import Panel
 from rich.table import Table
@@ -10,6 +12,7 @@ from rich.text import Text
 
 from .. import formatting
 from ..result import Phase1Result
+from ..result_phases import Phase2Result, Phase3Result
 
 _STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "skipped": "yellow"}
 
@@ -167,23 +170,23 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join((["..."] if len(ls) > lines else []) + ls[-lines:])
 
 
-def _phase2_table(p2: dict, title: str) -> Table:
+def _phase2_table(p2: Phase2Result, title: str) -> Table:
     """An empty phase 2 table, its caption the rule and tolerance."""
     return Table(
         title=title,
         title_justify="left",
         title_style="bold",
         box=box.SIMPLE_HEAVY,
-        caption=f"rule: {p2['rule']}; tol {p2['tol']:g} ({p2['tol_source']}), m = {p2['multiplier']:g}",
+        caption=f"rule: {p2.rule}; tol {p2.tol:g} ({p2.tol_source}), m = {p2.multiplier:g}",
         caption_justify="left",
     )
 
 
-def _phase2_narrow(p2: dict, title: str) -> list:
+def _phase2_narrow(p2: Phase2Result, title: str) -> list:
     """Below 130 columns: one row per metric, one column per output."""
     t = _phase2_table(p2, title)
     t.add_column("", style="cyan", no_wrap=True)
-    outs = list(p2["outputs"].items())
+    outs = list(p2.outputs.items())
     for name, _ in outs:
         t.add_column(name, justify="right", overflow="fold")
     rows = [
@@ -202,27 +205,21 @@ def _phase2_narrow(p2: dict, title: str) -> list:
     return [t]
 
 
-def phase2_tables(p2: dict, width: int = 200, label: str = "") -> list:
+def phase2_tables(p2: Phase2Result, width: int = 200, label: str = "") -> list:
     """The accuracy table: one row per output, or one column per output below 130 columns;
     the compiled model's (``--mode both``) in a second table."""
-    if p2.get("compiled") and not label:
-        return phase2_tables(
-            {k: v for k, v in p2.items() if k != "compiled"}, width, ""
-        ) + phase2_tables(
-            p2
-            | {
-                "status": p2["compiled"]["status"],
-                "outputs": p2["compiled"]["outputs"],
-                "compiled": None,
-            },
+    if p2.compiled and not label:
+        c = p2.compiled
+        return phase2_tables(replace(p2, compiled=None), width, "") + phase2_tables(
+            replace(p2, status=c["status"], outputs=c["outputs"], compiled=None),
             width,
             " (compiled, backend neuron)",
         )
-    title = f"Phase 2{label} — is it accurate  (reference {p2['reference_device']}, golden fp64 on cpu, {p2['dtype']})"
-    if p2["status"] == "skipped":
+    title = f"Phase 2{label} — is it accurate  (reference {p2.reference_device}, golden fp64 on cpu, {p2.dtype})"
+    if p2.status == "skipped":
         t = _kv_table(title)
         t.add_row("result", status_text("skipped"))
-        t.add_row("reason", p2.get("reason") or "")
+        t.add_row("reason", p2.reason or "")
         return [t]
     if width < 130:
         return _phase2_narrow(p2, title)
@@ -241,7 +238,7 @@ def phase2_tables(p2: dict, width: int = 200, label: str = "") -> list:
     ):
         wrap = c in ("output", "decided by", "shape")
         t.add_column(c, justify="left" if wrap else "right", overflow="fold", no_wrap=not wrap)
-    for name, o in p2["outputs"].items():
+    for name, o in p2.outputs.items():
         t.add_row(
             name,
             str(o.get("shape", "")),
@@ -271,28 +268,28 @@ def _ci(x: dict | None) -> str:
     return f"{formatting.ms(x['median_ci95_s'][0])} – {formatting.ms(x['median_ci95_s'][1])}"
 
 
-def phase3_tables(p3: dict, reference: str) -> list:
+def phase3_tables(p3: Phase3Result, reference: str) -> list:
     """The performance table: device, reference and their ratio."""
     title = "Phase 3 — stable performance after warm-up"
-    if p3["status"] != "pass" and not p3.get("device"):
+    if p3.status != "pass" and not p3.device:
         t = _kv_table(title)
-        t.add_row("result", status_text(p3["status"]))
-        t.add_row("reason", p3.get("reason") or "")
+        t.add_row("result", status_text(p3.status))
+        t.add_row("reason", p3.reason or "")
         return [t]
-    d, r, ratio = p3["device"], p3.get("reference"), p3.get("ratio") or {}
+    d, r, ratio = p3.device, p3.reference, p3.ratio or {}
     t = Table(
         title=title,
         title_justify="left",
         title_style="bold",
         box=box.SIMPLE_HEAVY,
-        caption=f"{p3['timing']}; {p3['samples_per_iteration']} samples per iteration; CI: {p3['ci_method']}",
+        caption=f"{p3.timing}; {p3.samples_per_iteration} samples per iteration; CI: {p3.ci_method}",
         caption_justify="left",
     )
     t.add_column("", style="cyan")
     t.add_column(f"device ({d['device']})", justify="right")
     t.add_column(f"reference ({reference})", justify="right")
     t.add_column("device / reference", justify="right")
-    c = p3.get("compiled") if (p3.get("compiled") or {}).get("p50_s") else None
+    c = p3.compiled if (p3.compiled or {}).get("p50_s") else None
     if c:  # --mode both: the compiled model beside eager
         t.add_column("compiled (backend neuron)", justify="right")
         t.add_column("compiled / eager", justify="right")
