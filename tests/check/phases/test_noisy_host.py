@@ -211,15 +211,16 @@ def test_slowdown_of_one_process_only_is_not_a_regression(
     assert f"fresh x{conf['ratios'][1]:.3f}, x{conf['ratios'][2]:.3f}" in page
     assert conf["first_process"]["decision"] == "regressed" and conf["ratios"][0] > 2, out
     assert len(conf["ratios"]) == 3 and max(conf["ratios"][1:]) < 1.24 and conf["failed"] == [], out
-    assert st["decision"] == "pass" and st["ci"]["ratio"] < 1.10, out
+    # the median of the three readings is a fresh process's: never a regression; under the
+    # burners plus another job its interval may straddle +10 % (undecided, exit 3; seen
+    # 2026-12-06 at load 5)
+    assert st["decision"] in ("pass", "undecided") and st["ci"]["ratio"] < 1.24, out
     # the subject never fails the check; the other quantities may run out of rounds under the
     # burners (CI, 2026-12-05: device alone straddled +10 %), which is exit 3, never 1
-    others = [
-        s["decision"]
-        for k, s in r["baseline"]["latency"]["statistics"].items()
-        if k != "model_or_inputs"
-    ]
-    assert code == 0 or (code == 3 and "undecided" in others and "regressed" not in others), out
+    decisions = [s["decision"] for s in r["baseline"]["latency"]["statistics"].values()]
+    assert code == 0 or (code == 3 and "undecided" in decisions and "regressed" not in decisions), (
+        out
+    )
 
 
 @pytest.mark.noisy_host
