@@ -6,7 +6,7 @@ from check_support import FAST_KW, fixture, result  # noqa: F401
 
 def test_mode_compile_measures_compiled_model_in_phases_2_and_3():
     r = result("mlp", mode="compile", **FAST_KW)
-    c = r.phase1.compile
+    c = r.phase1.compile.to_dict()
     assert c["ok"] and c["phases_2_3"] == "compiled"
     assert r.verdict == "pass"
     assert r.cost.device["overhead_label"].startswith("compile time")
@@ -14,7 +14,7 @@ def test_mode_compile_measures_compiled_model_in_phases_2_and_3():
 
 def test_mode_eager_skips_compile():
     r = result("mlp", mode="eager", **FAST_KW)
-    c = r.phase1.compile
+    c = r.phase1.compile.to_dict()
     assert c["checked"] is False and "--mode eager" in c["note"]
 
 
@@ -25,7 +25,7 @@ def test_compile_failure_reports_stage_op_and_source():
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "compile_models.py"
     )
     r = result(f"{path}:unlowerable", **FAST_KW)
-    c = r.phase1.compile
+    c = r.phase1.compile.to_dict()
     assert c["checked"] and not c["ok"]
     e = c["error"]
     assert e["compile_stage"] == "lowering" and e["op"] == "aten.igamma.default"

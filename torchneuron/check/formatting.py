@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .result import Phase1Result
+from .result_compile import CompileCheckResult
 from .result_phases import Phase3Result
 
 
@@ -89,11 +90,14 @@ def peak_memory(m: dict) -> str:
     )
 
 
-def graphs_ran(comp: dict) -> str:
-    """Graphs of phase 1's compile entry (or a baseline's): ``"2 graph(s)"`` when all ran compiled
-    (or a baseline saved before ``fallback_graphs`` was recorded), else ``"1 graph(s) ran compiled
-    (1 fell back to eager)"``, ``"0 graph(s) ran compiled"``."""
-    n, fb = comp.get("compiled_graphs"), comp.get("fallback_graphs")
+def graphs_ran(comp: CompileCheckResult | dict) -> str:
+    """Graphs of phase 1's compile entry (or a baseline's dict): ``"2 graph(s)"`` when all ran
+    compiled (or a baseline saved before ``fallback_graphs`` was recorded), else ``"1 graph(s) ran
+    compiled (1 fell back to eager)"``, ``"0 graph(s) ran compiled"``."""
+    if isinstance(comp, dict):
+        n, fb = comp.get("compiled_graphs"), comp.get("fallback_graphs")
+    else:
+        n, fb = comp.compiled_graphs, comp.fallback_graphs
     fb = len(fb) if isinstance(fb, list) else fb
     if n is None or (not fb and n):
         return f"{n} graph(s)"
@@ -191,7 +195,7 @@ def projected_cost(x: dict) -> str:
 def narrowing(p1: Phase1Result) -> str:
     """Phase 1's 64-bit narrowing: the eager runs' ops, then the compiled runs' (calls each)."""
     eager = ", ".join(f"{k} ×{v}" for k, v in p1.narrowing.items())
-    comp = ", ".join(f"{k} ×{v}" for k, v in ((p1.compile or {}).get("narrowing") or {}).items())
+    comp = ", ".join(f"{k} ×{v}" for k, v in (p1.compile.narrowing or {}).items())
     return "; ".join(x for x in (eager, f"compiled: {comp}" if comp else "") if x) or "none"
 
 

@@ -1,13 +1,14 @@
 """A check's result as typed objects: ``CheckResult`` (the whole run), ``Phase1Result``
 (does it run on the device), in ``result_phases.py`` ``Phase2Result`` (accuracy) and
 ``Phase3Result`` (performance), in ``result_training.py`` ``TrainingResult``, in
-``result_cost.py`` ``CostResult`` and in ``result_projection.py`` ``ProjectionResult``. Runner,
+``result_cost.py`` ``CostResult``, in ``result_projection.py`` ``ProjectionResult`` and in
+``result_compile.py`` phase 1's ``CompileCheckResult``. Runner,
 baseline and reports read their attributes; ``to_dict`` gives the dict the ``--json`` file
 holds (same keys, same order), ``from_dict`` reads it back.
 
-Still plain dicts (their keys: docs/check.md, "Outputs"): phase 1's ``compile``, the exact
-quantities, the baseline comparison, the profile, and the nested parts of the typed results
-(an output's comparison, a side's summary, a training step's row, a core's projection)."""
+Still plain dicts (their keys: docs/check.md, "Outputs"): the exact quantities, the baseline
+comparison, the profile, and the nested parts of the typed results (an output's comparison, a
+side's summary, a training step's row, a core's projection, the compile check's error record)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .result_compile import CompileCheckResult
 from .result_cost import CostResult
 from .result_phases import Phase2Result, Phase3Result, _known
 from .result_projection import ProjectionResult
@@ -86,8 +88,8 @@ class Phase1Result:
     op_profile: list[dict] | None = None
     #: what ``op_profile`` measures, or why profiling failed
     op_profile_note: str | None = None
-    #: the compile check (``phases/compiled.py``): checked, ok, modes, graphs, compile_s, ...
-    compile: dict = field(default_factory=dict)
+    #: the compile check (``phases/compiled.py``); empty (``{}`` in the JSON) until phase 1 sets it
+    compile: CompileCheckResult = field(default_factory=CompileCheckResult)
     #: CPU fallbacks: {"ops": {op: {"calls", "seconds", "share"}}, "total_seconds", "share", ...}
     fallback: dict = field(default_factory=dict)
     #: 64-bit narrowing counts by op of the eager passes
@@ -115,7 +117,10 @@ class Phase1Result:
     def from_dict(cls, d: dict) -> Phase1Result:
         """The phase 1 object of a ``to_dict`` (or of a ``--json`` file). Raises
         ``ValueError`` naming keys that are not fields."""
-        return cls(**_known(cls, d, "phase1"))
+        d = _known(cls, d, "phase1")
+        if isinstance(d.get("compile"), dict):
+            d["compile"] = CompileCheckResult.from_dict(d["compile"])
+        return cls(**d)
 
 
 @dataclass

@@ -282,24 +282,24 @@ def _run_phase3(
     """Phase 3, and a host-latency baseline's extra rounds up to ``--max-rounds``."""
     p1 = result.phase1
     # --mode both: the compiled model in the same interleaved iterations as eager
-    comp = p1.compile or {}
-    if cfg.mode == "both" and skip is None and comp.get("ok"):
+    comp = p1.compile
+    if cfg.mode == "both" and skip is None and comp.ok:
         session.compiled_model = torch.compile(
             session.model, backend="neuron"
         )  # in-memory executables
     # --mode compile: the device's cold figure is the compiled model's first call (compile
     # included), never phase 1's eager first pass
-    compiled_device = comp.get("phases_2_3") == "compiled"
+    compiled_device = comp.phases_2_3 == "compiled"
     p3 = phase3.run(
         session,
         extra["reference"],
         cfg,
         loaded.batch_size,
-        comp.get("compile_s") if compiled_device else p1.cold_latency_s,
+        comp.compile_s if compiled_device else p1.cold_latency_s,
         ui,
         skip,
         extra.get("reference_cold_s"),
-        comp.get("compile_s"),
+        comp.compile_s,
     )
     p3.cold_basis = (
         "compiled first call (compile included)" if compiled_device else "eager first pass"

@@ -150,10 +150,10 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
         )
         r = run_check(c, ui)
         d = (r.phase3.device if r.phase3 else None) or {}
-        comp = r.phase1.compile or {}
-        measured = "compiled" if comp.get("phases_2_3") == "compiled" else "eager"
+        comp = r.phase1.compile
+        measured = "compiled" if comp.phases_2_3 == "compiled" else "eager"
         if mode == "compile" and measured != "compiled":  # never eager figures labelled compiled
-            err = comp.get("error") or {}
+            err = comp.error or {}
             points.append(
                 pt
                 | {
@@ -175,8 +175,8 @@ def run(cfg: CheckConfig, grid: dict[str, list], ui=None, plot_path: str | None 
             "status": r.verdict,
             "batch": r.model["batch_size"],
             "measured": measured,
-            "compiled_graphs": comp.get("compiled_graphs"),
-            "graphs_ran_compiled": comp.get("graphs_ran_compiled"),
+            "compiled_graphs": comp.compiled_graphs,
+            "graphs_ran_compiled": comp.graphs_ran_compiled,
             "p50_s": d.get("p50_s"),
             # batch / p50: points run minutes apart on a shared host, and the mean of a
             # point's iterations is dominated by its preemption spikes (docs/design/check-measurement.md, Sweep)

@@ -14,6 +14,7 @@ from check_support import FAST, cli, fixture
 from torchneuron.check.baseline import compare as baseline_mod
 from torchneuron.check.baseline.store import Baseline
 from torchneuron.check.result import CheckResult, Phase1Result
+from torchneuron.check.result_compile import CompileCheckResult
 from torchneuron.check.result_phases import Phase3Result
 
 # Loose thresholds (as test_baseline.py's round trip): an unchanged re-check of a
@@ -327,7 +328,7 @@ def test_a_compile_mode_baseline_is_compared_as_the_compiled_model():
     )
     assert baseline_mod.measured(base) == "compiled"
     p1 = Phase1Result(
-        "pass", "neuron:0", "eager", None, "warn", compile={"checked": True, "ok": True}
+        "pass", "neuron:0", "eager", None, "warn", compile=CompileCheckResult(checked=True, ok=True)
     )
     result = CheckResult(phase1=p1, phase3=_phase3(_run("eager", 1.0)), config={"mode": "both"})
     c = baseline_mod.compiled(base, result, 0.10)

@@ -12,6 +12,7 @@ from torchneuron.check import formatting, sweep
 from torchneuron.check.baseline import compare as baseline_mod
 from torchneuron.check.baseline.store import Baseline
 from torchneuron.check.result import Phase1Result
+from torchneuron.check.result_compile import CompileCheckResult
 
 pytestmark = pytest.mark.skipif(not sweep.compile_available(), reason="compile path not available")
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.skipif(not sweep.compile_available(), reason="compile p
 @pytest.mark.parametrize("mode", ["compile", "both"])
 def test_a_model_dynamo_never_compiles_fails_phase1(mode):
     r = result(fixture("never_compiled"), mode=mode, **FAST_KW)
-    c = r.phase1.compile
+    c = r.phase1.compile.to_dict()
     assert c["checked"] and not c["ok"] and c["compiled_graphs"] == 0 and c["graph_runs"] == 0
     assert r.phase1.status == "fail" and r.exit_code == 1
     assert (
@@ -110,7 +111,7 @@ def _compare(base_entry, cur_entry):
     p1 = Phase1Result(
         status="pass", device="neuron:0", mode="eager", error=None, fallback_mode="warn"
     )
-    p1.compile = cur_entry
+    p1.compile = CompileCheckResult.from_dict(cur_entry)
     return baseline_mod.compile_success(b, p1)
 
 

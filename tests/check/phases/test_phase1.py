@@ -23,7 +23,7 @@ def _assert_ran(p1):
         r["op"].startswith("aten::") and r["self_host_s"] >= 0 for r in p1.op_profile
     )
     # compiled mode (issue 6): it compiles, cold and warm times, graphs and breaks counted
-    c = p1.compile
+    c = p1.compile.to_dict()
     assert c["checked"] is True and c["ok"] is True, c.get("error")
     assert c["modes"] == ["eager", "compile"]
     assert c["compile_s"] > 0 and 0 < c["warm_compile_s"]

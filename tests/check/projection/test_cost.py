@@ -59,7 +59,7 @@ def test_cost_in_result():
     # --mode both: eager's row has no compile step; the compiled row amortizes the cold compile
     assert d["overhead_label"].startswith("cold-start")
     k = c.compiled
-    assert k["overhead_s"] == pytest.approx(r.phase1.compile["compile_s"])
+    assert k["overhead_s"] == pytest.approx(r.phase1.compile.compile_s)
     assert k["usd_per_million"] == pytest.approx(
         cost.cost_per_million(
             d["usd_per_hour"],

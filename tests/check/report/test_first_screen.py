@@ -102,11 +102,9 @@ def _planted(good: CheckResult) -> CheckResult:
     p1 = r.phase1
     p1.fallback["ops"] = {"aten::_fft_r2c": {"calls": 3, "seconds": 0.01, "share": 0.25}}
     p1.narrowing = {"aten::cumsum": 2}
-    p1.compile.update(
-        graph_breaks=2,
-        break_reasons=[{"reason": "call to print()", "where": "model.py:12"}],
-        recompiles=1,
-    )
+    p1.compile.graph_breaks = 2
+    p1.compile.break_reasons = [{"reason": "call to print()", "where": "model.py:12"}]
+    p1.compile.recompiles = 1
     r.exact["eager"]["new_signatures"] = ["aten::addmm(f32[8, 64], f32[64, 32])"]
     r.config["html_path"], r.config["json_path"] = "out/report.html", "out/r.json"
     return r

@@ -1,6 +1,6 @@
 """Phases 2 and 3 (check/result_phases.py), the training check (check/result_training.py),
-the cost (check/result_cost.py) and the projection (check/result_projection.py) as typed
-results write the JSON they wrote as dicts: the same keys in the same order (the lists below
+the cost (check/result_cost.py), the projection (check/result_projection.py) and phase 1's
+compile check (check/result_compile.py) as typed results write the JSON they wrote as dicts: the same keys in the same order (the lists below
 are those of ``--json`` files written before the change), ``to_dict`` is the file's object,
 and ``from_dict`` reads it back equal."""
 
@@ -9,7 +9,8 @@ import json
 import pytest
 from check_support import FAST_KW, fixture, result
 
-from torchneuron.check.result import CheckResult, jsonable
+from torchneuron.check.result import CheckResult, Phase1Result, jsonable
+from torchneuron.check.result_compile import CompileCheckResult
 from torchneuron.check.result_cost import CostResult
 from torchneuron.check.result_phases import Phase2Result, Phase3Result
 from torchneuron.check.result_projection import ProjectionResult
@@ -270,3 +271,90 @@ def test_the_projection_writes_the_keys_it_wrote_as_a_dict():
     assert CheckResult.from_dict(_json(r)).to_json() == r.to_json()
     with pytest.raises(ValueError, match=r"projection: unknown key\(s\) \['extra'\]"):
         ProjectionResult.from_dict({**d, "extra": 0})
+
+
+#: Phase 1's compile keys when it compiled and both calls and the warm compile ran (``--mode
+#: both``; ``--mode compile`` adds ``phases_2_3`` before ``narrowing``).
+COMPILE_OK = [
+    "checked",
+    "modes",
+    "ok",
+    "graph_count",
+    "graph_breaks",
+    "break_reasons",
+    "compile_s",
+    "cold_backend_compile_s",
+    "compiled_graphs",
+    "fallback_graphs",
+    "graphs_ran_compiled",
+    "recompiles",
+    "graph_runs",
+    "max_abs_diff_vs_eager",
+    "warm_compile_s",
+    "warm_backend_compile_s",
+    "warm_cache_hits",
+    "memory",
+    "narrowing",
+]
+COMPILE_MODE = COMPILE_OK[:-1] + ["phases_2_3", "narrowing"]
+#: No graph ran compiled (``NotCompiled``): the error after the graph counts.
+COMPILE_NOT_COMPILED = COMPILE_OK[:13] + ["error", "narrowing"]
+#: Compiling raised in the cold call (the lowering failed): the error after the breaks.
+COMPILE_RAISED = COMPILE_OK[:6] + ["error", "narrowing"]
+#: Not checked: ``--mode eager``, no compiler, or a failed eager pass.
+COMPILE_UNCHECKED = ["checked", "modes", "note"]
+
+
+def test_the_compile_check_writes_the_keys_it_wrote_as_a_dict():
+    both = result("mlp", **FAST_KW)
+    assert isinstance(both.phase1.compile, CompileCheckResult) and both.phase1.compile.ok
+    d = _json(both)["phase1"]
+    assert list(d["compile"]) == COMPILE_OK and d["compile"] == jsonable(both.phase1.compile)
+    assert list(d).index("compile") == list(d).index("op_profile_note") + 1
+    compiled = _json(result("mlp", mode="compile", **FAST_KW))["phase1"]["compile"]
+    assert list(compiled) == COMPILE_MODE and compiled["phases_2_3"] == "compiled"
+    eager = _json(result("mlp", mode="eager", **FAST_KW))["phase1"]["compile"]
+    assert list(eager) == COMPILE_UNCHECKED and "--mode eager" in eager["note"]
+    never = result(fixture("never_compiled"), mode="compile", **FAST_KW)
+    d = _json(never)["phase1"]
+    assert list(d["compile"]) == COMPILE_NOT_COMPILED and d["error"]["type"] == "NotCompiled"
+    # a failed eager pass skips the compile check: its entry is phase 1's last
+    failed = _json(result(fixture("raises_on_device"), **FAST_KW))["phase1"]
+    assert list(failed)[-1] == "compile" and list(failed["compile"]) == COMPILE_UNCHECKED
+    for x in (both, never):
+        assert Phase1Result.from_dict(x.phase1.to_dict()) == x.phase1
+        back = CheckResult.from_dict(_json(x))
+        assert isinstance(back.phase1.compile, CompileCheckResult)
+        assert back.to_json() == x.to_json()
+    for x in (compiled, eager):
+        assert CompileCheckResult.from_dict(x).to_dict() == x
+
+
+def test_every_compile_variant_keeps_its_key_order():
+    head = dict(checked=True, modes=["eager", "compile"], ok=False, graph_count=1, graph_breaks=0)
+    raised = CompileCheckResult(**head, break_reasons=[], error={"type": "X"}, narrowing={})
+    assert list(raised.to_dict()) == COMPILE_RAISED
+    # explain failed: its counts written as null, its note after them
+    unexplained = CompileCheckResult(
+        checked=True, modes=["eager", "compile"], ok=False, note="explain failed", compile_s=1.0
+    )
+    assert list(unexplained.to_dict()) == [*COMPILE_OK[:5], "note", "compile_s"]
+    assert unexplained.to_dict()["graph_count"] is None
+    # the warm compile raised: the error after the warm figures set so far
+    warm = CompileCheckResult(**head, break_reasons=[], compile_s=1.0, warm_compile_s=0.1)
+    warm.error = {"type": "X"}
+    assert list(warm.to_dict())[-3:] == ["compile_s", "warm_compile_s", "error"]
+    # no compile entry yet: the JSON's {}
+    assert CompileCheckResult().to_dict() == {}
+    p1 = Phase1Result("pass", "neuron:0", "eager", None, "warn")
+    assert p1.to_dict()["compile"] == {}
+    for x in (raised, unexplained, warm, CompileCheckResult()):
+        assert CompileCheckResult.from_dict(x.to_dict()) == x
+
+
+def test_an_unknown_compile_key_is_named():
+    with pytest.raises(ValueError, match=r"phase1.compile: unknown key\(s\) \['extra'\]"):
+        CompileCheckResult.from_dict({"checked": False, "extra": 0})
+    p1 = Phase1Result("pass", "neuron:0", "eager", None, "warn").to_dict()
+    with pytest.raises(ValueError, match=r"phase1.compile: unknown key\(s\) \['extra'\]"):
+        Phase1Result.from_dict({**p1, "compile": {"checked": False, "extra": 0}})

@@ -248,7 +248,7 @@ def compile_success(base: Baseline, p1: Phase1Result) -> dict:
     """Whether the model still compiles: a regression when the baseline compiled it with
     ``torch.compile(backend="neuron")`` and this run's compile failed. Graph and graph-break
     counts are listed beside, without failing."""
-    bc, cc = base.meta["metrics"].get("compile"), p1.compile or {}
+    bc, cc = base.meta["metrics"].get("compile"), p1.compile
     if bc is None:
         return _not_compared(
             "the baseline does not record whether the model compiled (saved by an earlier "
@@ -258,29 +258,25 @@ def compile_success(base: Baseline, p1: Phase1Result) -> dict:
         return _not_compared(
             "the baseline did not compile the model (--mode eager, or no compile path)"
         )
-    if not cc.get("checked"):
+    if not cc.checked:
         return _not_compared(
-            "this run did not compile the model (" + (cc.get("note") or "--mode eager") + ")"
+            "this run did not compile the model (" + (cc.note or "--mode eager") + ")"
         )
     out: dict[str, Any] = {
         "baseline_ok": bool(bc.get("ok")),
-        "current_ok": bool(cc.get("ok")),
+        "current_ok": bool(cc.ok),
         "regressions": [],
     }
     for k in ("compiled_graphs", "graph_breaks", "recompiles"):
-        out[k] = {"baseline": bc.get(k), "current": cc.get(k)}
+        out[k] = {"baseline": bc.get(k), "current": getattr(cc, k)}
     # counts; None: a baseline saved before fallback graphs were recorded
-    nfb = [
-        None if x.get("fallback_graphs") is None else len(x["fallback_graphs"]) for x in (bc, cc)
-    ]
+    nfb = [None if x is None else len(x) for x in (bc.get("fallback_graphs"), cc.fallback_graphs)]
     out["fallback_graphs"] = {"baseline": nfb[0], "current": nfb[1]}
     # graphs that fell back to eager since the baseline: partly off the compiled path
-    fell_off = (
-        bool(bc.get("ok")) and bool(cc.get("ok")) and nfb[0] is not None and (nfb[1] or 0) > nfb[0]
-    )
-    out["regressed"] = bool(bc.get("ok")) and (not cc.get("ok") or fell_off)
+    fell_off = bool(bc.get("ok")) and bool(cc.ok) and nfb[0] is not None and (nfb[1] or 0) > nfb[0]
+    out["regressed"] = bool(bc.get("ok")) and (not cc.ok or fell_off)
     out["decision"] = "regressed" if out["regressed"] else "pass"
-    e, was = cc.get("error") or {}, formatting.graphs_ran(bc)
+    e, was = cc.error or {}, formatting.graphs_ran(bc)
     out["current_not_compiled"] = (
         e.get("type") == "NotCompiled"
     )  # it ran, but no graph ran compiled

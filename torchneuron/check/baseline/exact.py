@@ -19,6 +19,7 @@ the cost per execution or launch, the roofline factor) differ from the baseline'
 from __future__ import annotations
 
 from ..result import CheckResult
+from ..result_compile import CompileCheckResult
 from ..result_projection import ProjectionResult
 
 
@@ -158,12 +159,12 @@ def _same_compiled(pb: dict, pc: ProjectionResult) -> bool:
     return pb.get("overheads") == pc.trn2.get("overheads")
 
 
-def _compile_rows(bc: dict | None, cc: dict | None, th: dict) -> list[dict]:
-    if not bc or not cc or not bc.get("checked") or not cc.get("checked"):
+def _compile_rows(bc: dict | None, cc: CompileCheckResult | None, th: dict) -> list[dict]:
+    if not bc or cc is None or not bc.get("checked") or not cc.checked:
         return []
     rows = []
     for key, label in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles")):
-        b, c = bc.get(key), cc.get(key)
+        b, c = bc.get(key), getattr(cc, key)
         if b is None or c is None:
             continue
         rows.append(_row(label, b, c, b + th[key], th[key], "count"))

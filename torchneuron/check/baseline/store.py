@@ -123,12 +123,12 @@ def _metrics(result: CheckResult) -> dict:
     """What the run measured: latency, compile, memory, accuracy, the exact quantities."""
     p1, p2, p3 = result.phase1, result.phase2, result.phase3
     dev, ref = (p3.device or {}), (p3.reference or {})
-    comp = p1.compile or {}
+    comp = p1.compile
     return {
         # what the device figures below are: the eager model's, or (--mode compile) the compiled one's
         "measured": _measured_now(p1),
-        "compile": {k: comp.get(k) for k in COMPILE_KEYS}
-        if comp.get("checked")
+        "compile": {k: getattr(comp, k) for k in COMPILE_KEYS}
+        if comp.checked
         else {"checked": False},
         # --mode both: the compiled model's figures; its per-iteration seconds are samples["compiled"]
         "compiled": _compiled_figures(p3),
@@ -381,7 +381,7 @@ def _training_figures(t: TrainingResult | None) -> dict | None:
 
 def _measured_now(p1: Phase1Result) -> str:
     """What phase 3 timed as the device in this run: ``compiled`` under ``--mode compile``."""
-    return "compiled" if (p1.compile or {}).get("phases_2_3") == "compiled" else "eager"
+    return "compiled" if p1.compile.phases_2_3 == "compiled" else "eager"
 
 
 def measured(base: Baseline) -> str:

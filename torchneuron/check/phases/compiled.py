@@ -23,6 +23,7 @@ import torch
 
 from .. import formatting
 from ..model import tensors as T
+from ..result_compile import CompileCheckResult
 from . import memory
 
 
@@ -41,7 +42,8 @@ def _compile_failure(e: BaseException) -> dict | None:
     return None
 
 
-def _explain(session, cfg, dev_type) -> dict:
+def _explain(res: CompileCheckResult, session, cfg, dev_type) -> None:
+    """Sets ``res``'s graph count, graph breaks and their reasons (or the note why not)."""
     import torch._dynamo as dynamo
 
     torch._dynamo.reset()
@@ -50,21 +52,15 @@ def _explain(session, cfg, dev_type) -> dict:
             lambda: T.call(session.model, session.inputs, dev_type, cfg.torch_dtype)
         )()
     except Exception as e:
-        return {
-            "graph_count": None,
-            "graph_breaks": None,
-            "note": f"torch._dynamo.explain failed: {type(e).__name__}: {e}",
-        }
+        res.note = f"torch._dynamo.explain failed: {type(e).__name__}: {e}"
+        return
     reasons = []
     for b in ex.break_reasons:
         frame = b.user_stack[-1] if getattr(b, "user_stack", None) else None
         where = f"{frame.filename}:{frame.lineno}" if frame is not None else None
         reasons.append({"reason": str(b.reason).splitlines()[0][:300], "where": where})
-    return {
-        "graph_count": ex.graph_count,
-        "graph_breaks": ex.graph_break_count,
-        "break_reasons": reasons,
-    }
+    res.graph_count, res.graph_breaks = ex.graph_count, ex.graph_break_count
+    res.break_reasons = reasons
 
 
 def _graph_runs() -> int:
@@ -74,7 +70,7 @@ def _graph_runs() -> int:
     return counters["neuron"]["graph_runs"]
 
 
-def _not_compiled_error(res: dict, fallback_reasons: list) -> dict:
+def _not_compiled_error(res: CompileCheckResult, fallback_reasons: list) -> dict:
     """Phase 1's error record when no graph compiled by the backend ran: the model ran eagerly
     under torch.compile (Dynamo traced nothing, or every graph fell back to eager)."""
     why = (
@@ -106,16 +102,18 @@ def _not_compiled_error(res: dict, fallback_reasons: list) -> dict:
     }
 
 
-def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0) -> dict:
+def check_compile(
+    session, cfg, eager: dict, error_info, resident_bytes: int = 0
+) -> CompileCheckResult:
     """Compiles ``session.model`` with backend "neuron"; ``error_info(e, stage)`` builds
-    the error record. Returns the JSON-ready result (keys as phase 1's compile entry),
-    with ``memory``: the compiled model's own peak (``memory.compiled_peak``;
-    ``resident_bytes``: the model's and inputs' device bytes)."""
+    the error record. Returns phase 1's compile entry, with ``memory``: the compiled model's
+    own peak (``memory.compiled_peak``; ``resident_bytes``: the model's and inputs' device
+    bytes)."""
     from torchneuron.compiler import cache
 
     dev_type = torch.device(session.device).type
-    res = {"checked": True, "modes": ["eager", "compile"], "ok": False}
-    res.update(_explain(session, cfg, dev_type))
+    res = CompileCheckResult(checked=True, modes=["eager", "compile"], ok=False)
+    _explain(res, session, cfg, dev_type)
     old = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
     tmp = tempfile.mkdtemp(prefix="torchneuron_check_neff_")
     os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = tmp
@@ -129,25 +127,25 @@ def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0
         t0 = time.perf_counter()
         out = T.flatten(T.call(compiled, session.inputs, dev_type, cfg.torch_dtype), numbers=True)
         session.sync()
-        res["compile_s"] = time.perf_counter() - t0  # the cold first call
-        res["cold_backend_compile_s"] = _backend_seconds()
+        res.compile_s = time.perf_counter() - t0  # the cold first call
+        res.cold_backend_compile_s = _backend_seconds()
         recs = torch.neuron.get_dynamo_metrics()
-        res["compiled_graphs"] = len(recs)
-        res["fallback_graphs"] = [r["graph_name"] for r in recs if r["fallback"]]
-        res["graphs_ran_compiled"] = len(recs) - len(res["fallback_graphs"])
+        res.compiled_graphs = len(recs)
+        res.fallback_graphs = [r["graph_name"] for r in recs if r["fallback"]]
+        res.graphs_ran_compiled = len(recs) - len(res.fallback_graphs)
         stage = "second call (recompile check)"
         n = len(recs)
         T.call(compiled, session.inputs, dev_type, cfg.torch_dtype)
         session.sync()
-        res["recompiles"] = len(torch.neuron.get_dynamo_metrics()) - n
-        res["graph_runs"] = _graph_runs()
-        if not res["graph_runs"] or not res["graphs_ran_compiled"]:
+        res.recompiles = len(torch.neuron.get_dynamo_metrics()) - n
+        res.graph_runs = _graph_runs()
+        if not res.graph_runs or not res.graphs_ran_compiled:
             # the compiled model ran eagerly: its figures would be eager ones under the compiled label
-            res["error"] = _not_compiled_error(res, [r["fallback"] for r in recs if r["fallback"]])
+            res.error = _not_compiled_error(res, [r["fallback"] for r in recs if r["fallback"]])
             return res
         out = T.to_cpu(out)
         session.compiled_outputs = out
-        res["max_abs_diff_vs_eager"] = {
+        res.max_abs_diff_vs_eager = {
             k: T.max_abs_diff(out[k], v) for k, v in eager.items() if k in out
         }
         stage = "warm compile (NEFF cache hit)"
@@ -158,23 +156,21 @@ def check_compile(session, cfg, eager: dict, error_info, resident_bytes: int = 0
         t0 = time.perf_counter()
         T.call(compiled, session.inputs, dev_type, cfg.torch_dtype)
         session.sync()
-        res["warm_compile_s"] = time.perf_counter() - t0
-        res["warm_backend_compile_s"] = _backend_seconds()
-        res["warm_cache_hits"] = sum(
-            r["cache"] == "disk" for r in torch.neuron.get_dynamo_metrics()
-        )
+        res.warm_compile_s = time.perf_counter() - t0
+        res.warm_backend_compile_s = _backend_seconds()
+        res.warm_cache_hits = sum(r["cache"] == "disk" for r in torch.neuron.get_dynamo_metrics())
         stage = "peak memory of a warm call"
-        res["memory"] = memory.compiled_peak(session, compiled, cfg.torch_dtype, resident_bytes)
-        res["ok"] = True
+        res.memory = memory.compiled_peak(session, compiled, cfg.torch_dtype, resident_bytes)
+        res.ok = True
     except Exception as e:
-        res["error"] = error_info(e, f"torch.compile(backend='neuron'): {stage}")
+        res.error = err = error_info(e, f"torch.compile(backend='neuron'): {stage}")
         failure = _compile_failure(e)
         if failure:
-            res["error"]["compile_stage"] = failure["stage"]
+            err["compile_stage"] = failure["stage"]
             if failure["op"]:
-                res["error"]["op"], res["error"]["op_source"] = failure["op"], "neuron compiler"
+                err["op"], err["op_source"] = failure["op"], "neuron compiler"
             if failure["source"]:
-                res["error"]["raised_at"] = failure["source"]
+                err["raised_at"] = failure["source"]
     finally:
         if old is None:
             os.environ.pop("TORCH_NEURONX_NEFF_CACHE_DIR", None)

@@ -20,10 +20,10 @@ from . import memory, trace
 
 
 def _compile_counts(p1: Phase1Result) -> dict | None:
-    c = p1.compile or {}
-    if not c.get("checked"):
+    c = p1.compile
+    if not c.checked:
         return None
-    return {k: c.get(k) for k in ("compiled_graphs", "graph_breaks", "recompiles")}
+    return {k: getattr(c, k) for k in ("compiled_graphs", "graph_breaks", "recompiles")}
 
 
 def _flat_stats() -> dict:

@@ -108,6 +108,6 @@ def measured_peak(phase1: Phase1Result) -> tuple[int | None, str | None]:
     not measured), never the eager one's; otherwise the eager peak (``in order`` or ``run
     ahead``)."""
     m = phase1.memory or {}
-    if (phase1.compile or {}).get("phases_2_3") == "compiled":
+    if phase1.compile.phases_2_3 == "compiled":
         return m.get("compiled_peak_allocated_bytes"), "compiled"
     return m.get("peak_allocated_bytes"), m.get("peak_allocated_basis")

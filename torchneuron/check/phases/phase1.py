@@ -33,6 +33,7 @@ from ..manifest import compile_backend_available
 from ..model import tensors as T
 from ..model.loading import LoadedModel
 from ..result import Phase1Result
+from ..result_compile import CompileCheckResult
 from . import memory
 
 _OP_IN_MESSAGE = re.compile(r"\baten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
@@ -305,26 +306,26 @@ def _quiet_stderr_fd():
 
 def _check_compile(
     session: DeviceSession, cfg: CheckConfig, eager: dict[str, torch.Tensor], resident_bytes: int
-) -> dict:
+) -> CompileCheckResult:
     if not compile_backend_available("neuron"):
-        return {
-            "checked": False,
-            "modes": ["eager"],
-            "note": "torch.compile(backend='neuron') does not exist in this build "
+        return CompileCheckResult(
+            checked=False,
+            modes=["eager"],
+            note="torch.compile(backend='neuron') does not exist in this build "
             "(no graph compiler registered): only eager mode was checked",
-        }
+        )
     from .compiled import check_compile, use_compiled  # issue 6: compiled mode
 
     if cfg.mode == "eager":
-        return {
-            "checked": False,
-            "modes": ["eager"],
-            "note": "--mode eager: torch.compile(backend='neuron') was not checked",
-        }
+        return CompileCheckResult(
+            checked=False,
+            modes=["eager"],
+            note="--mode eager: torch.compile(backend='neuron') was not checked",
+        )
     res = check_compile(session, cfg, eager, _error_info, resident_bytes)
-    if cfg.mode == "compile" and res.get("ok"):
+    if cfg.mode == "compile" and res.ok:
         use_compiled(session, cfg)
-        res["phases_2_3"] = "compiled"
+        res.phases_2_3 = "compiled"
     return res
 
 
@@ -480,13 +481,13 @@ def _in_order_and_compile(
     res.warnings = sorted(
         set(res.warnings) | {f"{w.category.__name__}: {w.message}" for w in caught_c}
     )
-    if res.compile.get("checked"):
+    if res.compile.checked:
         after = torch.neuron.narrowing_stats()
-        res.compile["narrowing"] = {
+        res.compile.narrowing = {
             k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] > before.get(k, 0)
         }
-    if res.compile.get("checked") and not res.compile.get("ok"):
-        res.error = res.compile["error"]
+    if res.compile.checked and not res.compile.ok:
+        res.error = res.compile.error
     return in_order
 
 
@@ -528,18 +529,18 @@ def _memory_summary(
         ).total_memory,
     }
     # the figures above are the eager model's; the compiled model's own (memory.compiled_peak)
-    cmem = (res.compile or {}).get("memory") or {}
+    cmem = res.compile.memory or {}
     mem["compiled_peak_allocated_bytes"] = cmem.get("peak_allocated_bytes")
     mem["compiled_peak_detail"] = cmem or None
     return mem
 
 
-def _eager_only_compile() -> dict:
+def _eager_only_compile() -> CompileCheckResult:
     """The compile entry when eager mode failed before the compile check."""
-    return {
-        "checked": False,
-        "modes": ["eager"],
-        "note": (
+    return CompileCheckResult(
+        checked=False,
+        modes=["eager"],
+        note=(
             "only eager mode was checked, and it failed; torch.compile(backend='neuron') "
             + (
                 "was not tried"
@@ -547,7 +548,7 @@ def _eager_only_compile() -> dict:
                 else "does not exist in this build"
             )
         ),
-    }
+    )
 
 
 def _current_fallback_mode() -> str:

@@ -122,8 +122,8 @@ def compute(
         res.notes.append("no cost: phase 3 did not run")
         return res
     comp = phase1.compile
-    if comp.get("checked") and comp.get("ok") and comp.get("phases_2_3") == "compiled":
-        overhead, label = comp["compile_s"], "compile time (torch.compile first call)"
+    if comp.checked and comp.ok and comp.phases_2_3 == "compiled":
+        overhead, label = comp.compile_s, "compile time (torch.compile first call)"
     else:
         overhead = max((d.get("cold_s") or 0.0) - d["p50_s"], 0.0)
         label = (
@@ -147,7 +147,7 @@ def compute(
         res.compiled = _priced(
             device_price,
             c,
-            comp.get("compile_s") or 0.0,
+            comp.compile_s or 0.0,
             "cold compile time (torch.compile first call, empty NEFF cache)",
             cfg.amortize_samples,
         )

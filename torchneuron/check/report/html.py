@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from .. import formatting
 from ..result import CheckResult, Phase1Result
+from ..result_compile import CompileCheckResult
 from ..result_cost import CostResult
 from ..result_phases import Phase2Result, Phase3Result
 from ..result_projection import ProjectionResult
@@ -46,16 +47,16 @@ pre{background:#1d2330;color:#e8ebf0;padding:10px;overflow:auto;font-size:.82em;
 # ---------------------------------------------------------------- sections
 
 
-def _compile_cell(comp: dict) -> str:
+def _compile_cell(comp: CompileCheckResult) -> str:
     """Phase 1's torch.compile cell: graphs, breaks, compile times, or where it failed."""
-    if comp.get("ok"):
+    if comp.ok:
         return _status("pass") + _e(
-            f" {formatting.graphs_ran(comp)}, {comp.get('graph_breaks')} graph break(s), "
-            f"{comp.get('recompiles')} recompile(s); cold compile {formatting.ms(comp.get('compile_s'), 1)}, "
-            f"warm (cache hit) {formatting.ms(comp.get('warm_compile_s'), 1)}; max |Δ| vs eager "
-            f"{comp.get('max_abs_diff_vs_eager')}"
+            f" {formatting.graphs_ran(comp)}, {comp.graph_breaks} graph break(s), "
+            f"{comp.recompiles} recompile(s); cold compile {formatting.ms(comp.compile_s, 1)}, "
+            f"warm (cache hit) {formatting.ms(comp.warm_compile_s, 1)}; max |Δ| vs eager "
+            f"{comp.max_abs_diff_vs_eager}"
         )
-    err = comp.get("error") or {}
+    err = comp.error or {}
     return _status("fail") + _e(
         " at "
         + str(err.get("compile_stage") or err.get("stage"))
@@ -97,15 +98,15 @@ def _phase1(p1: Phase1Result) -> str:
             "mode",
             (
                 "eager and compile; phases 2 and 3 "
-                + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager")
+                + ("compiled" if comp.phases_2_3 == "compiled" else "eager")
             )
-            if comp.get("checked")
-            else "eager" + f" — {_e(comp.get('note'))}",
+            if comp.checked
+            else "eager" + f" — {_e(comp.note)}",
         ),
-        *([("torch.compile", _compile_cell(comp))] if comp.get("checked") else []),
+        *([("torch.compile", _compile_cell(comp))] if comp.checked else []),
         ("fallback mode", _e(p1.fallback_mode)),
         (
-            "cold latency (" + ("eager " if comp.get("checked") else "") + "first iteration)",
+            "cold latency (" + ("eager " if comp.checked else "") + "first iteration)",
             _e(formatting.ms(p1.cold_latency_s)),
         ),
         (
@@ -512,8 +513,8 @@ def render(result: CheckResult) -> str:
             "cost below are the emulator's on this host, <b>not Trainium's</b>.</div>"
         )
     comp = p1.compile
-    if not comp.get("checked"):
-        note = comp.get("note") or ""
+    if not comp.checked:
+        note = comp.note or ""
         text = (
             (note[0].upper() + note[1:])
             if note.startswith("only eager")

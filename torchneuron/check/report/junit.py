@@ -68,16 +68,16 @@ def _phase1_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
         f"{p1.narrowing or 'none'}; peak allocated bytes: {p1.memory['peak_allocated_bytes']}",
     )
     comp = p1.compile
-    if comp.get("checked"):
+    if comp.checked:
         _case(
             suite,
             cls,
             "phase1.torch_compile",
-            comp.get("compile_s") or 0.0,
-            failure=None if comp.get("ok") else "torch.compile(backend='neuron') failed",
+            comp.compile_s or 0.0,
+            failure=None if comp.ok else "torch.compile(backend='neuron') failed",
         )
     else:
-        _case(suite, cls, "phase1.torch_compile", skipped=comp.get("note") or "not checked")
+        _case(suite, cls, "phase1.torch_compile", skipped=comp.note or "not checked")
 
 
 def _phase2_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:

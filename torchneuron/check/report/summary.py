@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import formatting
 from ..result import CheckResult, Phase1Result
+from ..result_compile import CompileCheckResult
 from ..result_training import TrainingResult
 
 EXIT_CODES = "exit codes: 0 pass · 1 fail or regression · 2 bad usage · 3 inconclusive (--gate-host-latency only)"
@@ -106,14 +107,14 @@ def _run_line(p1: Phase1Result) -> tuple[str, str, list[str]]:
                 + f": {e.get('short_message') or e.get('message', '')[:200]}"
             ],
         )
-    comp = p1.compile or {}
-    if comp.get("checked") and comp.get("ok"):
+    comp = p1.compile
+    if comp.checked and comp.ok:
         mode = (
-            f"eager and compiled ({formatting.graphs_ran(comp)}, {comp.get('graph_breaks')} graph "
-            f"break(s), {comp.get('recompiles')} recompile(s))"
+            f"eager and compiled ({formatting.graphs_ran(comp)}, {comp.graph_breaks} graph "
+            f"break(s), {comp.recompiles} recompile(s))"
         )
     else:
-        mode = "eager" + (f" ({comp['note']})" if comp.get("note") else "")
+        mode = "eager" + (f" ({comp.note})" if comp.note else "")
     fb = (p1.fallback or {}).get("ops") or {}
     mem = (p1.memory or {}).get("peak_allocated_bytes")
     return (
@@ -153,7 +154,7 @@ def _accuracy_line(result: CheckResult) -> tuple[str, str, list[str]]:
 
 
 def _compiled_only(result: CheckResult) -> bool:
-    return (result.phase1.compile or {}).get("phases_2_3") == "compiled"
+    return result.phase1.compile.phases_2_3 == "compiled"
 
 
 def _performance_line(result: CheckResult) -> tuple[str, str, list[str]]:
@@ -261,8 +262,8 @@ def findings(result: CheckResult) -> list[tuple[str, str, str | None]]:
     narrow = formatting.narrowing(p1)
     if narrow != "none":
         out.append(("64-bit narrowing", narrow, NARROWING_HINT))
-    comp = p1.compile or {}
-    if comp.get("checked") and comp.get("ok"):
+    comp = p1.compile
+    if comp.checked and comp.ok:
         out += _compile_findings(comp, clean)
     out += _signature_findings(ex, clean)
     out += _fusion_findings(ex)
@@ -273,38 +274,38 @@ def findings(result: CheckResult) -> list[tuple[str, str, str | None]]:
     return out
 
 
-def _compile_findings(comp: dict, clean: list) -> list:
+def _compile_findings(comp: CompileCheckResult, clean: list) -> list:
     out = []
-    if comp.get("graph_breaks"):
+    if comp.graph_breaks:
         reasons = "; ".join(
             b["reason"] + (f" at {b['where']}" if b.get("where") else "")
-            for b in (comp.get("break_reasons") or [])[:3]
+            for b in (comp.break_reasons or [])[:3]
         )
         out.append(
             (
                 "graph breaks",
-                f"{comp['graph_breaks']}" + (f": {reasons}" if reasons else ""),
+                f"{comp.graph_breaks}" + (f": {reasons}" if reasons else ""),
                 "each break splits the model into more graphs, each a launch on Trainium",
             )
         )
     else:
         clean.append("no graph break")
-    fell = comp.get("fallback_graphs")
+    fell = comp.fallback_graphs
     if fell:  # ran by the backend op by op: not what Trainium would run compiled
         n = len(fell) if isinstance(fell, list) else fell
         out.append(
             (
                 "graphs run eagerly",
-                f"{n} of {comp.get('compiled_graphs')} graph(s) fell back to eager",
+                f"{n} of {comp.compiled_graphs} graph(s) fell back to eager",
                 "the backend could not compile them (phase1.compile.fallback_graphs in the JSON "
                 "says why); on Trainium they would run op by op",
             )
         )
-    if comp.get("recompiles"):
+    if comp.recompiles:
         out.append(
             (
                 "recompiles",
-                f"{comp['recompiles']} on a repeated call",
+                f"{comp.recompiles} on a repeated call",
                 "a guard failed between calls (a shape, a Python value): on Trainium each "
                 "recompile is a Neuron compile",
             )

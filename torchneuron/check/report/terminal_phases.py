@@ -12,6 +12,7 @@ from rich.text import Text
 
 from .. import formatting
 from ..result import Phase1Result
+from ..result_compile import CompileCheckResult
 from ..result_phases import Phase2Result, Phase3Result
 
 _STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "skipped": "yellow"}
@@ -36,22 +37,22 @@ def _kv_table(title: str) -> Table:
     return t
 
 
-def _compile_rows(t: Table, comp: dict) -> None:
+def _compile_rows(t: Table, comp: CompileCheckResult) -> None:
     """Phase 1's torch.compile row: graphs, breaks with reasons, compile times, or where it failed."""
-    if comp.get("checked") and comp.get("ok"):
+    if comp.checked and comp.ok:
         t.add_row(
             "torch.compile",
             f"ok, {formatting.graphs_ran(comp)}, "
-            f"{comp.get('graph_breaks')} graph break(s), {comp.get('recompiles')} recompile(s); "
-            f"cold compile {formatting.ms(comp['compile_s'], 1)}, warm (cache hit) "
-            f"{formatting.ms(comp.get('warm_compile_s'), 1)}",
+            f"{comp.graph_breaks} graph break(s), {comp.recompiles} recompile(s); "
+            f"cold compile {formatting.ms(comp.compile_s, 1)}, warm (cache hit) "
+            f"{formatting.ms(comp.warm_compile_s, 1)}",
         )
-        for b in comp.get("break_reasons") or []:
+        for b in comp.break_reasons or []:
             t.add_row(
                 "  graph break", f"{b['reason']}" + (f" at {b['where']}" if b.get("where") else "")
             )
-    elif comp.get("checked") and comp.get("error"):
-        e = comp["error"]
+    elif comp.checked and comp.error:
+        e = comp.error
         t.add_row(
             "torch.compile",
             f"FAILED at {e.get('compile_stage') or e.get('stage')}"
@@ -70,18 +71,16 @@ def phase1_tables(p1: Phase1Result) -> list:
         "mode",
         (
             "eager and compile (torch.compile backend 'neuron'); phases 2 and 3 "
-            + ("compiled" if comp.get("phases_2_3") == "compiled" else "eager")
+            + ("compiled" if comp.phases_2_3 == "compiled" else "eager")
         )
-        if comp.get("checked")
-        else f"eager  ({comp.get('note')})",
+        if comp.checked
+        else f"eager  ({comp.note})",
     )
     _compile_rows(t, comp)
     t.add_row("fallback mode", p1.fallback_mode or "–")
     if p1.cold_latency_s is not None:
         t.add_row(
-            "cold latency ("
-            + ("eager " if (p1.compile or {}).get("checked") else "")
-            + "first iteration)",
+            "cold latency (" + ("eager " if p1.compile.checked else "") + "first iteration)",
             formatting.ms(p1.cold_latency_s),
         )
     fb = p1.fallback
