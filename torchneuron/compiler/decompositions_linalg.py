@@ -57,8 +57,8 @@ def refusal(node) -> str | None:
     if low:  # eager raises too (LAPACK has no such kernels)
         return f"{name} takes float32 and float64, as eager's CPU kernels; got {low[0]}"
     big = [t.shape[-2:] for t in ts if t.dim() >= 2 and max(t.shape[-2:]) > MAX_N]
-    if big:
-        m, n = big[0]
+    if big:  # the largest operand: cholesky_solve's B (33 x 1) comes before its L (33 x 33)
+        m, n = max(big, key=lambda s: (max(s), min(s)))
         return f"linalg ops are unrolled up to {MAX_N} x {MAX_N}; got {m} x {n}"
     return None
 
