@@ -217,7 +217,11 @@ def test_slowdown_of_one_process_only_is_not_a_regression(
     assert st["decision"] in ("pass", "undecided") and st["ci"]["ratio"] < 1.24, out
     # the subject never fails the check; the other quantities may run out of rounds under the
     # burners (CI, 2026-12-05: device alone straddled +10 %), which is exit 3, never 1
-    decisions = [s["decision"] for s in r["baseline"]["latency"]["statistics"].values()]
+    # (deciding statistics only: device/device calibration is informational and reads this
+    # process's 3x forward unconfirmed; CI 2026-12-06 read it "regressed" beside exit 3)
+    decisions = [
+        s["decision"] for s in r["baseline"]["latency"]["statistics"].values() if s["decides"]
+    ]
     assert code == 0 or (code == 3 and "undecided" in decisions and "regressed" not in decisions), (
         out
     )
