@@ -18,9 +18,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .result_base import fields_dict, known
 from .result_compile import CompileCheckResult
 from .result_cost import CostResult
-from .result_phases import Phase2Result, Phase3Result, _known
+from .result_phases import Phase2Result, Phase3Result
 from .result_projection import ProjectionResult
 from .result_training import TrainingResult
 
@@ -42,18 +43,6 @@ def jsonable(x: Any) -> Any:
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     return str(x)
-
-
-def _fields(obj: Any, omit_if_none: tuple[str, ...]) -> dict[str, Any]:
-    """The fields of ``obj`` in declaration order (nested results as dicts); the fields in
-    ``omit_if_none`` only when set (the JSON had no such key then)."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
-        v = getattr(obj, f.name)
-        if v is None and f.name in omit_if_none:
-            continue
-        out[f.name] = v.to_dict() if hasattr(v, "to_dict") else v
-    return out
 
 
 @dataclass
@@ -107,7 +96,7 @@ class Phase1Result:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``phase1`` object of the JSON, keys in the order it has always had."""
-        d = _fields(self, self._OPTIONAL)
+        d = fields_dict(self, self._OPTIONAL)
         if self.op_profile is None:
             # a failed eager pass skips the compile check: its entry was written last
             d["compile"] = d.pop("compile")
@@ -117,7 +106,7 @@ class Phase1Result:
     def from_dict(cls, d: dict) -> Phase1Result:
         """The phase 1 object of a ``to_dict`` (or of a ``--json`` file). Raises
         ``ValueError`` naming keys that are not fields."""
-        d = _known(cls, d, "phase1")
+        d = known(cls, d, "phase1")
         if isinstance(d.get("compile"), dict):
             d["compile"] = CompileCheckResult.from_dict(d["compile"])
         return cls(**d)
@@ -178,7 +167,7 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The dict the ``--json`` file holds (before ``jsonable``): same keys, same order."""
-        return _fields(self, self._OPTIONAL)
+        return fields_dict(self, self._OPTIONAL)
 
     def to_json(self) -> str:
         """The ``--json`` file's text: strict, indented JSON."""
@@ -189,7 +178,7 @@ class CheckResult:
         """The result of a ``to_dict`` (or of a ``--json`` file read back). Raises
         ``ValueError`` for another schema (name or version: ``SCHEMA``) or for keys that
         are not fields (a file of another torchneuron version)."""
-        d = _known(cls, d, "result")
+        d = known(cls, d, "result")
         if d.get("schema", SCHEMA) != SCHEMA:
             raise ValueError(
                 f"check result: schema {d['schema']!r}, this torchneuron reads {SCHEMA!r}"

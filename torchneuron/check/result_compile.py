@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .result_phases import _known
+from .result_base import known
 
 #: Written when checked, even when None (``torch._dynamo.explain`` failed).
 _WHEN_CHECKED = ("graph_count", "graph_breaks")
@@ -81,4 +81,4 @@ class CompileCheckResult:
     def from_dict(cls, d: dict) -> CompileCheckResult:
         """The compile object of a ``to_dict`` (or of a ``--json`` file). Raises
         ``ValueError`` naming keys that are not fields."""
-        return cls(**_known(cls, d, "phase1.compile"))
+        return cls(**known(cls, d, "phase1.compile"))

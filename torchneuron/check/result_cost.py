@@ -5,11 +5,10 @@ and priced throughput) are still the plain dicts docs/check.md ("Outputs") descr
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .result_phases import _known
+from .result_base import fields_dict, known
 
 
 @dataclass
@@ -40,13 +39,10 @@ class CostResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``cost`` object of the JSON, keys in the order it has always had."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        if self.compiled is None:
-            del d["compiled"]
-        return d
+        return fields_dict(self, ("compiled",))
 
     @classmethod
     def from_dict(cls, d: dict) -> CostResult:
         """The cost object of a ``to_dict`` (or of a ``--json`` file). Raises ``ValueError``
         naming keys that are not fields."""
-        return cls(**_known(cls, d, "cost"))
+        return cls(**known(cls, d, "cost"))

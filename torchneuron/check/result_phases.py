@@ -10,17 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-
-def _known(cls, d: dict, what: str) -> dict:
-    """``d`` (a copy) when every key is a field of ``cls``; else ``ValueError``."""
-    names = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(
-            f"check {what}: unknown key(s) {unknown} (written by another torchneuron version?); "
-            f"known: {sorted(names)}"
-        )
-    return dict(d)
+from .result_base import fields_dict, known
 
 
 @dataclass
@@ -55,16 +45,13 @@ class Phase2Result:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``phase2`` object of the JSON, keys in the order it has always had."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        if self.compiled is None:
-            del d["compiled"]
-        return d
+        return fields_dict(self, ("compiled",))
 
     @classmethod
     def from_dict(cls, d: dict) -> Phase2Result:
         """The phase 2 object of a ``to_dict`` (or of a ``--json`` file). Raises
         ``ValueError`` naming keys that are not fields."""
-        return cls(**_known(cls, d, "phase2"))
+        return cls(**known(cls, d, "phase2"))
 
 
 #: Phase 3's keys written only once phase 3 (or the runner) set them, in the JSON's order.
@@ -181,6 +168,6 @@ class Phase3Result:
     def from_dict(cls, d: dict) -> Phase3Result:
         """The phase 3 object of a ``to_dict`` (or of a ``--json`` file). Raises
         ``ValueError`` naming keys that are not fields."""
-        d = _known(cls, d, "phase3")
+        d = known(cls, d, "phase3")
         null = {k for k in PHASE3_OPTIONAL if k in d and d[k] is None}
         return cls(**d, _null=null)

@@ -5,11 +5,10 @@ unknown keys). Each core's projection (``roofline.project``) is still a plain di
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .result_phases import _known
+from .result_base import fields_dict, known
 
 
 @dataclass
@@ -36,17 +35,13 @@ class ProjectionResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``projection`` object of the JSON, keys in the order it has always had."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) is not None or f.name == "reason"
-        }
+        return fields_dict(self, ("how", "lower_s", "note", "trn2", "trn3"))
 
     @classmethod
     def from_dict(cls, d: dict) -> ProjectionResult:
         """The projection object of a ``to_dict`` (or of a ``--json`` file). Raises
         ``ValueError`` naming keys that are not fields."""
-        return cls(**_known(cls, d, "projection"))
+        return cls(**known(cls, d, "projection"))
 
     def core(self, key: str) -> dict:
         """The projection of one core: ``key`` "trn2" or "trn3"."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .result_phases import _known
+from .result_base import known
 
 #: The key order of a check that ran eager steps (or was skipped, or a compiled section that
 #: compared its steps): a field is written when set; status and reason always.
@@ -123,7 +123,7 @@ class TrainingResult:
     def from_dict(cls, d: dict) -> TrainingResult:
         """The training object of a ``to_dict`` (or of a ``--json`` file). Raises
         ``ValueError`` naming keys that are not fields."""
-        d = _known(cls, d, "training")
+        d = known(cls, d, "training")
         if d.get("compiled") is not None:
             d["compiled"] = cls.from_dict(d["compiled"])
         return cls(**d)
