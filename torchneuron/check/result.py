@@ -1,14 +1,15 @@
 """A check's result as typed objects: ``CheckResult`` (the whole run), ``Phase1Result``
 (does it run on the device), in ``result_phases.py`` ``Phase2Result`` (accuracy) and
 ``Phase3Result`` (performance), in ``result_training.py`` ``TrainingResult``, in
-``result_cost.py`` ``CostResult``, in ``result_projection.py`` ``ProjectionResult`` and in
-``result_compile.py`` phase 1's ``CompileCheckResult``. Runner,
-baseline and reports read their attributes; ``to_dict`` gives the dict the ``--json`` file
-holds (same keys, same order), ``from_dict`` reads it back.
+``result_cost.py`` ``CostResult``, in ``result_projection.py`` ``ProjectionResult``, in
+``result_compile.py`` phase 1's ``CompileCheckResult`` and in ``result_exact.py``
+``ExactResult`` (the exact quantities per pass). Runner, baseline and reports read their
+attributes; ``to_dict`` gives the dict the ``--json`` file holds (same keys, same order),
+``from_dict`` reads it back.
 
-Still plain dicts (their keys: docs/check.md, "Outputs"): the exact quantities, the baseline
-comparison, the profile, and the nested parts of the typed results (an output's comparison, a
-side's summary, a training step's row, a core's projection, the compile check's error record)."""
+Still plain dicts (their keys: docs/check.md, "Outputs"): the baseline comparison, the
+profile, and the nested parts of the typed results (an output's comparison, a side's summary,
+a traced pass, a training step's row, a core's projection, the compile check's error record)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 from .result_base import fields_dict, known
 from .result_compile import CompileCheckResult
 from .result_cost import CostResult
+from .result_exact import ExactResult
 from .result_phases import Phase2Result, Phase3Result
 from .result_projection import ProjectionResult
 from .result_training import TrainingResult
@@ -116,9 +118,9 @@ class Phase1Result:
 class CheckResult:
     """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
 
-    The results other than phases 1 to 3, training, projection and cost are the dicts their modules return (keys in
-    docs/check.md, "Outputs"); ``profile`` and ``inconclusive`` are None unless set, and then absent
-    from the JSON."""
+    The results other than phases 1 to 3, exact, training, projection and cost are the dicts
+    their modules return (keys in docs/check.md, "Outputs"); ``profile`` and ``inconclusive``
+    are None unless set, and then absent from the JSON."""
 
     #: the JSON's schema name and version
     schema: str = SCHEMA
@@ -147,7 +149,7 @@ class CheckResult:
     #: ``--profile``: one steady-state iteration (``phases/profile.py``)
     profile: dict | None = None
     #: the exact quantities per pass (``phases/exact.py``)
-    exact: dict | None = None
+    exact: ExactResult | None = None
     #: the training check (``phases/training.py``)
     training: TrainingResult | None = None
     #: the Trainium projection (``phases/projection.py``)
@@ -195,4 +197,6 @@ class CheckResult:
             d["projection"] = ProjectionResult.from_dict(d["projection"])
         if d.get("cost") is not None:
             d["cost"] = CostResult.from_dict(d["cost"])
+        if d.get("exact") is not None:
+            d["exact"] = ExactResult.from_dict(d["exact"])
         return cls(**d)

@@ -20,6 +20,7 @@ from .model import loading
 from .phases import phase1, phase2, phase3
 from .projection import cost as cost_mod
 from .result import CheckResult, Phase1Result
+from .result_exact import ExactResult
 from .result_phases import Phase2Result, Phase3Result
 from .result_projection import ProjectionResult
 from .result_training import TrainingResult
@@ -332,7 +333,7 @@ def _run_profile_and_exact(
     result.exact = (
         exact.run(session, cfg, p1, ui)
         if skip is None and not cfg.baseline_process
-        else {"status": "skipped", "reason": skip or "a baseline's extra process"}
+        else ExactResult("skipped", reason=skip or "a baseline's extra process")
     )
 
 

@@ -4,6 +4,7 @@ run (the runs are in test_exact_gates.py)."""
 from torchneuron.check.baseline import exact
 from torchneuron.check.config import DEFAULT_THRESHOLDS
 from torchneuron.check.result import CheckResult
+from torchneuron.check.result_exact import ExactResult
 from torchneuron.check.result_projection import ProjectionResult
 
 TH = dict(DEFAULT_THRESHOLDS)
@@ -27,7 +28,7 @@ def _side(kernels, fallbacks=None, latency=None, new_signatures=None):
 def _compare(base_eager, cur_eager, bproj=None, cproj=None):
     bmx = {"exact": {"eager": base_eager}, "projection": bproj}
     result = CheckResult(
-        exact={"status": "pass", "eager": cur_eager},
+        exact=ExactResult("pass", eager=cur_eager),
         projection=ProjectionResult("pass", trn2={"latency_s_per_core": cproj}) if cproj else None,
     )
     return exact.compare(bmx, result, TH)
@@ -73,7 +74,7 @@ def test_new_signatures_and_an_older_baseline():
     assert out["regressions"][0].startswith(
         "eager new kernel signatures after warm-up per pass: 1 vs"
     )
-    old = exact.compare({"compile": None}, CheckResult(exact={"status": "pass"}), TH)
+    old = exact.compare({"compile": None}, CheckResult(exact=ExactResult("pass")), TH)
     assert old["rows"] == [] and "save it again" in old["notes"][0]
 
 
@@ -86,7 +87,7 @@ def test_projected_times_under_other_fixed_costs_are_not_compared():
     fitted = {"execution_us": 60.0, "roofline_factor": 2.0}
     bmx = {"exact": {"eager": base}, "projection": {"trn2": 50e-6}}
     result = CheckResult(
-        exact={"status": "pass", "eager": cur},
+        exact=ExactResult("pass", eager=cur),
         projection=ProjectionResult(
             "pass", trn2={"latency_s_per_core": 200e-6, "overheads": fitted}
         ),
@@ -111,7 +112,7 @@ def test_an_eager_projection_without_the_tensor_engine_utilization_is_not_compar
     base["projection"]["trn2"]["roofline_factor"] = cur["projection"]["trn2"].get(
         "roofline_factor", 1.0
     )
-    result = CheckResult(exact={"status": "pass", "eager": cur})
+    result = CheckResult(exact=ExactResult("pass", eager=cur))
     out = exact.compare({"exact": {"eager": base}}, result, TH)
     assert not out["regressions"]
     assert any("without the TensorEngine's utilization" in n for n in out["notes"]), out

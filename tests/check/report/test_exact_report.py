@@ -28,7 +28,7 @@ def test_terminal_shows_the_eager_projection_beside_the_compiled_one(good):
     con = Console(record=True, width=200)
     terminal.render(good, con, details=True)
     text = con.export_text()
-    ep = good.exact["eager"]["projection"]["trn2"]
+    ep = good.exact.eager_projection()
     assert ep["launches"] == 3 and ep["latency_s"] > 3 * ep["launch_us"] * 1e-6
     assert "eager pass (kernel trace, 3 launches)" in text
     # one graph: the StableHLO projection already holds its execution's fixed cost
@@ -39,12 +39,17 @@ def test_terminal_shows_the_eager_projection_beside_the_compiled_one(good):
 def test_compiled_pass_adds_the_launches_of_further_graphs():
     from torchneuron.check.report import summary
     from torchneuron.check.result import CheckResult
+    from torchneuron.check.result_exact import ExactResult
     from torchneuron.check.result_projection import ProjectionResult
 
     proj = ProjectionResult(status="pass", trn2={"latency_s_per_core": 100e-6})
     eager = {"projection": {"trn2": {"launch_us": 83.0}}}
-    one = CheckResult(projection=proj, exact={"eager": eager, "compiled": {"graphs": 1}})
-    three = CheckResult(projection=proj, exact={"eager": eager, "compiled": {"graphs": 3}})
+    one = CheckResult(
+        projection=proj, exact=ExactResult("pass", eager=eager, compiled={"graphs": 1})
+    )
+    three = CheckResult(
+        projection=proj, exact=ExactResult("pass", eager=eager, compiled={"graphs": 3})
+    )
     # the StableHLO projection holds one execution; a pass split in three pays two more
     assert summary.compiled_pass_s(one) == 100e-6
     assert abs(summary.compiled_pass_s(three) - (100e-6 + 2 * 83e-6)) < 1e-12

@@ -75,7 +75,7 @@ def test_first_screen_lines_carry_no_trailing_spaces(good):
 
 def test_performance_line_has_eager_and_compiled_projections(good):
     text = " ".join(_screen(good).split())  # rich wraps lines
-    ep = good.exact["eager"]["projection"]["trn2"]
+    ep = good.exact.eager_projection()
     cp = summary.compiled_pass_s(good)
     # one graph: the StableHLO projection holds its one execution, nothing is added
     assert cp is not None and cp == good.projection.trn2["latency_s_per_core"]
@@ -105,7 +105,7 @@ def _planted(good: CheckResult) -> CheckResult:
     p1.compile.graph_breaks = 2
     p1.compile.break_reasons = [{"reason": "call to print()", "where": "model.py:12"}]
     p1.compile.recompiles = 1
-    r.exact["eager"]["new_signatures"] = ["aten::addmm(f32[8, 64], f32[64, 32])"]
+    r.exact.eager["new_signatures"] = ["aten::addmm(f32[8, 64], f32[64, 32])"]
     r.config["html_path"], r.config["json_path"] = "out/report.html", "out/r.json"
     return r
 
@@ -132,7 +132,7 @@ def _regressed(good: CheckResult) -> CheckResult:
     """A re-check whose eager pass launches more addmm kernels than its baseline's."""
     r = copy.deepcopy(good)
     base = copy.deepcopy(r.exact)
-    base["eager"]["kernels_by_op"]["aten::addmm"] = 1
+    base.eager["kernels_by_op"]["aten::addmm"] = 1
     row = {
         "quantity": "eager device launches per pass",
         "baseline": 2,
@@ -154,7 +154,7 @@ def _regressed(good: CheckResult) -> CheckResult:
             "rows": [row],
             "regressions": [msg],
             "notes": [],
-            "by_op": {"eager": baseline_exact.by_op_table(base["eager"], r.exact["eager"])},
+            "by_op": {"eager": baseline_exact.by_op_table(base.eager, r.exact.eager)},
         },
     }
     r.verdict, r.exit_code, r.failures = "fail", 1, [msg]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..result import CheckResult
 from ..result_compile import CompileCheckResult
+from ..result_exact import ExactResult
 from ..result_projection import ProjectionResult
 
 
@@ -136,7 +137,7 @@ def _overhead_notes(bmx: dict, result: CheckResult) -> list[str]:
     baseline saved before ``projection/overheads.py``, or another ``--launch-overhead-us``)."""
     notes = []
     b = (((bmx.get("exact") or {}).get("eager") or {}).get("projection") or {}).get("trn2")
-    c = (((result.exact or {}).get("eager") or {}).get("projection") or {}).get("trn2")
+    c = result.exact.eager_projection() if result.exact else None
     if b and c and not _same_overheads(b, c):
         (bl, br, _), (cl, cr, _) = _eager_overheads(b), _eager_overheads(c)
         why = (
@@ -175,7 +176,7 @@ def compare(bmx: dict, result: CheckResult, th: dict) -> dict:
     """The exact gates of a run (``result``) against a baseline's metrics (``bmx``), per
     forward pass and per training step (device launches, fallbacks):
     ``{"rows", "regressions", "notes"}``."""
-    cur, base = result.exact or {}, bmx.get("exact")
+    cur, base = result.exact, bmx.get("exact")  # this run's ExactResult, the baseline's dict
     rows, notes = [], []
     rows += _compile_rows(bmx.get("compile"), result.phase1.compile if result.phase1 else None, th)
     if not base:
@@ -183,11 +184,11 @@ def compare(bmx: dict, result: CheckResult, th: dict) -> dict:
             "the baseline has no kernel trace (saved by an earlier version): projected time, "
             "device launches and fallbacks were not compared; save it again"
         )
-    elif cur.get("status") != "pass":
-        notes.append(f"this run's kernel trace failed ({cur.get('error')}): not compared")
+    elif cur is None or not cur.passed:
+        notes.append(f"this run's kernel trace failed ({cur.error if cur else None}): not compared")
     else:
         for side in ("eager", "compiled"):
-            b, c = base.get(side), cur.get(side)
+            b, c = base.get(side), cur.side(side)
             if b and c:
                 rows += _side_rows(side, b, c, th)
             elif b or c:
@@ -220,7 +221,7 @@ def compare(bmx: dict, result: CheckResult, th: dict) -> dict:
         "rows": rows,
         "regressions": regressions,
         "notes": notes,
-        "by_op": _by_op(base, cur) if base and cur.get("status") == "pass" else {},
+        "by_op": _by_op(base, cur) if base and cur is not None and cur.passed else {},
     }
 
 
@@ -232,10 +233,12 @@ def by_op_table(base: dict, cur: dict) -> list[dict]:
     return [{"op": n, "baseline": bl.get(n, 0), "current": cl.get(n, 0)} for n in names]
 
 
-def _by_op(base: dict, cur: dict) -> dict:
+def _by_op(base: dict, cur: ExactResult) -> dict:
     """``{side: by_op_table}`` for the sides both runs traced (eager, compiled)."""
     return {
-        s: by_op_table(base[s], cur[s]) for s in ("eager", "compiled") if base.get(s) and cur.get(s)
+        s: by_op_table(base[s], cur.side(s))
+        for s in ("eager", "compiled")
+        if base.get(s) and cur.side(s)
     }
 
 

@@ -163,7 +163,7 @@ def _metrics(result: CheckResult) -> dict:
         # of the StableHLO), gated as the eager projection is (baseline/exact.py)
         "projection": _projected(result.projection),
         # the exact quantities per pass the default gates compare (phases/exact.py)
-        "exact": result.exact if (result.exact or {}).get("status") == "pass" else None,
+        "exact": result.exact.to_dict() if result.exact and result.exact.passed else None,
         "narrowing": p1.narrowing,
         "accuracy": _accuracy_figures(p2),
     }

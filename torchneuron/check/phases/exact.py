@@ -16,6 +16,7 @@ import torch
 
 from ..projection import kernels as kproj
 from ..result import Phase1Result
+from ..result_exact import ExactResult
 from . import memory, trace
 
 
@@ -43,23 +44,22 @@ def concatenation(before: dict, after: dict) -> dict | None:
     return out
 
 
-def run(session, cfg, p1: Phase1Result, ui=None) -> dict:
-    """``{"status", "eager", "compiled", "compile", "peak_allocated_bytes", "launch_us"}``;
-    never raises (a failure is reported: the exact gates then compare nothing)."""
+def run(session, cfg, p1: Phase1Result, ui=None) -> ExactResult:
+    """The exact quantities of the warm model (``ExactResult``); never raises (a failure is
+    reported, status "error": the exact gates then compare nothing)."""
     if ui is not None:
         ui.step("Tracing one pass: device kernels, fallbacks, copies")
     launch_us = (
         kproj.DEFAULT_LAUNCH_US if cfg.launch_overhead_us is None else cfg.launch_overhead_us
     )
-    out: dict = {
-        "status": "pass",
-        "launch_us": launch_us,
-        "compile": _compile_counts(p1),
-        "peak_allocated_bytes": memory.measured_peak(p1)[0],
-        "peak_allocated_basis": memory.measured_peak(p1)[1],
-        "eager": None,
-        "compiled": None,
-    }
+    peak, basis = memory.measured_peak(p1)
+    out = ExactResult(
+        "pass",
+        launch_us=launch_us,
+        compile=_compile_counts(p1),
+        peak_allocated_bytes=peak,
+        peak_allocated_basis=basis,
+    )
     # --mode compile: session.model is torch.compile's wrapper, its eager module _orig_mod
     eager = getattr(session.model, "_orig_mod", session.model)
     compiled = session.compiled_model
@@ -74,13 +74,14 @@ def run(session, cfg, p1: Phase1Result, ui=None) -> dict:
             before = _flat_stats()
             ks = trace.trace_pass(model, session.inputs, session.device, cfg.torch_dtype)
             after = _flat_stats()
-            out[side] = trace.summarize(ks)
-            out[side]["new_signatures"] = trace.new_signatures(first, ks)
+            summary = trace.summarize(ks)
+            setattr(out, side, summary)  # kept as far as it got should the rest raise
+            summary["new_signatures"] = trace.new_signatures(first, ks)
             if side == "eager":
-                out[side]["projection"] = kproj.project_all(ks, launch_us)
-                out[side]["concatenation"] = concatenation(before, after)
+                summary["projection"] = kproj.project_all(ks, launch_us)
+                summary["concatenation"] = concatenation(before, after)
     except Exception as e:  # an extra measurement: it must not sink the check
-        out["status"] = "error"
-        out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        out.status = "error"
+        out.error = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     torch.neuron.synchronize(session.device)
     return out

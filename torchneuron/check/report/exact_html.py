@@ -10,30 +10,31 @@ from .html_parts import _e, _kv, _table
 
 def section(result: CheckResult) -> str:
     """``<h2>`` and tables; a line saying why when the trace did not run."""
-    ex = result.exact or {}
+    ex = result.exact
     head = '<h2 id="per-pass">Per forward pass — what the device ran (exact)</h2>'
-    if ex.get("status") != "pass":
-        return head + f"<p>{_e(ex.get('error') or ex.get('reason') or 'not traced')}</p>"
-    sides = [s for s in ("eager", "compiled") if ex.get(s)]
-    ops = sorted({op for s in sides for op in ex[s]["kernels_by_op"]})
-    rows = [[_e(op)] + [str(ex[s]["kernels_by_op"].get(op, 0)) for s in sides] for op in ops]
+    if ex is None or not ex.passed:
+        return head + f"<p>{_e((ex.why_not() if ex else None) or 'not traced')}</p>"
+    sides = ex.sides()
+    by = {s: ex.side(s) for s in sides}
+    ops = sorted({op for s in sides for op in by[s]["kernels_by_op"]})
+    rows = [[_e(op)] + [str(by[s]["kernels_by_op"].get(op, 0)) for s in sides] for op in ops]
     for label, key in (
         ("compiled graph executions", "graphs"),
         ("CPU fallback calls", "fallback_calls"),
         ("kernel signatures", "signatures"),
     ):
-        rows.append([_e(label)] + [str(ex[s][key]) for s in sides])
+        rows.append([_e(label)] + [str(by[s][key]) for s in sides])
     rows.append(
         [_e("fused segments (kernels held)")]
-        + [f"{ex[s].get('fused_segments', 0)} ({ex[s].get('fused_kernels', 0)})" for s in sides]
+        + [f"{by[s].get('fused_segments', 0)} ({by[s].get('fused_kernels', 0)})" for s in sides]
     )
     for d, label in (("htod", "host→device"), ("dtoh", "device→host")):
         rows.append(
             [_e(f"{label} copies (bytes)")]
-            + [f"{ex[s]['copies'][d]['count']} ({ex[s]['copies'][d]['bytes']:,})" for s in sides]
+            + [f"{by[s]['copies'][d]['count']} ({by[s]['copies'][d]['bytes']:,})" for s in sides]
         )
     out = head + _table(["device kernels by op"] + sides, rows)
-    e = ex.get("eager") or {}
+    e = ex.eager or {}
     if e.get("projection"):
         p2, p3 = e["projection"]["trn2"], e["projection"]["trn3"]
         out += _kv(

@@ -24,11 +24,9 @@ def _status(r: dict) -> Text:
 def per_pass_table(result: CheckResult) -> list:
     """What the device ran per forward pass, eager and compiled, with the eager projection
     beside the compiled one (``--projection``)."""
-    ex = result.exact or {}
-    if ex.get("status") != "pass":
-        return (
-            [Text(f"Per pass: {ex.get('error') or ex.get('reason')}", style="yellow")] if ex else []
-        )
+    ex = result.exact
+    if ex is None or not ex.passed:
+        return [Text(f"Per pass: {ex.why_not()}", style="yellow")] if ex else []
     t = Table(
         title="Per forward pass: what the device ran (exact: equal in every run of this build)",
         title_justify="left",
@@ -36,7 +34,7 @@ def per_pass_table(result: CheckResult) -> list:
         box=box.SIMPLE_HEAVY,
     )
     t.add_column("", style="cyan", no_wrap=True)
-    sides = [s for s in ("eager", "compiled") if ex.get(s)]
+    sides = ex.sides()
     for s in sides:
         t.add_column(s, justify="right")
     rows = (
@@ -49,9 +47,9 @@ def per_pass_table(result: CheckResult) -> list:
         ("device→host copies (bytes)", lambda x: _copies(x["copies"]["dtoh"])),
     )
     for label, fn in rows:
-        t.add_row(label, *(fn(ex[s]) for s in sides))
+        t.add_row(label, *(fn(ex.side(s)) for s in sides))
     out: list = [t]
-    e = ex["eager"]
+    e = ex.eager
     if e and e.get("projection"):
         p2, p3 = e["projection"]["trn2"], e["projection"]["trn3"]
         c2 = summary.compiled_pass_s(result)
@@ -60,7 +58,7 @@ def per_pass_table(result: CheckResult) -> list:
             f"; compiled Trainium2 (StableHLO, one execution's fixed cost included"
             f"{f', + {extra} more graph launch(es)' if extra else ''}): {_us(c2)}"
             if c2 is not None
-            else ("; compiled: run with --projection" if ex.get("compiled") else "")
+            else ("; compiled: run with --projection" if ex.compiled else "")
         )
         out.append(
             Text(

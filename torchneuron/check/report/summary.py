@@ -7,6 +7,7 @@ from __future__ import annotations
 from .. import formatting
 from ..result import CheckResult, Phase1Result
 from ..result_compile import CompileCheckResult
+from ..result_exact import ExactResult
 from ..result_training import TrainingResult
 
 EXIT_CODES = "exit codes: 0 pass · 1 fail or regression · 2 bad usage · 3 inconclusive (--gate-host-latency only)"
@@ -46,13 +47,14 @@ def verdict(result: CheckResult) -> dict:
     return {"label": label, "status": "fail", "meaning": meaning, "failures": fails}
 
 
-def extra_launches(exact: dict | None) -> tuple[int, float]:
+def extra_launches(exact: ExactResult | None) -> tuple[int, float]:
     """(graph executions per pass beyond the first, the launch cost in µs) of the exact
     quantities (``result.exact``): the StableHLO projection includes one execution's fixed
     cost; a pass split into n graphs pays n - 1 more (the eager projection's cost per launch)."""
-    ex = exact or {}
-    ep = ((ex.get("eager") or {}).get("projection") or {}).get("trn2") or {}
-    graphs = (ex.get("compiled") or {}).get("graphs") or 1
+    if exact is None:
+        return 0, 0.0
+    ep = exact.eager_projection() or {}
+    graphs = (exact.compiled or {}).get("graphs") or 1
     return max(graphs - 1, 0), ep.get("launch_us", 0.0)
 
 
@@ -158,9 +160,9 @@ def _compiled_only(result: CheckResult) -> bool:
 
 
 def _performance_line(result: CheckResult) -> tuple[str, str, list[str]]:
-    p3, ex = result.phase3, result.exact or {}
+    p3, ex = result.phase3, result.exact
     texts = []
-    ep = ((ex.get("eager") or {}).get("projection") or {}).get("trn2")
+    ep = ex.eager_projection() if ex else None
     cp = compiled_pass_s(result)
     if ep or cp is not None:
         parts = []
@@ -169,11 +171,11 @@ def _performance_line(result: CheckResult) -> tuple[str, str, list[str]]:
             parts.append(f"eager {us(ep['latency_s'])} ({n} launch{'es' if n != 1 else ''})")
         if cp is not None:
             parts.append(f"compiled {us(cp)}")
-        elif (ex.get("compiled") or {}) and ep:
+        elif ex.compiled and ep:
             parts.append("compiled: run with --projection")
         texts.append("projected Trainium2 per pass (ESTIMATE): " + ", ".join(parts))
-    elif ex.get("status") and ex.get("status") != "pass":
-        texts.append(f"no projection: {ex.get('error') or ex.get('reason')}")
+    elif ex is not None and ex.status and not ex.passed:
+        texts.append(f"no projection: {ex.why_not()}")
     d = p3.device or {}
     if d.get("p50_s"):
         host = f"eager {formatting.ms(d['p50_s'])}"
@@ -247,7 +249,7 @@ NARROWING_HINT = (
 def findings(result: CheckResult) -> list[tuple[str, str, str | None]]:
     """``[(what, text, hint or None)]``: what a team acts on before moving to Trainium. The
     quantities that are zero are gathered into one "clean" line."""
-    p1, ex = result.phase1, result.exact or {}
+    p1, ex = result.phase1, result.exact
     out, clean = [], []
     fb = (p1.fallback or {}).get("ops") or {}
     if fb:
@@ -315,10 +317,10 @@ def _compile_findings(comp: CompileCheckResult, clean: list) -> list:
     return out
 
 
-def _signature_findings(ex: dict, clean: list) -> list:
-    if ex.get("status") != "pass":
+def _signature_findings(ex: ExactResult | None, clean: list) -> list:
+    if ex is None or not ex.passed:
         return []
-    new = {s: (ex.get(s) or {}).get("new_signatures") for s in ("eager", "compiled")}
+    new = {s: (ex.side(s) or {}).get("new_signatures") for s in ("eager", "compiled")}
     shown = {s: v for s, v in new.items() if v}
     if not shown:
         if any(v is not None for v in new.values()):
@@ -335,8 +337,8 @@ def _signature_findings(ex: dict, clean: list) -> list:
     ]
 
 
-def _fusion_findings(ex: dict) -> list:
-    c = (ex.get("eager") or {}).get("concatenation") if ex.get("status") == "pass" else None
+def _fusion_findings(ex: ExactResult | None) -> list:
+    c = (ex.eager or {}).get("concatenation") if ex is not None and ex.passed else None
     if not c:
         return []
     t = c["check"]
@@ -354,7 +356,7 @@ def _fusion_findings(ex: dict) -> list:
 
 def _projection_findings(result: CheckResult) -> list:
     proj = result.projection
-    ep = (((result.exact or {}).get("eager") or {}).get("projection") or {}).get("trn2")
+    ep = result.exact.eager_projection() if result.exact else None
     if result.phase1.status != "pass":
         return []  # nothing ran to project
     if proj is None or proj.status != "pass":

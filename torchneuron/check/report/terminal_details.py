@@ -12,6 +12,7 @@ from rich.text import Text
 from .. import formatting
 from ..result import CheckResult
 from ..result_cost import CostResult
+from ..result_exact import ExactResult
 from ..result_projection import ProjectionResult
 from ..result_training import TrainingResult
 from . import exact_terminal, summary
@@ -287,7 +288,7 @@ def training_tables(tr: TrainingResult | None, label: str = "") -> list:
     ] + compiled
 
 
-def projection_tables(p: ProjectionResult | None, exact: dict | None = None) -> list:
+def projection_tables(p: ProjectionResult | None, exact: ExactResult | None = None) -> list:
     """The Trainium projection (nothing unless --projection was given)."""
     if not p or p.status == "skipped":
         return []
@@ -316,7 +317,7 @@ def projection_tables(p: ProjectionResult | None, exact: dict | None = None) -> 
         ("GFLOP per pass", lambda x: f"{x['total_flops'] / 1e9:.3g}"),
     ):
         t.add_row(label, fn(a), fn(b))
-    ep = ((exact or {}).get("eager") or {}).get("projection")
+    ep = (exact.eager or {}).get("projection") if exact else None
     if ep:  # the eager pass from its kernel trace, beside the compiled graph's
         extra, us = summary.extra_launches(exact)
         t.add_row(
