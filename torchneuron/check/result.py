@@ -2,14 +2,16 @@
 (does it run on the device), in ``result_phases.py`` ``Phase2Result`` (accuracy) and
 ``Phase3Result`` (performance), in ``result_training.py`` ``TrainingResult``, in
 ``result_cost.py`` ``CostResult``, in ``result_projection.py`` ``ProjectionResult``, in
-``result_compile.py`` phase 1's ``CompileCheckResult`` and in ``result_exact.py``
-``ExactResult`` (the exact quantities per pass). Runner, baseline and reports read their
-attributes; ``to_dict`` gives the dict the ``--json`` file holds (same keys, same order),
-``from_dict`` reads it back.
+``result_compile.py`` phase 1's ``CompileCheckResult``, in ``result_exact.py``
+``ExactResult`` (the exact quantities per pass) and in ``result_baseline.py``
+``BaselineComparison`` (``--baseline``). Runner, baseline and reports read their attributes;
+``to_dict`` gives the dict the ``--json`` file holds (same keys, same order), ``from_dict``
+reads it back.
 
-Still plain dicts (their keys: docs/check.md, "Outputs"): the baseline comparison, the
-profile, and the nested parts of the typed results (an output's comparison, a side's summary,
-a traced pass, a training step's row, a core's projection, the compile check's error record)."""
+Still plain dicts (their keys: docs/check.md, "Outputs"): the profile, and the nested parts of
+the typed results (an output's comparison, a side's summary, a traced pass, a training step's
+row, a core's projection, the compile check's error record, a latency comparison, the exact
+gates' rows)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .result_base import fields_dict, known
+from .result_baseline import BaselineComparison
 from .result_compile import CompileCheckResult
 from .result_cost import CostResult
 from .result_exact import ExactResult
@@ -118,9 +121,9 @@ class Phase1Result:
 class CheckResult:
     """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
 
-    The results other than phases 1 to 3, exact, training, projection and cost are the dicts
-    their modules return (keys in docs/check.md, "Outputs"); ``profile`` and ``inconclusive``
-    are None unless set, and then absent from the JSON."""
+    The phases' results are typed (``result*.py``) but ``profile`` (the dict
+    ``phases/profile.py`` returns, keys in docs/check.md, "Outputs") and ``inconclusive`` are
+    None unless set, and then absent from the JSON."""
 
     #: the JSON's schema name and version
     schema: str = SCHEMA
@@ -155,7 +158,7 @@ class CheckResult:
     #: the Trainium projection (``phases/projection.py``)
     projection: ProjectionResult | None = None
     #: the comparison with ``--baseline`` (``baseline/compare.py``); None without one
-    baseline: dict | None = None
+    baseline: BaselineComparison | None = None
     #: cost per million samples, USD (``projection/cost.py``)
     cost: CostResult | None = None
     #: why the verdict is inconclusive
@@ -199,4 +202,6 @@ class CheckResult:
             d["cost"] = CostResult.from_dict(d["cost"])
         if d.get("exact") is not None:
             d["exact"] = ExactResult.from_dict(d["exact"])
+        if d.get("baseline") is not None:
+            d["baseline"] = BaselineComparison.from_dict(d["baseline"])
         return cls(**d)

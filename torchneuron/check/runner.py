@@ -20,6 +20,7 @@ from .model import loading
 from .phases import phase1, phase2, phase3
 from .projection import cost as cost_mod
 from .result import CheckResult, Phase1Result
+from .result_baseline import BaselineComparison
 from .result_exact import ExactResult
 from .result_phases import Phase2Result, Phase3Result
 from .result_projection import ProjectionResult
@@ -412,15 +413,7 @@ def _compare_baseline(
             _confirm_regressions(result, base, session, cfg, ui)
         else:
             # nothing to compare but whether the model still compiles (a compile failure fails phase 1)
-            comp_cmp = baseline_compare.compile_success(base, p1)
-            result.baseline = {
-                "path": base.path,
-                "created_utc": base.meta.get("created_utc"),
-                "status": "fail" if comp_cmp.get("regressed") else "skipped",
-                "regressions": comp_cmp["regressions"],
-                "compiled": {"compile": comp_cmp},
-                "reason": "phase 1 failed: only whether the model compiles was compared",
-            }
+            result.baseline = baseline_compare.compile_only(base, p1)
     else:
         result.baseline = None
     if result.training.status in ("pass", "fail") and (base is not None or cfg.save_baseline):
@@ -433,7 +426,7 @@ def _decide(result: CheckResult, cfg: CheckConfig) -> None:
     fails = result.failures
     fails += _failures(result, cfg)
     # exit 3 belongs to --gate-host-latency alone: the exact gates always decide
-    undecided = _undecided(result.baseline or {}) if cfg.gate_host_latency else []
+    undecided = _undecided(result.baseline) if cfg.gate_host_latency else []
     inconclusive = not fails and bool(undecided)
     if inconclusive:
         result.inconclusive = _inconclusive_reason(result, undecided)
@@ -468,8 +461,8 @@ def _failures(result: CheckResult, cfg: CheckConfig) -> list[str]:
         fails.append(f"phase 3: {p3.reason}")
     if result.training.status == "fail":
         fails.append(f"training: {result.training.reason}")
-    if result.baseline and result.baseline.get("regressions"):
-        fails += [f"regression: {r}" for r in result.baseline["regressions"]]
+    if result.baseline and result.baseline.regressions:
+        fails += [f"regression: {r}" for r in result.baseline.regressions]
     if result.cost.over_budget:
         fails.append(
             f"cost: {result.cost.device['usd_per_million']:.4g} USD per million samples exceeds "
@@ -480,10 +473,11 @@ def _failures(result: CheckResult, cfg: CheckConfig) -> list[str]:
 
 def _inconclusive_reason(result: CheckResult, undecided: list[str]) -> str:
     """Why the host latency could not be decided: the comparisons, rounds and processes."""
+    lat = (result.baseline.latency if result.baseline else None) or {}
     procs = max(
         [
             len((c.get("confirmation") or {}).get("values", [1]))
-            for c in ((result.baseline or {}).get("latency") or {}).get("statistics", {}).values()
+            for c in lat.get("statistics", {}).values()
         ]
         or [1]
     )
@@ -544,7 +538,7 @@ def _confirm_regressions(result: CheckResult, base, session, cfg: CheckConfig, u
 
     if result.phase3.status != "pass" or cfg.baseline_process or not cfg.gate_host_latency:
         return
-    conf = baseline_runs.confirm(result.baseline.get("latency") or {}, cfg, ui)
+    conf = baseline_runs.confirm(result.baseline.latency or {}, cfg, ui)
     if conf is None:
         return
     result.baseline = baseline_compare.compare(base, result, session.outputs, cfg.torch_dtype, conf)
@@ -554,11 +548,13 @@ def _confirm_regressions(result: CheckResult, base, session, cfg: CheckConfig, u
     ]
 
 
-def _undecided(b: dict) -> list[str]:
+def _undecided(b: BaselineComparison | None) -> list[str]:
     """Which latency comparisons with the baseline are undecided: ``eager``, ``compiled``."""
+    if b is None:
+        return []
     lats = (
-        ("eager", b.get("latency") or {}),
-        ("compiled", (b.get("compiled") or {}).get("latency") or {}),
+        ("eager", b.latency or {}),
+        ("compiled", (b.compiled or {}).get("latency") or {}),
     )
     return [name for name, lat in lats if lat.get("decision") == "undecided"]
 

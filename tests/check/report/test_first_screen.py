@@ -14,6 +14,7 @@ from torchneuron.check.baseline import exact as baseline_exact
 from torchneuron.check.report import html as report_html
 from torchneuron.check.report import summary, terminal
 from torchneuron.check.result import CheckResult
+from torchneuron.check.result_baseline import BaselineComparison
 
 
 @pytest.fixture(scope="module")
@@ -145,18 +146,18 @@ def _regressed(good: CheckResult) -> CheckResult:
         "ops": ["aten::addmm x1 -> x2"],
     }
     msg = "regression: eager device launches per pass: 3 vs the baseline's 2 (threshold +10%)"
-    r.baseline = {
-        "path": "baselines/good",
-        "created_utc": "2026-12-01",
-        "status": "fail",
-        "regressions": [msg[len("regression: ") :]],
-        "exact": {
+    r.baseline = BaselineComparison(
+        "baselines/good",
+        "2026-12-01",
+        status="fail",
+        regressions=[msg[len("regression: ") :]],
+        exact={
             "rows": [row],
             "regressions": [msg],
             "notes": [],
             "by_op": {"eager": baseline_exact.by_op_table(base.eager, r.exact.eager)},
         },
-    }
+    )
     r.verdict, r.exit_code, r.failures = "fail", 1, [msg]
     return r
 

@@ -12,6 +12,7 @@ from .. import formatting
 from .. import manifest as manifest_mod
 from ..phases import memory as memory_mod
 from ..result import CheckResult, Phase1Result
+from ..result_baseline import BaselineComparison
 from ..result_training import TrainingResult
 from . import exact as exact_mod
 from . import setup as baseline_setup
@@ -26,7 +27,7 @@ def compare(
     device_outputs: dict[str, torch.Tensor],
     dtype: torch.dtype,
     confirm: dict | None = None,
-) -> dict:
+) -> BaselineComparison:
     """Compare a run with its baseline. Regressions (each one fails the check):
 
     - accuracy: the run's device outputs against the baseline's reference and fp64 outputs
@@ -45,52 +46,62 @@ def compare(
     """
     th = result.thresholds
     bmx = base.meta["metrics"]
-    res: dict[str, Any] = {
-        "path": base.path,
-        "created_utc": base.meta.get("created_utc"),
-        "regressions": [],
-        "accuracy": {},
-        "latency": None,
-        "memory": None,
-        "changes": {},
-    }
+    res = BaselineComparison(base.path, base.meta.get("created_utc"), accuracy={}, changes={})
     _accuracy(res, base, device_outputs, result.phase2.tol, dtype)
     seed = result.config.get("seed", 0)
-    res["latency"] = _eager_latency(base, result, th["latency_p50"], seed, confirm)
+    res.latency = _eager_latency(base, result, th["latency_p50"], seed, confirm)
     gate = bool(result.config.get("gate_host_latency"))
-    res["regressions"] += res["latency"].get("regressions", []) if gate else []
-    res["compiled"] = compiled(
+    res.regressions += res.latency.get("regressions", []) if gate else []
+    res.compiled = compiled(
         base,
         result,
         th["latency_p50"],
         seed,
         skip=("model_or_inputs",)
-        if "model_or_inputs" in (res["latency"].get("statistics") or {})
+        if "model_or_inputs" in (res.latency.get("statistics") or {})
         else (),
         gate=gate,
     )
-    res["regressions"] += res["compiled"]["regressions"]
+    res.regressions += res.compiled["regressions"]
     if not gate:  # the emulator's host time: shown, decided only under --gate-host-latency
-        for lat in (res["latency"], res["compiled"]["latency"]):
+        for lat in (res.latency, res.compiled["latency"]):
             shown_only(lat)
-    res["exact"] = exact_mod.compare(bmx, result, th)
-    res["regressions"] += res["exact"]["regressions"]
-    res["training"] = training(bmx, result.training, th)
-    res["regressions"] += res["training"].get("regressions", [])
+    res.exact = exact_mod.compare(bmx, result, th)
+    res.regressions += res.exact["regressions"]
+    res.training = training(bmx, result.training, th)
+    res.regressions += res.training.get("regressions", [])
     _memory(res, bmx, result.phase1, th)
     cur_fb, old_fb = set(result.phase1.fallback["ops"]), set(bmx.get("fallback_ops") or [])
-    res["changes"] = {
+    res.changes = {
         "new_fallback_ops": sorted(cur_fb - old_fb),
         "removed_fallback_ops": sorted(old_fb - cur_fb),
         "narrowing_changed": result.phase1.narrowing != (bmx.get("narrowing") or {}),
         "manifest": manifest_mod.diff(base.manifest, result.manifest),
     }
-    res["status"] = "fail" if res["regressions"] else "pass"
+    res.status = "fail" if res.regressions else "pass"
     return res
 
 
+def compile_only(base: Baseline, p1: Phase1Result) -> BaselineComparison:
+    """After phase 1 failed: nothing to compare but whether the model still compiles (a
+    compile failure fails phase 1)."""
+    comp_cmp = compile_success(base, p1)
+    return BaselineComparison(
+        base.path,
+        base.meta.get("created_utc"),
+        status="fail" if comp_cmp.get("regressed") else "skipped",
+        regressions=comp_cmp["regressions"],
+        compiled={"compile": comp_cmp},
+        reason="phase 1 failed: only whether the model compiles was compared",
+    )
+
+
 def _accuracy(
-    res: dict, base: Baseline, device_outputs: dict[str, torch.Tensor], tol: float, dtype
+    res: BaselineComparison,
+    base: Baseline,
+    device_outputs: dict[str, torch.Tensor],
+    tol: float,
+    dtype,
 ) -> None:
     """Each device output against the baseline's reference and fp64 outputs (phase 2's rule),
     and whether it is bitwise the baseline's device output."""
@@ -104,9 +115,9 @@ def _accuracy(
         c["identical_to_baseline_device"] = bool(
             bd is not None and bd.shape == cur.shape and torch.equal(bd, cur)
         )
-        res["accuracy"][name] = c
+        res.accuracy[name] = c
         if not c["passed"]:
-            res["regressions"].append(
+            res.regressions.append(
                 f"accuracy: output {name!r} does not match the baseline's reference "
                 f"outputs ({failure_text(c)})"
             )
@@ -133,8 +144,8 @@ def _eager_latency(
     )
 
 
-def _memory(res: dict, bmx: dict, p1: Phase1Result, th: dict) -> None:
-    """Peak device memory against the baseline's (``res["memory"]``): a regression above
+def _memory(res: BaselineComparison, bmx: dict, p1: Phase1Result, th: dict) -> None:
+    """Peak device memory against the baseline's (``res.memory``): a regression above
     ``baseline * (1 + peak_memory)`` and ``baseline + peak_memory_min_bytes``; a compiled
     model's peak never compared with an eager one's."""
     cur_mem, cur_basis = memory_mod.measured_peak(p1)
@@ -143,7 +154,7 @@ def _memory(res: dict, bmx: dict, p1: Phase1Result, th: dict) -> None:
         (base_basis == "compiled") != (cur_basis == "compiled") or cur_mem is None
     ):
         # a compiled model's peak is never compared with an eager one's
-        res["memory"] = {
+        res.memory = {
             "regressed": False,
             "note": "not compared: "
             + (
@@ -157,7 +168,7 @@ def _memory(res: dict, bmx: dict, p1: Phase1Result, th: dict) -> None:
         base_mem = bmx["peak_allocated_bytes"]
         limit = max(base_mem * (1 + th["peak_memory"]), base_mem + th["peak_memory_min_bytes"])
         change = cur_mem / base_mem - 1
-        res["memory"] = {
+        res.memory = {
             "baseline_peak_allocated_bytes": base_mem,
             "current_peak_allocated_bytes": cur_mem,
             "change": change,
@@ -168,8 +179,8 @@ def _memory(res: dict, bmx: dict, p1: Phase1Result, th: dict) -> None:
             # older baselines hold the run-ahead peak (phase1 / memory.py), never below in-order
             "basis": {"baseline": base_basis, "current": cur_basis},
         }
-        if res["memory"]["regressed"]:
-            res["regressions"].append(
+        if res.memory["regressed"]:
+            res.regressions.append(
                 f"memory: peak allocated {cur_mem / 2**20:.2f} MiB is {change:+.1%} vs "
                 f"the baseline's {bmx['peak_allocated_bytes'] / 2**20:.2f} MiB "
                 f"(threshold +{th['peak_memory']:.0%} and "

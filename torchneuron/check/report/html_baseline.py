@@ -4,22 +4,23 @@ memory and training rows; the kernel trace diff by op; what changed since the ba
 from __future__ import annotations
 
 from .. import formatting
+from ..result_baseline import BaselineComparison
 from .html_parts import _e, _kv, _status, _table
 
 
-def _baseline(b: dict | None) -> str:
+def _baseline(b: BaselineComparison | None) -> str:
     if not b:
         return "<p>No baseline given (<code>--baseline DIR</code>).</p>"
-    if b.get("status") == "skipped":
+    if b.status == "skipped":
         return _kv(
             [
-                ("baseline", _e(b["path"])),
+                ("baseline", _e(b.path)),
                 ("result", _status("skipped")),
-                ("reason", _e(b.get("reason"))),
+                ("reason", _e(b.reason)),
             ]
         )
     rows = []
-    for name, a in b.get("accuracy", {}).items():
+    for name, a in (b.accuracy or {}).items():
         rows.append(
             [
                 _e(f"accuracy {name}"),
@@ -30,9 +31,9 @@ def _baseline(b: dict | None) -> str:
                 _status("pass" if a.get("passed") else "fail"),
             ]
         )
-    comp = b.get("compiled") or {}
-    rows += exact_rows(b.get("exact"))
-    rows += _latency_rows(b.get("latency") or {}, "")
+    comp = b.compiled or {}
+    rows += exact_rows(b.exact)
+    rows += _latency_rows(b.latency or {}, "")
     cc = comp.get("compile") or {}
     if "note" in cc:
         rows.append(
@@ -59,7 +60,7 @@ def _baseline(b: dict | None) -> str:
         )
     if comp:
         rows += _latency_rows(comp.get("latency") or {}, " (compiled)")
-    mem = b.get("memory") or {}
+    mem = b.memory or {}
     if mem.get("note"):  # not compared (a compiled peak against an eager one)
         rows.append(["peak memory (allocated)", "", "", _e(mem["note"]), "", "not compared"])
         mem = {}
@@ -76,15 +77,15 @@ def _baseline(b: dict | None) -> str:
         )
     rows += [
         [_e(x) for x in cells] + ["info only" if res == "info" else _status(res)]
-        for cells, res in formatting.training_baseline_rows(b.get("training") or {})
+        for cells, res in formatting.training_baseline_rows(b.training or {})
     ]
-    out = f"<p>Baseline <code>{_e(b['path'])}</code>, saved {_e(b.get('created_utc'))}.</p>"
+    out = f"<p>Baseline <code>{_e(b.path)}</code>, saved {_e(b.created_utc)}.</p>"
     out += _table(["check", "baseline", "current", "change", "threshold", "result"], rows)
-    out += kernel_diff((b.get("exact") or {}).get("by_op"))
+    out += kernel_diff((b.exact or {}).get("by_op"))
     return out + _baseline_notes(b, mem)
 
 
-def _baseline_notes(b: dict, mem: dict) -> str:
+def _baseline_notes(b: BaselineComparison, mem: dict) -> str:
     """Under the baseline table: the memory rule, new fallback ops, the manifest changes."""
     out = ""
     if mem:
@@ -95,7 +96,7 @@ def _baseline_notes(b: dict, mem: dict) -> str:
             "the run-ahead one, which moves by several blocks between identical runs (frees follow the device "
             "queue).</p>"
         )
-    ch = b.get("changes", {})
+    ch = b.changes or {}
     if ch.get("new_fallback_ops"):
         out += f'<div class="note">New CPU fallback ops since the baseline: {_e(", ".join(ch["new_fallback_ops"]))}</div>'
     if ch.get("manifest"):

@@ -124,10 +124,10 @@ def _baseline_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
     b = result.baseline
     if not b:
         return
-    if b.get("status") == "skipped":
-        _case(suite, cls, "baseline", skipped=b.get("reason") or "skipped")
+    if b.status == "skipped":
+        _case(suite, cls, "baseline", skipped=b.reason or "skipped")
     else:
-        for name, a in b.get("accuracy", {}).items():
+        for name, a in (b.accuracy or {}).items():
             _case(
                 suite,
                 cls,
@@ -136,27 +136,27 @@ def _baseline_cases(suite: ET.Element, cls: str, result: CheckResult) -> None:
                 if a.get("passed")
                 else f"{name} does not match the baseline ({failure_text(a)})",
             )
-        comp = b.get("compiled") or {}
+        comp = b.compiled or {}
         parts = (
-            ("latency", b.get("latency"), ("latency:", "latency,")),
+            ("latency", b.latency, ("latency:", "latency,")),
             ("compiled.compile", comp.get("compile"), ("compile:",)),
             ("compiled.latency", comp.get("latency"), ("latency (compiled)",)),
-            ("memory", b.get("memory"), ("memory",)),
-            ("training", b.get("training"), ("training memory",)),
+            ("memory", b.memory, ("memory",)),
+            ("training", b.training, ("training memory",)),
         )
-        for r in (b.get("exact") or {}).get("rows", []):  # the exact gates, one case each
+        for r in (b.exact or {}).get("rows", []):  # the exact gates, one case each
             _case(
                 suite,
                 cls,
                 f"baseline.exact[{r['quantity']}]",
                 failure=next(
-                    (m for m in b["exact"]["regressions"] if m.startswith(r["quantity"] + ":")),
+                    (m for m in b.exact["regressions"] if m.startswith(r["quantity"] + ":")),
                     None,
                 ),
             )
         for key, x, prefixes in parts:
             x = x or {}
-            msg = next((r for r in b.get("regressions", []) if r.startswith(prefixes)), None)
+            msg = next((r for r in b.regressions if r.startswith(prefixes)), None)
             if x.get("gated") is False:  # the emulator's host time, shown only
                 _case(suite, cls, f"baseline.{key}", skipped=x["host_time_note"])
             elif x.get("regressed") is None or "note" in x:

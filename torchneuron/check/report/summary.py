@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import formatting
 from ..result import CheckResult, Phase1Result
+from ..result_baseline import BaselineComparison
 from ..result_compile import CompileCheckResult
 from ..result_exact import ExactResult
 from ..result_training import TrainingResult
@@ -212,24 +213,24 @@ def _why(c: TrainingResult) -> str:
     return f" ({c.reason})" if c.status == "fail" and c.reason else ""
 
 
-def _baseline_line(b: dict) -> tuple[str, str, list[str]]:
-    where = f"{b['path']} (saved {b.get('created_utc') or '?'})"
-    if b.get("status") == "skipped" and not b.get("regressions"):
-        return ("baseline", "skipped", [f"{where}: {b.get('reason')}"])
-    regs = b.get("regressions") or []
-    rows = (b.get("exact") or {}).get("rows") or []
+def _baseline_line(b: BaselineComparison) -> tuple[str, str, list[str]]:
+    where = f"{b.path} (saved {b.created_utc or '?'})"
+    if b.status == "skipped" and not b.regressions:
+        return ("baseline", "skipped", [f"{where}: {b.reason}"])
+    regs = b.regressions or []
+    rows = (b.exact or {}).get("rows") or []
     if regs:
         text = f"{len(regs)} regression(s) against {where}"
     else:
         text = f"no regression against {where}: {len(rows)} exact gate(s) + accuracy, memory"
     out = [text]
-    for n in (b.get("exact") or {}).get("notes") or []:
+    for n in (b.exact or {}).get("notes") or []:
         out.append(n)
     # gates that could not be compared: the reader may need to save the baseline again
-    cc = (b.get("compiled") or {}).get("compile") or {}
+    cc = (b.compiled or {}).get("compile") or {}
     for what, note in (
         ("compile", cc.get("note")),
-        ("memory", (b.get("memory") or {}).get("note")),
+        ("memory", (b.memory or {}).get("note")),
     ):
         if note:
             out.append(f"{what}: {note}")
@@ -272,7 +273,7 @@ def findings(result: CheckResult) -> list[tuple[str, str, str | None]]:
     if clean:
         out.append(("clean", ", ".join(clean), None))
     out += _projection_findings(result)
-    out += _baseline_findings(result.baseline or {})
+    out += _baseline_findings(result.baseline)
     return out
 
 
@@ -385,14 +386,16 @@ def _projection_findings(result: CheckResult) -> list:
     return [("projected Trainium2 (ESTIMATE)", text, None)]
 
 
-def _baseline_findings(b: dict) -> list:
+def _baseline_findings(b: BaselineComparison | None) -> list:
     """Changes against the baseline that did not fail a gate: the failing ones are in the
     verdict already."""
+    if b is None:
+        return []
     out = []
-    for r in (b.get("exact") or {}).get("rows") or []:
+    for r in (b.exact or {}).get("rows") or []:
         if r["changed"] and not r["regressed"] and r["ops"]:
             out.append((f"changed: {r['quantity']}", ", ".join(r["ops"]), None))
-    new_fb = (b.get("changes") or {}).get("new_fallback_ops")
+    new_fb = (b.changes or {}).get("new_fallback_ops")
     if new_fb:
         out.append(("new CPU fallback ops since the baseline", ", ".join(new_fb), None))
     return out

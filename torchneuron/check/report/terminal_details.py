@@ -11,6 +11,7 @@ from rich.text import Text
 
 from .. import formatting
 from ..result import CheckResult
+from ..result_baseline import BaselineComparison
 from ..result_cost import CostResult
 from ..result_exact import ExactResult
 from ..result_projection import ProjectionResult
@@ -74,22 +75,22 @@ def cost_table(c: CostResult) -> list:
     return out
 
 
-def baseline_table(b: dict | None) -> list:
+def baseline_table(b: BaselineComparison | None) -> list:
     """The baseline comparison (nothing without --baseline)."""
     if not b:
         return []
     t = Table(
-        title=f"Baseline comparison ({b['path']}, saved {b.get('created_utc') or '?'})",
+        title=f"Baseline comparison ({b.path}, saved {b.created_utc or '?'})",
         title_justify="left",
         title_style="bold",
         box=box.SIMPLE_HEAVY,
     )
     for col in ("check", "baseline", "current", "change", "threshold", "result"):
         t.add_column(col)
-    if b.get("status") == "skipped":
+    if b.status == "skipped":
         t.add_row("all", "", "", "", "", status_text("skipped"))
-        return [t, Text(f"reason: {b.get('reason')}", style="yellow")]
-    for name, a in b.get("accuracy", {}).items():
+        return [t, Text(f"reason: {b.reason}", style="yellow")]
+    for name, a in (b.accuracy or {}).items():
         t.add_row(
             f"accuracy {name}",
             "reference + fp64 outputs",
@@ -98,9 +99,9 @@ def baseline_table(b: dict | None) -> list:
             a.get("decided_by", ""),
             status_text("pass" if a.get("passed") else "fail"),
         )
-    comp = b.get("compiled") or {}
-    exact_notes = exact_terminal.baseline_rows(t, b.get("exact"))
-    _latency_rows(t, b.get("latency") or {}, "")
+    comp = b.compiled or {}
+    exact_notes = exact_terminal.baseline_rows(t, b.exact)
+    _latency_rows(t, b.latency or {}, "")
     cc = comp.get("compile") or {}
     if "note" in cc:
         t.add_row("compiles (torch.compile)", "", "", "", "", Text(cc["note"], style="yellow"))
@@ -114,7 +115,7 @@ def baseline_table(b: dict | None) -> list:
         )
     if comp:
         _latency_rows(t, comp.get("latency") or {}, " (compiled)")
-    mem = b.get("memory") or {}
+    mem = b.memory or {}
     if mem.get("note"):  # not compared (a compiled peak against an eager one)
         t.add_row("peak memory (allocated)", "", "", mem["note"], "", "not compared")
         mem = {}
@@ -127,19 +128,19 @@ def baseline_table(b: dict | None) -> list:
             f"+{mem['threshold']:.0%} and +{formatting.nbytes(mem['min_increase_bytes'])}",
             status_text("fail" if mem["regressed"] else "pass"),
         )
-    for cells, res in formatting.training_baseline_rows(b.get("training") or {}):
+    for cells, res in formatting.training_baseline_rows(b.training or {}):
         t.add_row(*cells, Text("info only", style="dim") if res == "info" else status_text(res))
     return [t, *exact_notes, *_baseline_notes(b, mem)]
 
 
-def _baseline_notes(b: dict, mem: dict) -> list:
+def _baseline_notes(b: BaselineComparison, mem: dict) -> list:
     """The lines under the baseline table: host latency, memory rule, what changed."""
     out: list = []
-    lat = b.get("latency") or {}
+    lat = b.latency or {}
     if lat.get("host_time_note"):
         out.append(Text(f"latency: {lat['host_time_note']}", style="dim"))
-    if b.get("reason"):
-        out.append(Text(f"reason: {b['reason']}", style="yellow"))
+    if b.reason:
+        out.append(Text(f"reason: {b.reason}", style="yellow"))
     if mem:
         out.append(
             Text(
@@ -150,7 +151,7 @@ def _baseline_notes(b: dict, mem: dict) -> list:
                 style="dim",
             )
         )
-    ch = b.get("changes", {})
+    ch = b.changes or {}
     if ch.get("new_fallback_ops"):
         out.append(
             Text(
