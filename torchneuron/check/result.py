@@ -121,9 +121,9 @@ class Phase1Result:
 class CheckResult:
     """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
 
-    The phases' results are typed (``result*.py``) but ``profile`` (the dict
-    ``phases/profile.py`` returns, keys in docs/check.md, "Outputs") and ``inconclusive`` are
-    None unless set, and then absent from the JSON."""
+    The phases' results are typed (``result*.py``), ``profile`` excepted: the dict
+    ``phases/profile.py`` returns (keys in docs/check.md, "Outputs"). ``profile`` and
+    ``inconclusive`` are None unless set, and then absent from the JSON."""
 
     #: the JSON's schema name and version
     schema: str = SCHEMA
