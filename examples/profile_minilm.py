@@ -23,6 +23,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule 
 
 import torchneuron  # noqa: E402,F401
 from torchneuron.check.phases import profile as check_profile  # noqa: E402
+from torchneuron.check.report.profile_html import plot_timeline  # noqa: E402
 from torchneuron.models import minilm  # noqa: E402
 
 out = sys.argv[1] if len(sys.argv) > 1 else "docs"
@@ -46,7 +47,7 @@ with profile(
 
 print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=12))
 prof.export_chrome_trace(os.path.join(out, "minilm_trace.json"))
-check_profile.plot_timeline(check_profile.summarize(prof), os.path.join(out, "minilm_timeline.png"))
+plot_timeline(check_profile.summarize(prof), os.path.join(out, "minilm_timeline.png"))
 
 torch.neuron.memory._dump_snapshot(os.path.join(out, "minilm_memory.pickle"))
 torch.neuron.memory._record_memory_history(enabled=None)

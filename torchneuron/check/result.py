@@ -4,14 +4,14 @@
 ``result_cost.py`` ``CostResult``, in ``result_projection.py`` ``ProjectionResult``, in
 ``result_compile.py`` phase 1's ``CompileCheckResult``, in ``result_exact.py``
 ``ExactResult`` (the exact quantities per pass) and in ``result_baseline.py``
-``BaselineComparison`` (``--baseline``). Runner, baseline and reports read their attributes;
+``BaselineComparison`` (``--baseline``), in ``result_profile.py`` ``ProfileResult``
+(``--profile``). Runner, baseline and reports read their attributes;
 ``to_dict`` gives the dict the ``--json`` file holds (same keys, same order), ``from_dict``
 reads it back.
 
-Still plain dicts (their keys: docs/check.md, "Outputs"): the profile, and the nested parts of
-the typed results (an output's comparison, a side's summary, a traced pass, a training step's
+Still plain dicts (their keys: docs/check.md, "Outputs"): the nested parts of the typed results (an output's comparison, a side's summary, a traced pass, a training step's
 row, a core's projection, the compile check's error record, a latency comparison, the exact
-gates' rows)."""
+gates' rows, a profile's spans and top operators)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from .result_compile import CompileCheckResult
 from .result_cost import CostResult
 from .result_exact import ExactResult
 from .result_phases import Phase2Result, Phase3Result
+from .result_profile import ProfileResult
 from .result_projection import ProjectionResult
 from .result_training import TrainingResult
 
@@ -121,8 +122,7 @@ class Phase1Result:
 class CheckResult:
     """One ``torchneuron check`` run (``runner.run`` fills it, in this order).
 
-    The phases' results are typed (``result*.py``), ``profile`` excepted: the dict
-    ``phases/profile.py`` returns (keys in docs/check.md, "Outputs"). ``profile`` and
+    The phases' results are typed (``result*.py``). ``profile`` and
     ``inconclusive`` are None unless set, and then absent from the JSON."""
 
     #: the JSON's schema name and version
@@ -150,7 +150,7 @@ class CheckResult:
     #: phase 3: performance, seconds (``phases/phase3.py``)
     phase3: Phase3Result | None = None
     #: ``--profile``: one steady-state iteration (``phases/profile.py``)
-    profile: dict | None = None
+    profile: ProfileResult | None = None
     #: the exact quantities per pass (``phases/exact.py``)
     exact: ExactResult | None = None
     #: the training check (``phases/training.py``)
@@ -202,6 +202,8 @@ class CheckResult:
             d["cost"] = CostResult.from_dict(d["cost"])
         if d.get("exact") is not None:
             d["exact"] = ExactResult.from_dict(d["exact"])
+        if d.get("profile") is not None:
+            d["profile"] = ProfileResult.from_dict(d["profile"])
         if d.get("baseline") is not None:
             d["baseline"] = BaselineComparison.from_dict(d["baseline"])
         return cls(**d)

@@ -23,6 +23,7 @@ from .result import CheckResult, Phase1Result
 from .result_baseline import BaselineComparison
 from .result_exact import ExactResult
 from .result_phases import Phase2Result, Phase3Result
+from .result_profile import ProfileResult
 from .result_projection import ProjectionResult
 from .result_training import TrainingResult
 
@@ -326,7 +327,7 @@ def _run_profile_and_exact(
         result.profile = (
             profile_mod.run(session, cfg, ui)
             if skip is None
-            else {"status": "skipped", "reason": skip}
+            else ProfileResult(status="skipped", reason=skip)
         )
     # exact quantities per pass (phases/exact.py): the default performance gates
     from .phases import exact

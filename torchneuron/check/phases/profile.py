@@ -8,7 +8,7 @@ After phase 3 has warmed the model up, one more forward pass runs under
   drawn as an inline SVG in the HTML report;
 * the top operators by self device time, the table
   ``prof.key_averages().table(sort_by="self_device_time_total")`` prints,
-  which the JSON carries as ``result.profile["top_ops"]``.
+  which the JSON carries as ``result.profile.top_ops`` (``ProfileResult``).
 
 Times are microseconds, relative to the iteration's first event.
 """
@@ -16,7 +16,6 @@ Times are microseconds, relative to the iteration's first event.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import torch
 from torch.autograd import DeviceType
@@ -24,6 +23,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from ..config import CheckConfig
 from ..model import tensors as T
+from ..result_profile import ProfileResult
 
 TOP_OPS = 20
 FALLBACK_PREFIX = "cpu_fallback: "
@@ -61,39 +61,33 @@ def _is_dispatched_op(e) -> bool:
     return True
 
 
-def summarize(prof) -> dict[str, Any]:
-    """The JSON-ready profile of a finished ``torch.profiler.profile``: timeline
-    spans, top operators by self device time, totals (microseconds)."""
+def summarize(prof) -> ProfileResult:
+    """The profile of a finished ``torch.profiler.profile`` (status "ok"): timeline spans,
+    top operators by self device time, totals (microseconds); no ``table`` or
+    ``elapsed_s`` (``run`` adds them)."""
     events = list(prof.events())
+    if not events:
+        return ProfileResult(status="ok")
     device = [e for e in events if e.device_type == DeviceType.PrivateUse1]
     host = [e for e in events if e.device_type == DeviceType.CPU and _is_dispatched_op(e)]
-    if not events:
-        return {
-            "timeline": [],
-            "top_ops": [],
-            "device_time_us": 0.0,
-            "fallback_time_us": 0.0,
-            "rows": [],
-            "span_us": 0.0,
-        }
     t0 = min(e.time_range.start for e in events)
     spans = _spans(host, device, t0)
     rows = ["host dispatch"] + sorted(
         {s["row"] for s in spans if s["row"] != "host dispatch"}, key=lambda r: ("host" in r, r)
     )
-    top = _top_ops(prof, device)
-    return {
-        "timeline": spans,
-        "rows": rows,
-        "span_us": max((s["start_us"] + s["dur_us"] for s in spans), default=0.0),
-        "top_ops": top,
-        "device_time_us": sum(
+    return ProfileResult(
+        status="ok",
+        timeline=spans,
+        rows=rows,
+        span_us=max((s["start_us"] + s["dur_us"] for s in spans), default=0.0),
+        top_ops=_top_ops(prof, device),
+        device_time_us=sum(
             e.time_range.elapsed_us() for e in device if not e.name.startswith(FALLBACK_PREFIX)
         ),
-        "fallback_time_us": sum(
+        fallback_time_us=sum(
             e.time_range.elapsed_us() for e in device if e.name.startswith(FALLBACK_PREFIX)
         ),
-    }
+    )
 
 
 def _spans(host: list, device: list, t0: float) -> list[dict]:
@@ -158,29 +152,17 @@ def _top_ops(prof, device: list) -> list[dict]:
     return top
 
 
-def run(session, cfg: CheckConfig, ui=None) -> dict[str, Any]:
+def run(session, cfg: CheckConfig, ui=None) -> ProfileResult:
     """Profile one steady-state iteration of the phase-1 session (the model has
-    been warmed up by phase 3). Never raises: a failure is reported in the dict."""
+    been warmed up by phase 3). Never raises: a failure is status "error"."""
     if ui is not None:
         ui.step("Profiling one steady-state iteration")
     t = time.perf_counter()
     try:
         prof = _profile_one(session.model, session.inputs, session.device, cfg.torch_dtype)
         out = summarize(prof)
-        out["table"] = prof.key_averages().table(
-            sort_by="self_device_time_total", row_limit=TOP_OPS
-        )
-        out["status"] = "ok"
+        out.table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=TOP_OPS)
     except Exception as e:  # the profile is an extra: it must not sink the check
-        out = {
-            "status": "error",
-            "error": f"{type(e).__name__}: {e}",
-            "timeline": [],
-            "top_ops": [],
-            "rows": [],
-            "span_us": 0.0,
-            "device_time_us": 0.0,
-            "fallback_time_us": 0.0,
-        }
-    out["elapsed_s"] = time.perf_counter() - t
+        out = ProfileResult(status="error", error=f"{type(e).__name__}: {e}")
+    out.elapsed_s = time.perf_counter() - t
     return out

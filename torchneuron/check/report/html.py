@@ -496,10 +496,6 @@ def _manifest(m: dict) -> str:
     return _kv(rows)
 
 
-def _profile_section(p: dict | None) -> str:
-    return html_section(p)
-
-
 def render(result: CheckResult) -> str:
     """The page as a string."""
     m = result.model
@@ -561,7 +557,7 @@ annotated with their calls and seconds (CPU kernel and copies) from <code>torch.
 <h2 id="phase3">Phase 3 — stable performance after warm-up {_status(p3.status)}</h2>
 {_phase3(p3, result.config["reference"])}
 <div class="plots">{plot_html["warmup"]}{plot_html["hist"]}</div>
-{_profile_section(result.profile)}
+{html_section(result.profile)}
 <h2 id="cost">Cost</h2>
 {_cost(result.cost)}
 {_training(result.training)}

@@ -3,23 +3,24 @@ iteration as inline SVG and the top operators by self device time."""
 
 from __future__ import annotations
 
+from ..result_profile import ProfileResult
 from .html_parts import _e, _plt, _svg, _table
 
 _COLORS = {"cpu_op": "#8da0cb", "kernel": "#66c2a5", "memcpy": "#fc8d62", "cpu_fallback": "#d62728"}
 
 
-def plot_timeline(p: dict, path: str | None = None) -> str | None:
+def plot_timeline(p: ProfileResult, path: str | None = None) -> str | None:
     """The timeline as inline SVG (or saved to ``path``: PNG/SVG by suffix, returns None)."""
-    if not p.get("timeline"):
+    if not p.timeline:
         return None
     plt = _plt()
-    rows = p["rows"]
+    rows = p.rows
     fig, ax = plt.subplots(figsize=(11, 0.5 + 0.45 * len(rows)))
     for i, row in enumerate(rows):
         for kind, color in _COLORS.items():
             bars = [
                 (s["start_us"] / 1e3, max(s["dur_us"], 0.5) / 1e3)
-                for s in p["timeline"]
+                for s in p.timeline
                 if s["row"] == row and s["kind"] == kind
             ]
             if bars:
@@ -27,7 +28,7 @@ def plot_timeline(p: dict, path: str | None = None) -> str | None:
     ax.set_yticks(range(len(rows)), rows)
     ax.invert_yaxis()
     ax.set_xlabel("ms from the start of the iteration")
-    ax.set_xlim(0, max(p["span_us"], 1.0) / 1e3)
+    ax.set_xlim(0, max(p.span_us, 1.0) / 1e3)
     from matplotlib.patches import Patch
 
     ax.legend(
@@ -45,14 +46,16 @@ def plot_timeline(p: dict, path: str | None = None) -> str | None:
     return _svg(fig)
 
 
-def html_section(p: dict | None) -> str:
+def html_section(p: ProfileResult | None) -> str:
     """The report's "Profile" section (empty when --profile was not given)."""
-    if not p:
+    if p is None:
         return ""
-    if p.get("status") == "skipped":
-        return f'<h2 id="profile">Profile</h2><div class="note">not profiled: {_e(p.get("reason"))}</div>'
-    if p.get("status") != "ok":
-        return f'<h2 id="profile">Profile</h2><div class="note">profiling failed: {_e(p.get("error"))}</div>'
+    if p.status == "skipped":
+        return f'<h2 id="profile">Profile</h2><div class="note">not profiled: {_e(p.reason)}</div>'
+    if not p.ok:
+        return (
+            f'<h2 id="profile">Profile</h2><div class="note">profiling failed: {_e(p.error)}</div>'
+        )
     svg = plot_timeline(p)
     rows = [
         [
@@ -62,7 +65,7 @@ def html_section(p: dict | None) -> str:
             f"{o['device_total_us']:.1f}",
             f"{o['self_cpu_us']:.1f}",
         ]
-        for o in p["top_ops"]
+        for o in p.top_ops
     ]
     table = _table(
         ["operator", "calls", "self device µs", "device total µs", "self CPU µs"],
@@ -70,8 +73,8 @@ def html_section(p: dict | None) -> str:
         (1, 2, 3, 4),
     )
     return f"""<h2 id="profile">Profile — one steady-state iteration</h2>
-<p class="caption">torch.profiler with ProfilerActivity.PrivateUse1: {p["device_time_us"]:.0f} µs of device
-work, {p["fallback_time_us"]:.0f} µs of CPU fallbacks (red), over {p["span_us"]:.0f} µs.</p>
+<p class="caption">torch.profiler with ProfilerActivity.PrivateUse1: {p.device_time_us:.0f} µs of device
+work, {p.fallback_time_us:.0f} µs of CPU fallbacks (red), over {p.span_us:.0f} µs.</p>
 <div class="plots"><div class="plot">{svg or ""}</div></div>
 <h3>Top operators by self device time</h3>
 {table}
