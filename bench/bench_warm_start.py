@@ -76,6 +76,10 @@ def child(name: str) -> None:
                 "user_compiler": sec("OutputGraph.call_user_compiler"),
                 "backend": backend,
                 "cache": sorted({r["cache"] for r in recs}),
+                "aot_hits": int(torch._dynamo.utils.counters["aot_autograd"]["autograd_cache_hit"]),
+                "dynamo_hits": int(
+                    torch._dynamo.utils.counters["dynamo_cache"]["dynamo_cache_hit"]
+                ),
             }
         )
     )
@@ -117,7 +121,8 @@ def main():
             print(
                 f"  {label}: Dynamo compile {r['dynamo_total']:.2f} s, of it AOTAutograd + "
                 f"backend {r['user_compiler']:.2f} s, of it backend {r['backend']:.2f} s; "
-                f"cache {r['cache']}"
+                f"cache {r['cache']}, AOTAutogradCache hits {r.get('aot_hits')}, "
+                f"Dynamo cache hits {r.get('dynamo_hits')}"
             )
 
 

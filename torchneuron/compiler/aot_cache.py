@@ -1,0 +1,291 @@
+"""Warm starts without AOTAutograd's (and, opt-in, Dynamo's) tracing (issue 24).
+
+With TORCHNEURON_AOT_CACHE=1 the backend calls AOTAutograd with a
+``SerializableAOTDispatchCompiler`` whose graphs are ``NeuronOutputCode`` (an Inductor
+``OutputCode``), under ``bundled_autograd_cache``: PyTorch's AOTAutogradCache then keeps
+AOTAutograd's result (runtime wrappers, metadata, our OutputCodes) and a new process that
+hits it skips the joint-graph trace and the partitioner. A NeuronOutputCode pickles as
+what finds its executable in TorchNeuron's cache: the key text of its AOT graph
+(graph_key.py; the index maps it, with the compiler options now, to the executable key
+and the GraphPlan), its name and node count, and the graph itself (GraphPickler: node
+metadata and fake values) for a rebuild. The executable stays in the NEFF cache folder.
+
+Correctness of a hit: AOTAutogradCache's key covers the Dynamo graph, its inputs'
+metadata (shape, stride, dtype, requires_grad), grad mode, autocast, AOTAutograd's and
+Inductor's config and the torch version; it does not cover our decomposition table,
+partitioner or passes. ``cache_tag()`` puts those in through
+``torch.compiler.config.cache_key_tag`` (part of the key), patched for our call only: a
+SHA-256 of every source file of torchneuron/compiler (decompositions, passes, backend,
+this file), the partitioner setting, and the backend options. A loaded graph takes the
+executable of the 64-bit narrowing switch now (its key text names it); when the index has
+no entry for it (another NEFF cache folder, a cleared one, the other switch), the stored
+graph is rebuilt, checked to have the same key text, and compiled as a cold start would
+(a graph that does not rebuild identically raises, and AOTAutograd traces again).
+
+With TORCHNEURON_DYNAMO_CACHE=1 Dynamo's caching precompile (``torch._dynamo.config.
+caching_precompile``) keeps Dynamo's output too: guards and bytecode per function, with
+the AOTAutograd results above as its backends; ``save_dynamo_packages()`` (at exit and
+after each compile) writes them. Both are kept in PyTorch's cache folder, which is
+pointed at ``torch_cache_dir()``: ``$TORCH_NEURONX_NEFF_CACHE_DIR/torch/torchneuron-<sources
+fingerprint>-<partitioner>`` (under TORCHINDUCTOR_CACHE_DIR instead where the user set it), so
+the traces live beside their executables and a changed compiler never finds old ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import threading
+
+import torch
+
+from . import config
+
+_lock = threading.Lock()
+_counts = {"stored": 0, "loaded": 0, "rebuilt": 0}
+
+
+def enabled() -> bool:
+    return config.aot_cache() and not config.neff_cache_disabled()
+
+
+def counts() -> dict:
+    """Graphs this process stored in / loaded from AOTAutogradCache, and loaded graphs
+    rebuilt from their stored FX graph (their executable was not indexed)."""
+    return dict(_counts)
+
+
+@functools.lru_cache(maxsize=2)
+def sources_fingerprint(root: str | None = None) -> str:
+    """SHA-256 of every .py file of torchneuron/compiler (``root``; its subfolders too): the
+    decompositions, the partitioner's setup, the passes, the lowering, this file."""
+    here = root or os.path.dirname(__file__)
+    h = hashlib.sha256()
+    for d, dirs, names in os.walk(here):
+        dirs.sort()
+        for f in sorted(names):
+            if f.endswith(".py"):
+                path = os.path.join(d, f)
+                h.update(os.path.relpath(path, here).encode())
+                with open(path, "rb") as fh:
+                    h.update(fh.read())
+    return h.hexdigest()
+
+
+def cache_tag(opts: dict) -> str:
+    """What AOTAutogradCache's key must also cover for our graphs (see the module doc)."""
+    base = torch.compiler.config.cache_key_tag
+    return (
+        f"{base}|torchneuron:{sources_fingerprint()}:partitioner={config.partitioner()}"
+        f":model={opts['model_name']}:fallback={int(opts['fallback_execution'])}"
+    )
+
+
+_dirs: dict = {"user": None, "set": None}  # the user's TORCHINDUCTOR_CACHE_DIR, ours
+
+
+def torch_cache_dir() -> str:
+    """Where PyTorch's caches go for our graphs: ``<base>/torchneuron-<fingerprint>``, base
+    the TORCHINDUCTOR_CACHE_DIR the user set, else ``$TORCH_NEURONX_NEFF_CACHE_DIR/torch``.
+    The folder is named by ``sources_fingerprint()`` and the partitioner: Dynamo's packages
+    (TORCHNEURON_DYNAMO_CACHE) are keyed by the function alone, and a package made with
+    other decompositions or passes must not be found."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    cur = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cur and cur not in (os.path.abspath(default_cache_dir()), _dirs["set"]):
+        _dirs["user"] = cur  # set by the user (torch sets its default itself)
+    base = _dirs["user"] or os.path.join(config.neff_cache_dir(), "torch")
+    name = f"torchneuron-{sources_fingerprint()[:20]}-{config.partitioner()}"
+    return os.path.abspath(os.path.join(base, name))
+
+
+def use_torch_cache_dir() -> None:
+    """Points TORCHINDUCTOR_CACHE_DIR (PyTorch's cache folder, this process's Inductor's
+    too) at ``torch_cache_dir()``."""
+    want = torch_cache_dir()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _dirs["set"] = want
+
+
+@contextlib.contextmanager
+def aot_context(opts: dict):
+    """Around the backend's aot_autograd call: our key tag, bundled entries, and the
+    backward graph compiled now rather than at the first backward (AOTAutograd stores a
+    training entry when the backward has compiled, and reads whether to bundle it then:
+    outside this context)."""
+    use_torch_cache_dir()
+    with (
+        torch.compiler.config.patch(cache_key_tag=cache_tag(opts)),
+        torch._functorch.config.patch(
+            bundled_autograd_cache=True, force_non_lazy_backward_lowering=True
+        ),
+    ):
+        yield
+
+
+def serializable(compiler):
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+
+    return SerializableAOTDispatchCompiler(NeuronOutputCode, compiler)
+
+
+def _output_code_base():
+    from torch._inductor.output_code import OutputCode
+
+    return OutputCode
+
+
+class NeuronOutputCode(_output_code_base()):
+    """A compiled AOT graph as AOTAutogradCache keeps it (see the module doc)."""
+
+    _boxed_call = True
+
+    def __init__(self, run, state: dict):
+        self._run = run  # args -> outputs; None once pickled, until post_compile
+        self.state = state  # name, model_name, key_text, n_nodes, follows, gm/inputs or blob
+
+    def __call__(self, *args):
+        # boxed (one list) as AOTAutograd calls an OutputCode, or unboxed, as it calls one
+        # it wrapped in a SerializableCompiledFunction (the inference path): graph inputs
+        # are tensors and scalars, never a list
+        if len(args) == 1 and isinstance(args[0], list):
+            return self._run(args[0])
+        return self._run(list(args))
+
+    def __getstate__(self):
+        return {"state": self.state}
+
+    def __setstate__(self, d):
+        self.state, self._run = d["state"], None
+
+    def prepare_for_serialization(self) -> None:
+        from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
+        st = dict(self.state)
+        if st.get("key_text") is None:  # a fallback graph, or one with no key
+            raise BypassAOTAutogradCache("neuron: this graph has no cache key")
+        if "blob" not in st:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+            from torch.fx._graph_pickler import GraphPickler
+
+            try:
+                with unset_fake_temporarily():  # real constants read as they are
+                    st["blob"] = GraphPickler.dumps((st.pop("gm"), st.pop("inputs")))
+            except Exception as e:
+                raise BypassAOTAutogradCache(f"neuron: graph not picklable: {e}") from e
+        self.state, self._run = st, None  # a copy (pre_save): the live object keeps its own
+        with _lock:
+            _counts["stored"] += 1
+
+    def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
+        self._run = _LoadedVariants(self.state)
+        with _lock:
+            _counts["loaded"] += 1
+
+    def set_triton_bundle(self, triton_bundle) -> None:
+        pass
+
+
+class _LoadedVariants:
+    """A loaded graph's run: the executable for the 64-bit narrowing switch now, from the
+    index, or compiled from the stored graph; the other switch's on first use, as
+    narrowing_variants.py does."""
+
+    def __init__(self, state: dict):
+        from .. import _C
+
+        self.state = state
+        self._lock = threading.Lock()
+        self._follows = state["follows"]
+        self._first = bool(_C._narrow_64bit()) if self._follows else state["narrow"]
+        self._runs = {self._first: self._build(self._first, None)}
+
+    def _build(self, narrow: bool, reason):
+        from . import graph_compiler, graph_key
+
+        st = self.state
+        text = graph_key.with_narrow(st["key_text"], narrow)
+        try:
+            return graph_compiler.compile_indexed(
+                text, st["n_nodes"], st["name"], st["model_name"], reason
+            )
+        except graph_compiler.NotIndexed:
+            pass
+        return self._rebuild(text, narrow, reason)
+
+    def _rebuild(self, text: str, narrow: bool, reason):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx._graph_pickler import GraphPickler
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        from . import graph_compiler, graph_key
+        from .passes.policy.narrow_64bit import compiling_with
+
+        st = self.state
+        gm, inputs = GraphPickler.loads(st["blob"], FakeTensorMode(shape_env=ShapeEnv()))
+        with compiling_with(narrow):
+            got = graph_key.graph_key_text(gm, inputs)
+            if got != text:
+                raise RuntimeError(
+                    f"neuron: the cached graph {st['name']} does not rebuild identically; "
+                    "tracing it again"
+                )
+            out = graph_compiler.compile_graph(gm, inputs, st["name"], st["model_name"], reason)
+        with _lock:
+            _counts["rebuilt"] += 1
+        return out
+
+    def __call__(self, args):
+        from .. import _C
+
+        key = bool(_C._narrow_64bit()) if self._follows else self._first
+        run = self._runs.get(key)
+        if run is None:
+            with self._lock:
+                run = self._runs.get(key)
+                if run is None:
+                    run = self._build(
+                        key,
+                        "64-bit narrowing switched "
+                        + ("on" if key else "off")
+                        + " since the last compile",
+                    )
+                    self._runs[key] = run
+        if any(a is None for a in args):  # effect tokens, as backend.py's run
+            args = [torch.empty(0) if a is None else a for a in args]
+        return run(args)
+
+
+def install_dynamo_cache() -> None:
+    """TORCHNEURON_DYNAMO_CACHE=1, at torchneuron's import: Dynamo's caching precompile on
+    (torch.compile then looks a function's package up when it wraps it), PyTorch's cache
+    folder beside the NEFF cache, the packages saved at exit."""
+    import atexit
+
+    import torch._dynamo
+
+    use_torch_cache_dir()
+    torch._dynamo.config.caching_precompile = True
+    atexit.register(save_dynamo_packages)
+
+
+def save_dynamo_packages() -> int:
+    """Writes the Dynamo packages this process compiled (TORCHNEURON_DYNAMO_CACHE=1; also
+    done at exit) into PyTorch's cache folder; returns how many. A package whose graphs
+    have no stored backend (a fallback graph, a shape-specialized one) is not written: the
+    next process traces it again."""
+    if not config.dynamo_cache():
+        return 0
+    from torch._dynamo.package import DynamoCache
+    from torch._dynamo.precompile_context import PrecompileContext
+
+    n = 0
+    for key, entry in list(PrecompileContext._dynamo_cache_entries.items()):
+        try:
+            DynamoCache.save_cache_entry(entry, key)
+            n += 1
+        except Exception:  # a backend not recorded: traced again next time
+            pass
+    return n
