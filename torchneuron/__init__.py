@@ -97,20 +97,6 @@ def _register_compile_backend() -> None:
 
 _register_compile_backend()
 
-
-def _install_dynamo_cache() -> None:
-    # TORCHNEURON_DYNAMO_CACHE=1: Dynamo's output kept across processes (compiler/aot_cache.py);
-    # on before the first torch.compile call, which looks its function up
-    from .compiler import config as _config
-
-    if _config.dynamo_cache() and not _config.neff_cache_disabled():
-        from .compiler import aot_cache
-
-        aot_cache.install_dynamo_cache()
-
-
-_install_dynamo_cache()
-
 from .compiler import cache_artifacts as _cache_artifacts  # noqa: E402,F401  (mega-cache types)
 
 

@@ -1,4 +1,4 @@
-"""Warm starts without AOTAutograd's (and, opt-in, Dynamo's) tracing (issue 24).
+"""Warm starts without AOTAutograd's tracing (TORCHNEURON_AOT_CACHE=1, issue 24).
 
 With TORCHNEURON_AOT_CACHE=1 the backend calls AOTAutograd with a
 ``SerializableAOTDispatchCompiler`` whose graphs are ``NeuronOutputCode`` (an Inductor
@@ -22,13 +22,15 @@ no entry for it (another NEFF cache folder, a cleared one, the other switch), th
 graph is rebuilt, checked to have the same key text, and compiled as a cold start would
 (a graph that does not rebuild identically raises, and AOTAutograd traces again).
 
-With TORCHNEURON_DYNAMO_CACHE=1 Dynamo's caching precompile (``torch._dynamo.config.
-caching_precompile``) keeps Dynamo's output too: guards and bytecode per function, with
-the AOTAutograd results above as its backends; ``save_dynamo_packages()`` (at exit and
-after each compile) writes them. Both are kept in PyTorch's cache folder, which is
-pointed at ``torch_cache_dir()``: ``$TORCH_NEURONX_NEFF_CACHE_DIR/torch/torchneuron-<sources
-fingerprint>-<partitioner>`` (under TORCHINDUCTOR_CACHE_DIR instead where the user set it), so
-the traces live beside their executables and a changed compiler never finds old ones.
+PyTorch's cache folder is pointed at ``torch_cache_dir()``:
+``$TORCH_NEURONX_NEFF_CACHE_DIR/torch/torchneuron-<sources fingerprint>-<partitioner>``
+(under TORCHINDUCTOR_CACHE_DIR instead where the user set it), so the traces live beside
+their executables and a changed compiler never finds old ones.
+
+Dynamo's own output (guards, bytecode) is not kept: torch 2.13's caching precompile
+(``torch._dynamo.config.caching_precompile``) was tried and fails on GPT-2 and after a
+guard failure (docs/design/compile-performance.md section 2), so a new process runs
+Dynamo's trace again.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import functools
 import hashlib
 import os
 import threading
+from collections.abc import Mapping
 
 import torch
 
@@ -89,9 +92,8 @@ _dirs: dict = {"user": None, "set": None}  # the user's TORCHINDUCTOR_CACHE_DIR,
 def torch_cache_dir() -> str:
     """Where PyTorch's caches go for our graphs: ``<base>/torchneuron-<fingerprint>``, base
     the TORCHINDUCTOR_CACHE_DIR the user set, else ``$TORCH_NEURONX_NEFF_CACHE_DIR/torch``.
-    The folder is named by ``sources_fingerprint()`` and the partitioner: Dynamo's packages
-    (TORCHNEURON_DYNAMO_CACHE) are keyed by the function alone, and a package made with
-    other decompositions or passes must not be found."""
+    The folder is named by ``sources_fingerprint()`` and the partitioner, so entries made
+    with other decompositions or passes are not even read."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     cur = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
@@ -114,15 +116,80 @@ def aot_context(opts: dict):
     """Around the backend's aot_autograd call: our key tag, bundled entries, and the
     backward graph compiled now rather than at the first backward (AOTAutograd stores a
     training entry when the backward has compiled, and reads whether to bundle it then:
-    outside this context)."""
+    outside this context); Inductor's device backends not imported for the key."""
     use_torch_cache_dir()
     with (
         torch.compiler.config.patch(cache_key_tag=cache_tag(opts)),
         torch._functorch.config.patch(
             bundled_autograd_cache=True, force_non_lazy_backward_lowering=True
         ),
+        _no_inductor_backend_registration(),
     ):
         yield
+
+
+@contextlib.contextmanager
+def _no_inductor_backend_registration():
+    """AOTAutogradCache's key (Inductor's FxGraphHashDetails) first registers Inductor's
+    code generators of every device, to name their custom Inductor passes: an import of
+    Inductor's lowering and schedulers, ~3 s of a warm start's ~7 s (GPT-2 4 layers, this
+    host). Our graphs never reach Inductor; the registration is skipped for our key, which
+    then names the custom passes of the devices registered so far (none, unless this
+    process used Inductor first: then the key differs, a miss, never a wrong hit). Only
+    the key's binding in torch._inductor.codecache is replaced; Inductor's own compiles
+    register through theirs."""
+    try:
+        from torch._inductor import codecache
+    except Exception:  # another torch: nothing to skip
+        yield
+        return
+    if not callable(getattr(codecache, "init_backend_registration", None)):
+        yield
+        return
+    with _registration_lock:  # counted: compiles in several threads nest
+        if _registration["depth"] == 0:
+            _registration["saved"] = codecache.init_backend_registration
+            codecache.init_backend_registration = _skip_registration
+        _registration["depth"] += 1
+    try:
+        yield
+    finally:
+        with _registration_lock:
+            _registration["depth"] -= 1
+            if _registration["depth"] == 0:
+                codecache.init_backend_registration = _registration.pop("saved")
+
+
+def _skip_registration() -> None:
+    pass
+
+
+_registration_lock = threading.Lock()
+_registration: dict = {"depth": 0}
+
+
+class LazyDecompositions(Mapping):
+    """``decompositions.decomposition_table()``, built on first use (~1.3 s on this host):
+    AOTAutograd reads it only when it traces, which an AOTAutogradCache hit does not."""
+
+    def __init__(self):
+        self._table = None
+
+    def _get(self) -> dict:
+        if self._table is None:
+            from .decompositions import decomposition_table
+
+            self._table = decomposition_table()
+        return self._table
+
+    def __getitem__(self, op):
+        return self._get()[op]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 def serializable(compiler):
@@ -172,7 +239,9 @@ class NeuronOutputCode(_output_code_base()):
 
             try:
                 with unset_fake_temporarily():  # real constants read as they are
-                    st["blob"] = GraphPickler.dumps((st.pop("gm"), st.pop("inputs")))
+                    st["blob"] = GraphPickler.dumps(
+                        (st.pop("gm"), st.pop("inputs")), _pickle_options()
+                    )
             except Exception as e:
                 raise BypassAOTAutogradCache(f"neuron: graph not picklable: {e}") from e
         self.state, self._run = st, None  # a copy (pre_save): the live object keeps its own
@@ -186,6 +255,26 @@ class NeuronOutputCode(_output_code_base()):
 
     def set_triton_bundle(self, triton_bundle) -> None:
         pass
+
+
+_PICKLED_OP_NAMESPACES = ("aten", "prims", "fbgemm")
+
+
+def _pickle_options():
+    """GraphPickler's options for our AOT graphs: its default allows only aten (and fbgemm)
+    ops, and our decompositions leave prims ops (``prims.convert_element_type``: MiniLM's
+    graphs, every graph with a dtype cast) that every process with torch resolves too."""
+    from torch.fx._graph_pickler import Options
+
+    def ops_filter(name: str) -> bool:  # "torch.ops.<namespace>.<op>.<overload>"
+        parts = name.split(".")
+        return (
+            len(parts) > 3
+            and parts[:2] == ["torch", "ops"]
+            and (parts[2] in _PICKLED_OP_NAMESPACES)
+        )
+
+    return Options(ops_filter=ops_filter)
 
 
 class _LoadedVariants:
@@ -256,36 +345,3 @@ class _LoadedVariants:
         if any(a is None for a in args):  # effect tokens, as backend.py's run
             args = [torch.empty(0) if a is None else a for a in args]
         return run(args)
-
-
-def install_dynamo_cache() -> None:
-    """TORCHNEURON_DYNAMO_CACHE=1, at torchneuron's import: Dynamo's caching precompile on
-    (torch.compile then looks a function's package up when it wraps it), PyTorch's cache
-    folder beside the NEFF cache, the packages saved at exit."""
-    import atexit
-
-    import torch._dynamo
-
-    use_torch_cache_dir()
-    torch._dynamo.config.caching_precompile = True
-    atexit.register(save_dynamo_packages)
-
-
-def save_dynamo_packages() -> int:
-    """Writes the Dynamo packages this process compiled (TORCHNEURON_DYNAMO_CACHE=1; also
-    done at exit) into PyTorch's cache folder; returns how many. A package whose graphs
-    have no stored backend (a fallback graph, a shape-specialized one) is not written: the
-    next process traces it again."""
-    if not config.dynamo_cache():
-        return 0
-    from torch._dynamo.package import DynamoCache
-    from torch._dynamo.precompile_context import PrecompileContext
-
-    n = 0
-    for key, entry in list(PrecompileContext._dynamo_cache_entries.items()):
-        try:
-            DynamoCache.save_cache_entry(entry, key)
-            n += 1
-        except Exception:  # a backend not recorded: traced again next time
-            pass
-    return n

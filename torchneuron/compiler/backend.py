@@ -175,17 +175,22 @@ def _aot(opts: dict, reason: str | None, hint=None):
     from torch._dynamo.backends.common import aot_autograd
 
     from . import aot_cache
-    from .decompositions import decomposition_table
 
     box = [reason]
     cached = aot_cache.enabled()
+    if cached:  # a hit does not trace: the table is built if AOTAutograd traces
+        decompositions = aot_cache.LazyDecompositions()
+    else:
+        from .decompositions import decomposition_table
+
+        decompositions = decomposition_table()
     comp = _make_compiler(opts, box, hint, serializable=cached)
     wrap = aot_cache.serializable if cached else lambda c: c  # one wrapper each (Dynamo's
     inner = aot_autograd(  # aot_autograd wraps the backward one's function in place)
         fw_compiler=wrap(comp),
         bw_compiler=wrap(comp),
         inference_compiler=wrap(comp),
-        decompositions=decomposition_table(),
+        decompositions=decompositions,
         keep_inference_input_mutations=True,
         partition_fn=_partition_fn(),
     )

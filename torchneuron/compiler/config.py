@@ -112,14 +112,7 @@ def partitioner() -> str:
 
 
 def aot_cache() -> bool:
-    """TORCHNEURON_AOT_CACHE=1 (default 0; implied by TORCHNEURON_DYNAMO_CACHE=1): AOTAutograd's
-    results (the traced, partitioned graphs and their runtime wrappers) are kept in PyTorch's
-    AOTAutogradCache, so a new process skips AOTAutograd's tracing (aot_cache.py)."""
-    return _flag("TORCHNEURON_AOT_CACHE", False) or dynamo_cache()
-
-
-def dynamo_cache() -> bool:
-    """TORCHNEURON_DYNAMO_CACHE=1 (default 0): also Dynamo's output (guards, bytecode) is kept,
-    through PyTorch's caching precompile (experimental in torch 2.13), so a new process
-    skips Dynamo's tracing too (aot_cache.py)."""
-    return _flag("TORCHNEURON_DYNAMO_CACHE", False)
+    """TORCHNEURON_AOT_CACHE=1 (default 0): AOTAutograd's results (the traced, partitioned
+    graphs and their runtime wrappers) are kept in PyTorch's AOTAutogradCache, so a new
+    process skips AOTAutograd's tracing (aot_cache.py)."""
+    return _flag("TORCHNEURON_AOT_CACHE", False)
