@@ -131,13 +131,15 @@ def aot_context(opts: dict):
 @contextlib.contextmanager
 def _no_inductor_backend_registration():
     """AOTAutogradCache's key (Inductor's FxGraphHashDetails) first registers Inductor's
-    code generators of every device, to name their custom Inductor passes: an import of
-    Inductor's lowering and schedulers, ~3 s of a warm start's ~7 s (GPT-2 4 layers, this
-    host). Our graphs never reach Inductor; the registration is skipped for our key, which
-    then names the custom passes of the devices registered so far (none, unless this
-    process used Inductor first: then the key differs, a miss, never a wrong hit). Only
-    the key's binding in torch._inductor.codecache is replaced; Inductor's own compiles
-    register through theirs."""
+    code generators of the built-in devices, to list each device's custom Inductor pass:
+    an import of Inductor's lowering and schedulers, ~3 s of a warm start's ~7 s (GPT-2 4
+    layers, this host). Those registrations carry no custom pass (a user's pass is
+    registered by the user, and listed either way), so skipping them drops only empty
+    entries from the key: an entry made in a process that used Inductor first has more of
+    them, and a process that did not misses it, never a wrong hit. Only the binding in
+    torch._inductor.codecache is replaced, while our key is computed (an Inductor key made
+    meanwhile in another thread lacks the same empty entries); Inductor's compiles
+    register through their own binding."""
     try:
         from torch._inductor import codecache
     except Exception:  # another torch: nothing to skip
