@@ -7,7 +7,9 @@ that imports torch and torchneuron, builds the model, then times its first compi
 (``torch.compile(model, backend="neuron")``, inference under no_grad) and prints where the
 time went: Dynamo's bytecode tracing, AOTAutograd's tracing, the backend (passes, lowering,
 compile or cache read). Prints cold, warm and the ratio cold/warm (target >= 10), the median
-of ``--repeats`` child pairs. Run: `.venv/bin/python bench/bench_warm_start.py`.
+of ``--repeats`` child pairs. Run: `.venv/bin/python bench/bench_warm_start.py`; with
+`TORCHNEURON_AOT_CACHE=1` in the environment the warm child skips AOTAutograd's trace
+(compiler/aot_cache.py). The children import this checkout's torchneuron.
 """
 
 from __future__ import annotations
@@ -76,13 +78,18 @@ def child(name: str) -> None:
                 "user_compiler": sec("OutputGraph.call_user_compiler"),
                 "backend": backend,
                 "cache": sorted({r["cache"] for r in recs}),
+                "aot_hits": int(torch._dynamo.utils.counters["aot_autograd"]["autograd_cache_hit"]),
             }
         )
     )
 
 
 def _run(name: str, cache_dir: str) -> dict:
-    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=cache_dir)
+    # the child imports this checkout's torchneuron (its sys.path[0] is bench/; an editable
+    # install may point at another one)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=cache_dir, PYTHONPATH=path)
     out = subprocess.run(
         [sys.executable, __file__, "--child", name],
         env=env,
@@ -117,7 +124,7 @@ def main():
             print(
                 f"  {label}: Dynamo compile {r['dynamo_total']:.2f} s, of it AOTAutograd + "
                 f"backend {r['user_compiler']:.2f} s, of it backend {r['backend']:.2f} s; "
-                f"cache {r['cache']}"
+                f"cache {r['cache']}, AOTAutogradCache hits {r.get('aot_hits')}"
             )
 
 

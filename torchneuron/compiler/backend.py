@@ -97,7 +97,7 @@ def _graph_name(model_name: str) -> str:
     return f"{model_name}_{aot.split('__', 1)[-1]}"
 
 
-def _make_compiler(opts: dict, reason_box: list, hint=None):
+def _make_compiler(opts: dict, reason_box: list, hint=None, serializable: bool = False):
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         name = _graph_name(opts["model_name"])
 
@@ -148,7 +148,25 @@ def _make_compiler(opts: dict, reason_box: list, hint=None):
             return variants(args)
 
         run._boxed_call = True
-        return run
+        if not serializable:
+            return run
+        from .aot_cache import NeuronOutputCode
+
+        first = next(iter(variants._runs.values()))
+        key_text = getattr(first, "key_text", None)  # None: a fallback graph, not stored
+        return NeuronOutputCode(
+            run,
+            {
+                "name": name,
+                "model_name": opts["model_name"],
+                "key_text": key_text,
+                "n_nodes": getattr(first, "n_nodes", 0),
+                "follows": variants._follows,
+                "narrow": next(iter(variants._runs)),
+                "gm": gm,
+                "inputs": list(example_inputs),
+            },
+        )
 
     return compiler
 
@@ -156,18 +174,34 @@ def _make_compiler(opts: dict, reason_box: list, hint=None):
 def _aot(opts: dict, reason: str | None, hint=None):
     from torch._dynamo.backends.common import aot_autograd
 
-    from .decompositions import decomposition_table
+    from . import aot_cache
 
     box = [reason]
-    comp = _make_compiler(opts, box, hint)
-    return aot_autograd(
-        fw_compiler=comp,
-        bw_compiler=comp,
-        inference_compiler=comp,
-        decompositions=decomposition_table(),
+    cached = aot_cache.enabled()
+    if cached:  # a hit does not trace: the table is built if AOTAutograd traces
+        decompositions = aot_cache.LazyDecompositions()
+    else:
+        from .decompositions import decomposition_table
+
+        decompositions = decomposition_table()
+    comp = _make_compiler(opts, box, hint, serializable=cached)
+    wrap = aot_cache.serializable if cached else lambda c: c  # one wrapper each (Dynamo's
+    inner = aot_autograd(  # aot_autograd wraps the backward one's function in place)
+        fw_compiler=wrap(comp),
+        bw_compiler=wrap(comp),
+        inference_compiler=wrap(comp),
+        decompositions=decompositions,
         keep_inference_input_mutations=True,
         partition_fn=_partition_fn(),
     )
+    if not cached:
+        return inner
+
+    def aot(gm, example_inputs, **kw):
+        with aot_cache.aot_context(opts):
+            return inner(gm, example_inputs, **kw)
+
+    return aot
 
 
 def _partition_fn():

@@ -109,3 +109,10 @@ def partitioner() -> str:
     if v not in ("min_cut", "default"):
         raise ValueError(f"TORCHNEURON_PARTITIONER must be 'min_cut' or 'default', got {v!r}")
     return v
+
+
+def aot_cache() -> bool:
+    """TORCHNEURON_AOT_CACHE=1 (default 0): AOTAutograd's results (the traced, partitioned
+    graphs and their runtime wrappers) are kept in PyTorch's AOTAutogradCache, so a new
+    process skips AOTAutograd's tracing (aot_cache.py)."""
+    return _flag("TORCHNEURON_AOT_CACHE", False)

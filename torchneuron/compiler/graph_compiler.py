@@ -102,16 +102,30 @@ def compile_graph(
         return _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason, hint)
 
 
-def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason, hint):
+class NotIndexed(Exception):
+    """compile_indexed: the graph key has no index entry (or its executable is gone)."""
+
+
+def compile_indexed(key_text: str, n_nodes: int, graph_name: str, model_name: str, reason):
+    """The CompiledGraph of a graph known only by its key text (graph_key.py), from the
+    cache's index and executable entries (aot_cache.py's loaded graphs: no FX graph to
+    lower). NotIndexed when the index or the executable entry is missing or unreadable."""
+    return _compile_graph(None, None, graph_name, model_name, reason, None, key_text, n_nodes)
+
+
+def _compile_graph(
+    gm, example_inputs, graph_name, model_name, recompile_reason, hint, key_text=None, n_nodes=0
+):
     from .executable import CompiledGraph
 
     neuron_cc.start()  # the XLA client starts once per process; not part of compile_us
     # the hint's setup (before AOTAutograd) is backend time the user waited for
     t0 = time.perf_counter() - (hint.take_setup_us() * 1e-6 if hint is not None else 0.0)
-    n_nodes = len(gm.graph.nodes)
     opts = compiler_options(graph_name)
     version = neuron_cc.compiler_version()
-    key_text = graph_key.graph_key_text(gm, example_inputs)
+    if gm is not None:
+        n_nodes = len(gm.graph.nodes)
+        key_text = graph_key.graph_key_text(gm, example_inputs)
     fx_key = (
         None
         if key_text is None
@@ -120,9 +134,13 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
         )
     )
     rec = cache.index_lookup(fx_key) if fx_key is not None else None
+    if gm is None and rec is None:
+        raise NotIndexed(graph_name)
     st = {"gm": None, "raw": None, "shlo": None}
 
     def prepare():  # the passes: the plan and the graph to lower
+        if gm is None:  # compile_indexed: the executable entry went missing or is corrupt
+            raise NotIndexed(graph_name)
         if st["gm"] is None:
             plan = GraphPlan.identity(gm)
             g = run_passes(copy_graph(gm), plan, list(example_inputs))
@@ -181,7 +199,7 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
     t3 = time.perf_counter()
     plan, in_specs, out_specs = rec["plan"], rec["in_specs"], rec["out_specs"]
     temp_bytes = _check_hbm(graph_name, exe, in_specs, out_specs)
-    if artifacts.enabled():
+    if artifacts.enabled() and gm is not None:
         lower()
         artifacts.save(
             graph_name,
@@ -222,4 +240,6 @@ def _compile_graph(gm, example_inputs, graph_name, model_name, recompile_reason,
     )
     # AOTAutograd's graph names end in {forward|backward|inference}_{n}
     inference = graph_name.rsplit("_", 2)[-2:-1] == ["inference"]
-    return CompiledGraph(graph_name, exe, plan, out_specs, alias_outputs=inference)
+    compiled = CompiledGraph(graph_name, exe, plan, out_specs, alias_outputs=inference)
+    compiled.key_text, compiled.n_nodes = key_text, n_nodes  # aot_cache.py stores them
+    return compiled

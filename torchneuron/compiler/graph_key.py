@@ -130,3 +130,11 @@ def _key_text(gm, example_inputs):
             return None  # AOT graphs hold neither; refuse rather than guess
         parts.append(line)
     return "\n".join(parts)
+
+
+def with_narrow(key_text: str, narrow: bool) -> str:
+    """``key_text`` as graph_key_text gives it under the 64-bit narrowing switch ``narrow``
+    (its second line names the switch; nothing else in it depends on the switch)."""
+    lines = key_text.split("\n", 2)
+    lines[1] = f"narrow64={int(bool(narrow))}"
+    return "\n".join(lines)
