@@ -44,9 +44,10 @@ test-compile-sweep: build
 	$(PY) -m pytest -q -m compile_sweep tests/compile/test_op_sweep.py
 
 # The suite once more with device memory unreadable outside kernels and copies (not the
-# noisy-host latency verdicts: protection changes the device's timing, not its results).
+# noisy-host latency verdicts: protection changes the device's timing, not its results; nor
+# the unprotected_only tests: caches and example scripts, their device work covered elsewhere).
 test-protected: build
-	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q -m "not noisy_host and not compile_sweep"
+	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q -m "not noisy_host and not compile_sweep and not unprotected_only"
 
 # ruff (lint and format) over the Python tree, clang-format over csrc/: check only.
 lint: setup

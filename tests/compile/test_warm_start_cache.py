@@ -18,6 +18,9 @@ import textwrap
 
 import pytest
 
+# fresh processes compiling cold then warm: minutes; their device work is covered elsewhere
+pytestmark = pytest.mark.unprotected_only
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MODEL = """

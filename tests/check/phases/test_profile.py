@@ -121,6 +121,7 @@ def test_an_unknown_profile_key_is_refused():
         ProfileResult.from_dict({"status": "ok", "flamegraph": []})
 
 
+@pytest.mark.unprotected_only
 def test_the_profiling_example_writes_its_files(tmp_path):
     # examples/profile_minilm.py (docs/profiler.md): trace, timeline and memory snapshot
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
