@@ -4,6 +4,7 @@
 // glibc's slow path).
 #pragma once
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
@@ -39,6 +40,11 @@ std::function<void()> wrap_kernel(F&& f) {
   const int threads = launch_thread_count();
   return [f = std::forward<F>(f), threads]() mutable {
     kernel_prologue(threads);
+    // A kernel computes; autograd and version counters were handled at the call. Below them,
+    // a write into a tensor made under torch.inference_mode is allowed on the worker, which
+    // is not in inference mode (x.cpu() inside it had failed: "Inplace update to inference
+    // tensor outside InferenceMode").
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
     try {
       f();
     } catch (const c10::Error& e) {
