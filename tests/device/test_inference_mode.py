@@ -1,8 +1,8 @@
 """torch.inference_mode on neuron, as on the CPU: tensors made inside it are inference
 tensors, and the device's kernels (which run on the stream's worker thread, outside the
 mode) still write them. `x.cpu()` inside the mode had failed with "Inplace update to
-inference tensor outside InferenceMode", which any `with torch.inference_mode():` loop
-(Hugging Face pipelines run their forward in one) hits."""
+inference tensor outside InferenceMode" in any `with torch.inference_mode():` block that
+read a result on the host."""
 
 import pytest
 import torch
