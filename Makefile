@@ -45,9 +45,12 @@ test-compile-sweep: build
 
 # The suite once more with device memory unreadable outside kernels and copies (not the
 # noisy-host latency verdicts: protection changes the device's timing, not its results; nor
-# the unprotected_only tests: caches and example scripts, their device work covered elsewhere).
+# the unprotected_only tests: caches and example scripts, their device work covered elsewhere;
+# nor the evaluator's suite, tests/check: slow whole checks in subprocesses, whose device
+# work the device, model and Hugging Face suites here cover).
 test-protected: build
-	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q -m "not noisy_host and not compile_sweep and not unprotected_only"
+	TORCHNEURON_PROTECT_MEMORY=1 $(PY) -m pytest -q -m "not noisy_host and not compile_sweep and not unprotected_only" \
+	  --ignore=tests/check
 
 # ruff (lint and format) over the Python tree, clang-format over csrc/: check only.
 lint: setup
