@@ -188,22 +188,18 @@ class CheckResult:
             raise ValueError(
                 f"check result: schema {d['schema']!r}, this torchneuron reads {SCHEMA!r}"
             )
-        if d.get("phase1") is not None:
-            d["phase1"] = Phase1Result.from_dict(d["phase1"])
-        if d.get("phase2") is not None:
-            d["phase2"] = Phase2Result.from_dict(d["phase2"])
-        if d.get("phase3") is not None:
-            d["phase3"] = Phase3Result.from_dict(d["phase3"])
-        if d.get("training") is not None:
-            d["training"] = TrainingResult.from_dict(d["training"])
-        if d.get("projection") is not None:
-            d["projection"] = ProjectionResult.from_dict(d["projection"])
-        if d.get("cost") is not None:
-            d["cost"] = CostResult.from_dict(d["cost"])
-        if d.get("exact") is not None:
-            d["exact"] = ExactResult.from_dict(d["exact"])
-        if d.get("profile") is not None:
-            d["profile"] = ProfileResult.from_dict(d["profile"])
-        if d.get("baseline") is not None:
-            d["baseline"] = BaselineComparison.from_dict(d["baseline"])
+        parts = {
+            "phase1": Phase1Result,
+            "phase2": Phase2Result,
+            "phase3": Phase3Result,
+            "training": TrainingResult,
+            "projection": ProjectionResult,
+            "cost": CostResult,
+            "exact": ExactResult,
+            "profile": ProfileResult,
+            "baseline": BaselineComparison,
+        }
+        for name, part in parts.items():
+            if d.get(name) is not None:
+                d[name] = part.from_dict(d[name])
         return cls(**d)
