@@ -224,6 +224,19 @@ def test_lost_executables_are_rebuilt(tmp_path, int64):
     assert r["err"] < 1e-5 and r["gerr"] < 1e-5, r
 
 
+def test_graphs_recompiled_for_new_shapes_are_kept(tmp_path):
+    """A second input shape makes Dynamo's graph dynamic; the backend compiles a static
+    graph per shape outside Dynamo, which AOTAutogradCache bypassed ("No shape env")."""
+    mode, extra = "TORCHNEURON_AOT_CACHE", {"T_BATCHES": "3,5"}
+    _write_model(tmp_path)
+    cold = _child(tmp_path, mode, extra=extra)
+    assert cold["aot_bypass"] == 0 and cold["stored"] == 2, cold
+    warm = _child(tmp_path, mode, extra=extra)
+    assert warm["aot_hit"] == 2 and warm["aot_miss"] == 0 and warm["aot_bypass"] == 0, warm
+    for r in (cold, warm):
+        assert r["err"] < 1e-5, r
+
+
 def test_sources_fingerprint_follows_a_changed_file(tmp_path):
     import shutil
 
