@@ -160,6 +160,8 @@ def test_hit_gives_cpu_result(tmp_path, mode, train):
     assert warm["rebuilt"] == 0, warm  # from the index, not recompiled
     for r in (cold, warm):
         assert r["err"] < 1e-5 and r["gerr"] < 1e-5, r
+        # the backward's OutputCode was called unboxed (its _boxed_call was a class attribute)
+        assert "boxed arguments" not in r["stderr"], r["stderr"][-2000:]
 
 
 @pytest.mark.parametrize("mode", MODES)

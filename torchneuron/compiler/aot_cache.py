@@ -209,16 +209,17 @@ def _output_code_base():
 class NeuronOutputCode(_output_code_base()):
     """A compiled AOT graph as AOTAutogradCache keeps it (see the module doc)."""
 
-    _boxed_call = True
-
     def __init__(self, run, state: dict):
         self._run = run  # args -> outputs; None once pickled, until post_compile
         self.state = state  # name, model_name, key_text, n_nodes, follows, gm/inputs or blob
+        # on the instance: AOTAutograd wraps the backward's OutputCode with
+        # torch._dynamo.disable, whose functools.wraps copies __dict__, not class attributes
+        # (else it called the wrapper unboxed, warning "doesn't take boxed arguments")
+        self._boxed_call = True
 
     def __call__(self, *args):
-        # boxed (one list) as AOTAutograd calls an OutputCode, or unboxed, as it calls one
-        # it wrapped in a SerializableCompiledFunction (the inference path): graph inputs
-        # are tensors and scalars, never a list
+        # boxed (one list), as AOTAutograd calls it (_boxed_call); unboxed from a wrapper
+        # that dropped the attribute: graph inputs are tensors and scalars, never a list
         if len(args) == 1 and isinstance(args[0], list):
             return self._run(args[0])
         return self._run(list(args))
@@ -227,7 +228,7 @@ class NeuronOutputCode(_output_code_base()):
         return {"state": self.state}
 
     def __setstate__(self, d):
-        self.state, self._run = d["state"], None
+        self.state, self._run, self._boxed_call = d["state"], None, True
 
     def prepare_for_serialization(self) -> None:
         from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
