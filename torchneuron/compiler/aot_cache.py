@@ -51,7 +51,45 @@ _counts = {"stored": 0, "loaded": 0, "rebuilt": 0}
 
 
 def enabled() -> bool:
-    return config.aot_cache() and not config.neff_cache_disabled()
+    """The flag is on, the NEFF cache too, and PyTorch's cache folder for us can be
+    written (else one warning, and AOTAutograd traces as without the flag)."""
+    return config.aot_cache() and not config.neff_cache_disabled() and _writable()
+
+
+_checked: dict = {}  # folder -> whether it could be written
+
+
+def _writable() -> bool:
+    """Whether ``torch_cache_dir()`` can be written, tried once per folder; if not, one
+    warning naming it (PyTorch only logged "unable to serialize compiled graph" per
+    graph). Where the NEFF cache folder cannot be written either, this one warning
+    says so too, and the NEFF cache adds none."""
+    from . import cache
+
+    folder = torch_cache_dir()
+    ok = _checked.get(folder)
+    if ok is not None:
+        return ok
+    why = cache.cannot_write(folder)
+    with _lock:
+        first = folder not in _checked
+        _checked[folder] = ok = not why
+    if first and not ok:
+        from .._warn import warn
+
+        root = config.neff_cache_dir()
+        under = folder.startswith(os.path.abspath(root) + os.sep)
+        neff_too = under and cache.warned_unwritable(root)
+        var = "TORCH_NEURONX_NEFF_CACHE_DIR" if under else "TORCHINDUCTOR_CACHE_DIR"
+        warn(
+            f"neuron compile cache: TORCHNEURON_AOT_CACHE=1, but the folder {folder} cannot "
+            f"be written ({why}): AOTAutograd's traces are not kept, each process traces "
+            "again"
+            + (f", and compiled executables are not cached in {root}" if neff_too else "")
+            + f". Set {var} to a writable folder. Warned once per folder.",
+            RuntimeWarning,
+        )
+    return ok
 
 
 def counts() -> dict:
