@@ -255,6 +255,19 @@ def test_unwritable_folder_warns_once_and_compiles(tmp_path):
     assert "unable to serialize" not in r["stderr"], r["stderr"][-2000:]
 
 
+def test_cache_artifacts_carry_the_aot_entries(tmp_path):
+    """save_cache_artifacts() holds PyTorch's AOTAutograd entries beside our executables;
+    load_cache_artifacts() in a process with another (empty) cache folder writes them
+    where our compiles look (they went to PyTorch's default folder), so it hits."""
+    mode, blob = "TORCHNEURON_AOT_CACHE", str(tmp_path / "artifacts.bin")
+    _write_model(tmp_path)
+    _child(tmp_path, mode, train=True, extra={"T_SAVE": blob})
+    other = {"T_LOAD": blob, "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "other")}
+    r = _child(tmp_path, mode, train=True, extra=other)
+    assert _hit(r, mode) and r["rebuilt"] == 0, r
+    assert r["err"] < 1e-5 and r["gerr"] < 1e-5, r
+
+
 def test_sources_fingerprint_follows_a_changed_file(tmp_path):
     import shutil
 

@@ -25,7 +25,10 @@ graph is rebuilt, checked to have the same key text, and compiled as a cold star
 PyTorch's cache folder is pointed at ``torch_cache_dir()``:
 ``$TORCH_NEURONX_NEFF_CACHE_DIR/torch/torchneuron-<sources fingerprint>-<partitioner>``
 (under TORCHINDUCTOR_CACHE_DIR instead where the user set it), so the traces live beside
-their executables and a changed compiler never finds old ones.
+their executables and a changed compiler never finds old ones. It is pointed there from
+torchneuron's import on (``torch.compiler.load_cache_artifacts()`` writes the entries it
+carries into the folder current then); a folder that cannot be written warns once and
+turns the flag off for it.
 
 Dynamo's own output (guards, bytecode) is not kept: torch 2.13's caching precompile
 (``torch._dynamo.config.caching_precompile``) was tried and fails on GPT-2 and after a
@@ -147,6 +150,17 @@ def use_torch_cache_dir() -> None:
     too) at ``torch_cache_dir()``."""
     want = torch_cache_dir()
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = _dirs["set"] = want
+
+
+def use_torch_cache_dir_at_import() -> None:
+    """With the flag on, PyTorch's cache folder is ours from torchneuron's import on:
+    ``torch.compiler.load_cache_artifacts()`` writes the AOTAutograd entries it carries
+    into the folder current then (before our first compile, torch's default one, which
+    our compiles never read). Left as it is where ours cannot be written."""
+    from . import cache
+
+    if not cache.cannot_write(torch_cache_dir()):
+        use_torch_cache_dir()
 
 
 @contextlib.contextmanager
