@@ -33,8 +33,9 @@ class Net(torch.nn.Module):
         self.a = torch.nn.Linear(8, hidden)
         self.b = torch.nn.Linear(hidden, 4)
 
-    def forward(self, x):
-        return self.b(torch.nn.functional.gelu(self.a(x))) {op}
+    def forward(self, x, *i):  # i: an int64 input (T_INT64), narrowed to int32
+        y = self.b(torch.nn.functional.gelu(self.a(x))) {op}
+        return y * (i[0] + 1).float() if i else y
 """
 
 CHILD = r"""
@@ -52,30 +53,39 @@ sys.path.insert(0, os.environ["T_MODEL_DIR"])
 import model_src
 
 hidden, dtype, train = int(sys.argv[1]), getattr(torch, sys.argv[2]), sys.argv[3] == "1"
+if os.environ.get("T_LOAD"):  # artifacts another cache folder's process saved
+    torch.compiler.load_cache_artifacts(open(os.environ["T_LOAD"], "rb").read())
 torch.manual_seed(0)
 m = model_src.Net(hidden).to(dtype)
-x = torch.randn(3, 8, dtype=dtype)
-ref = m(x)
-if train:
-    ref.sum().backward()
-    ref_g = m.a.weight.grad.clone()
-    m.zero_grad(set_to_none=True)
-md = m.to("neuron")
+ints = (torch.arange(4),) if os.environ.get("T_INT64") else ()
+md = model_src.Net(hidden).to(dtype)
+md.load_state_dict(m.state_dict())
+md = md.to("neuron")
 c = torch.compile(md, backend="neuron")
-if train:
-    out = c(x.to("neuron"))
-    out.sum().backward()
-    gerr = (md.a.weight.grad.cpu() - ref_g).abs().max().item()
-else:
-    with torch.no_grad():
-        out = c(x.to("neuron"))
-    gerr = 0.0
-torch.neuron.synchronize()
-err = (out.detach().cpu().float() - ref.detach().float()).abs().max().item()
+err = gerr = 0.0
+for n in [int(b) for b in os.environ.get("T_BATCHES", "3").split(",")]:
+    x = torch.randn(n, 8, dtype=dtype)
+    ref = m(x, *ints)
+    xd, idev = x.to("neuron"), [t.to("neuron") for t in ints]
+    if train:
+        ref.sum().backward()
+        out = c(xd, *idev)
+        out.sum().backward()
+        gerr = max(gerr, (md.a.weight.grad.cpu() - m.a.weight.grad).abs().max().item())
+        m.zero_grad(set_to_none=True)
+        md.zero_grad(set_to_none=True)
+    else:
+        with torch.no_grad():
+            out = c(xd, *idev)
+    torch.neuron.synchronize()
+    err = max(err, (out.detach().cpu().float() - ref.detach().float()).abs().max().item())
+if os.environ.get("T_SAVE"):
+    open(os.environ["T_SAVE"], "wb").write(torch.compiler.save_cache_artifacts()[0])
 print("RESULT", json.dumps({
     "err": err, "gerr": gerr,
     "aot_hit": counters["aot_autograd"]["autograd_cache_hit"],
     "aot_miss": counters["aot_autograd"]["autograd_cache_miss"],
+    "aot_bypass": counters["aot_autograd"]["autograd_cache_bypass"],
     "traced": counters["aot_autograd"]["total"],
     **{k: v for k, v in aot_cache.counts().items()},
 }))
@@ -125,7 +135,7 @@ def _child(tmp_path, mode, hidden=16, dtype="float32", train=False, extra=None) 
     )
     assert p.returncode == 0, p.stderr[-4000:]
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT ") :])
+    return {**json.loads(line[len("RESULT ") :]), "stderr": p.stderr}
 
 
 MODES = ["TORCHNEURON_AOT_CACHE"]
@@ -150,6 +160,8 @@ def test_hit_gives_cpu_result(tmp_path, mode, train):
     assert warm["rebuilt"] == 0, warm  # from the index, not recompiled
     for r in (cold, warm):
         assert r["err"] < 1e-5 and r["gerr"] < 1e-5, r
+        # the backward's OutputCode was called unboxed (its _boxed_call was a class attribute)
+        assert "boxed arguments" not in r["stderr"], r["stderr"][-2000:]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -191,22 +203,68 @@ def test_changed_compiler_sources_miss(tmp_path, mode):
     assert r["err"] < 1e-5, r
 
 
-def test_lost_executables_are_rebuilt(tmp_path):
+@pytest.mark.parametrize("int64", [False, True], ids=["cast", "int64_input"])
+def test_lost_executables_are_rebuilt(tmp_path, int64):
     """The AOT entry is there, the NEFF cache's index and executables are not (cleared):
     the stored graph is rebuilt, checked, compiled, and gives the CPU's result. The model
     casts (an exact float64 round trip): its AOT graph holds prims.convert_element_type,
-    which GraphPickler's default options refuse (MiniLM was never stored for it)."""
+    which GraphPickler's default options refuse (MiniLM was never stored for it). With an
+    int64 input, narrowing converts it to int32 in the rebuilt graph's own fake mode (it
+    used Dynamo's: "Mixing fake modes NYI", and AOTAutograd traced again)."""
     import shutil
 
     mode = "TORCHNEURON_AOT_CACHE"
+    extra = {"T_INT64": "1"} if int64 else {}
     _write_model(tmp_path, ".double().float()")
-    cold = _child(tmp_path, mode, train=True)
+    cold = _child(tmp_path, mode, train=True, extra=extra)
     assert cold["stored"] >= 1, cold
     for d in (tmp_path / "cache").iterdir():
         if d.name != "torch":
             shutil.rmtree(d)
-    r = _child(tmp_path, mode, train=True)
+    r = _child(tmp_path, mode, train=True, extra=extra)
     assert _hit(r, mode) and r["rebuilt"] >= 1, r
+    assert r["err"] < 1e-5 and r["gerr"] < 1e-5, r
+
+
+def test_graphs_recompiled_for_new_shapes_are_kept(tmp_path):
+    """A second input shape makes Dynamo's graph dynamic; the backend compiles a static
+    graph per shape outside Dynamo, which AOTAutogradCache bypassed ("No shape env")."""
+    mode, extra = "TORCHNEURON_AOT_CACHE", {"T_BATCHES": "3,5"}
+    _write_model(tmp_path)
+    cold = _child(tmp_path, mode, extra=extra)
+    assert cold["aot_bypass"] == 0 and cold["stored"] == 2, cold
+    warm = _child(tmp_path, mode, extra=extra)
+    assert warm["aot_hit"] == 2 and warm["aot_miss"] == 0 and warm["aot_bypass"] == 0, warm
+    for r in (cold, warm):
+        assert r["err"] < 1e-5, r
+
+
+def test_unwritable_folder_warns_once_and_compiles(tmp_path):
+    """The NEFF cache folder cannot be written (a file in the way, so as root too): one
+    warning names it, the graphs compile and run uncached (PyTorch only logged "unable
+    to serialize compiled graph" per graph)."""
+    (tmp_path / "file").write_text("")
+    root = str(tmp_path / "file" / "cache")
+    _write_model(tmp_path)
+    r = _child(
+        tmp_path, "TORCHNEURON_AOT_CACHE", train=True, extra={"TORCH_NEURONX_NEFF_CACHE_DIR": root}
+    )
+    assert r["err"] < 1e-5 and r["gerr"] < 1e-5, r
+    lines = [ln for ln in r["stderr"].splitlines() if "compile cache" in ln]
+    assert len(lines) == 1 and root in lines[0] and "cannot be written" in lines[0], lines
+    assert "unable to serialize" not in r["stderr"], r["stderr"][-2000:]
+
+
+def test_cache_artifacts_carry_the_aot_entries(tmp_path):
+    """save_cache_artifacts() holds PyTorch's AOTAutograd entries beside our executables;
+    load_cache_artifacts() in a process with another (empty) cache folder writes them
+    where our compiles look (they went to PyTorch's default folder), so it hits."""
+    mode, blob = "TORCHNEURON_AOT_CACHE", str(tmp_path / "artifacts.bin")
+    _write_model(tmp_path)
+    _child(tmp_path, mode, train=True, extra={"T_SAVE": blob})
+    other = {"T_LOAD": blob, "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "other")}
+    r = _child(tmp_path, mode, train=True, extra=other)
+    assert _hit(r, mode) and r["rebuilt"] == 0, r
     assert r["err"] < 1e-5 and r["gerr"] < 1e-5, r
 
 

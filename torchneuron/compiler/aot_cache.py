@@ -25,7 +25,10 @@ graph is rebuilt, checked to have the same key text, and compiled as a cold star
 PyTorch's cache folder is pointed at ``torch_cache_dir()``:
 ``$TORCH_NEURONX_NEFF_CACHE_DIR/torch/torchneuron-<sources fingerprint>-<partitioner>``
 (under TORCHINDUCTOR_CACHE_DIR instead where the user set it), so the traces live beside
-their executables and a changed compiler never finds old ones.
+their executables and a changed compiler never finds old ones. It is pointed there from
+torchneuron's import on (``torch.compiler.load_cache_artifacts()`` writes the entries it
+carries into the folder current then); a folder that cannot be written warns once and
+turns the flag off for it.
 
 Dynamo's own output (guards, bytecode) is not kept: torch 2.13's caching precompile
 (``torch._dynamo.config.caching_precompile``) was tried and fails on GPT-2 and after a
@@ -51,7 +54,45 @@ _counts = {"stored": 0, "loaded": 0, "rebuilt": 0}
 
 
 def enabled() -> bool:
-    return config.aot_cache() and not config.neff_cache_disabled()
+    """The flag is on, the NEFF cache too, and PyTorch's cache folder for us can be
+    written (else one warning, and AOTAutograd traces as without the flag)."""
+    return config.aot_cache() and not config.neff_cache_disabled() and _writable()
+
+
+_checked: dict = {}  # folder -> whether it could be written
+
+
+def _writable() -> bool:
+    """Whether ``torch_cache_dir()`` can be written, tried once per folder; if not, one
+    warning naming it (PyTorch only logged "unable to serialize compiled graph" per
+    graph). Where the NEFF cache folder cannot be written either, this one warning
+    says so too, and the NEFF cache adds none."""
+    from . import cache
+
+    folder = torch_cache_dir()
+    ok = _checked.get(folder)
+    if ok is not None:
+        return ok
+    why = cache.cannot_write(folder)
+    with _lock:
+        first = folder not in _checked
+        _checked[folder] = ok = not why
+    if first and not ok:
+        from .._warn import warn
+
+        root = config.neff_cache_dir()
+        under = folder.startswith(os.path.abspath(root) + os.sep)
+        neff_too = under and cache.warned_unwritable(root)
+        var = "TORCH_NEURONX_NEFF_CACHE_DIR" if under else "TORCHINDUCTOR_CACHE_DIR"
+        warn(
+            f"neuron compile cache: TORCHNEURON_AOT_CACHE=1, but the folder {folder} cannot "
+            f"be written ({why}): AOTAutograd's traces are not kept, each process traces "
+            "again"
+            + (f", and compiled executables are not cached in {root}" if neff_too else "")
+            + f". Set {var} to a writable folder. Warned once per folder.",
+            RuntimeWarning,
+        )
+    return ok
 
 
 def counts() -> dict:
@@ -109,6 +150,17 @@ def use_torch_cache_dir() -> None:
     too) at ``torch_cache_dir()``."""
     want = torch_cache_dir()
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = _dirs["set"] = want
+
+
+def use_torch_cache_dir_at_import() -> None:
+    """With the flag on, PyTorch's cache folder is ours from torchneuron's import on:
+    ``torch.compiler.load_cache_artifacts()`` writes the AOTAutograd entries it carries
+    into the folder current then (before our first compile, torch's default one, which
+    our compiles never read). Left as it is where ours cannot be written."""
+    from . import cache
+
+    if not cache.cannot_write(torch_cache_dir()):
+        use_torch_cache_dir()
 
 
 @contextlib.contextmanager
@@ -209,16 +261,17 @@ def _output_code_base():
 class NeuronOutputCode(_output_code_base()):
     """A compiled AOT graph as AOTAutogradCache keeps it (see the module doc)."""
 
-    _boxed_call = True
-
     def __init__(self, run, state: dict):
         self._run = run  # args -> outputs; None once pickled, until post_compile
         self.state = state  # name, model_name, key_text, n_nodes, follows, gm/inputs or blob
+        # on the instance: AOTAutograd wraps the backward's OutputCode with
+        # torch._dynamo.disable, whose functools.wraps copies __dict__, not class attributes
+        # (else it called the wrapper unboxed, warning "doesn't take boxed arguments")
+        self._boxed_call = True
 
     def __call__(self, *args):
-        # boxed (one list) as AOTAutograd calls an OutputCode, or unboxed, as it calls one
-        # it wrapped in a SerializableCompiledFunction (the inference path): graph inputs
-        # are tensors and scalars, never a list
+        # boxed (one list), as AOTAutograd calls it (_boxed_call); unboxed from a wrapper
+        # that dropped the attribute: graph inputs are tensors and scalars, never a list
         if len(args) == 1 and isinstance(args[0], list):
             return self._run(args[0])
         return self._run(list(args))
@@ -227,7 +280,7 @@ class NeuronOutputCode(_output_code_base()):
         return {"state": self.state}
 
     def __setstate__(self, d):
-        self.state, self._run = d["state"], None
+        self.state, self._run, self._boxed_call = d["state"], None, True
 
     def prepare_for_serialization(self) -> None:
         from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache

@@ -288,15 +288,26 @@ def _bake_scalars(
     return g, keep
 
 
-def _static_fakes(args) -> list:
-    """Fake tensors of ``args`` with static shapes, in a fake mode that has a ShapeEnv:
-    a float Dynamo passes as a 0-dim tensor is read with ``.item()`` in the graph, which
-    AOTAutograd can trace only with one (as under Dynamo's own fake mode)."""
+def _static_fakes(args):
+    """Fake tensors of ``args`` with static shapes, and their fake mode, which has a
+    ShapeEnv: a float Dynamo passes as a 0-dim tensor is read with ``.item()`` in the
+    graph, which AOTAutograd can trace only with one (as under Dynamo's own fake mode)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
-    return [mode.from_tensor(a, static_shapes=True) for a in args]
+    return mode, [mode.from_tensor(a, static_shapes=True) for a in args]
+
+
+def _aot_static(opts: dict, reason, gm, args):
+    """``_aot`` on a static specialization, under a TracingContext of its fake mode, as
+    Dynamo calls a backend: AOTAutogradCache takes the ShapeEnv for its guards from the
+    context (without one it bypassed every graph compiled here: "No shape env")."""
+    from torch._guards import TracingContext, tracing
+
+    mode, fakes = _static_fakes(args)
+    with _math_attention(), tracing(TracingContext(mode)):
+        return _aot(opts, reason)(gm, fakes)
 
 
 class _ShapeSpecializer:
@@ -340,8 +351,7 @@ class _ShapeSpecializer:
                             else reason
                         )
                     gm, keep = _bake_scalars(self.gm, args, self.item_only)
-                    with _math_attention():
-                        aot = _aot(self.opts, reason)(gm, _static_fakes([args[i] for i in keep]))
+                    aot = _aot_static(self.opts, reason, gm, [args[i] for i in keep])
                     fn = lambda *a, aot=aot, keep=keep: aot(*[a[i] for i in keep])
                     self.compiled[key] = fn
                     self.last_sig, self.last_key = _signature(args), key

@@ -169,6 +169,28 @@ def warn_unwritable(path: str, e: OSError) -> None:
     )
 
 
+def cannot_write(folder: str) -> str:
+    """Why ``folder`` (made if missing) cannot be written, or "" when it can."""
+    import tempfile
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        return ""
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
+
+
+def warned_unwritable(root: str) -> bool:
+    """Whether cache folder ``root`` cannot be written; if so it counts as warned about
+    (aot_cache.py's warning names it), so ``warn_unwritable`` adds no second warning."""
+    if not cannot_write(root):
+        return False
+    with _memory_lock:
+        _unwritable.add(root)
+    return True
+
+
 def _disk_or_compile(path: str, compile_fn, serialize_fn, deserialize_fn, store: bool):
     """(exe, source, payload) from the entry at ``path``, else compiled (and stored when
     ``store``)."""

@@ -5,14 +5,16 @@ content: the compiler's serialized executable) and ``neuron_neff_index`` (key: F
 key, content: the index record's payload, cache.index_payload). Loading writes them into this process's
 TORCH_NEURONX_NEFF_CACHE_DIR, so the next torch.compile finds them as cache hits.
 Registered when torchneuron is imported (a fresh process that loads artifacts must
-know the types before it compiles anything).
+know the types before it compiles anything). With TORCHNEURON_AOT_CACHE=1 PyTorch's own
+``aot_autograd`` artifacts travel too; PyTorch writes them into its cache folder, which
+is pointed at ours (aot_cache.py) from the import on, so they land where we look.
 """
 
 from __future__ import annotations
 
 from torch.compiler._cache import CacheArtifact, CacheArtifactFactory, CacheArtifactManager
 
-from . import cache
+from . import cache, config
 
 NEFF, INDEX = "neuron_neff", "neuron_neff_index"
 
@@ -45,3 +47,17 @@ def record(key: str, payload: bytes, fx_key: str | None = None, rec: dict | None
     CacheArtifactManager.record_artifact(NEFF, key, payload)
     if fx_key is not None and rec is not None:
         CacheArtifactManager.record_artifact(INDEX, fx_key, cache.index_payload(rec))
+
+
+def _aot_entries_into_our_folder() -> None:
+    try:
+        on = config.aot_cache() and not config.neff_cache_disabled()
+    except ValueError:  # a bad value: the first compile raises it, naming it
+        return
+    if on:
+        from .aot_cache import use_torch_cache_dir_at_import
+
+        use_torch_cache_dir_at_import()
+
+
+_aot_entries_into_our_folder()
