@@ -16,7 +16,9 @@ from check_support import FAST, cli, fixture, needs_fallback_op
 # CPU burners run throughout; `make test-protected` leaves them out (timing, not results).
 pytestmark = pytest.mark.noisy_host
 
-RECHECKS = 10  # issue 22: ten unchanged re-checks under load, all exit 0
+# issue 22: ten unchanged re-checks under load, all exit 0 (`make test-noisy-host`); make test
+# runs three, for CI's time (each is a whole check in a subprocess: ~45 s on a loaded host)
+RECHECKS = int(os.environ.get("TORCHNEURON_TEST_RECHECKS", "3"))
 # the burners (tests/conftest.py) end themselves after this, even if the test process dies
 BURN_SECONDS = 600
 
