@@ -10,7 +10,9 @@ and its results are copied into the outputs (one host memcpy per output, through
 numpy: XLA allocates its own result buffers; a result that only updates a mutated
 input is copied into that input, with no output tensor of its own). Outputs that alias each other in eager (y and
 y[0] of an intermediate y) are views of one buffer, as eager's. Mutated inputs are
-written back in place.
+written back in place. A graph's host prologue (small computations on CPU inputs,
+host_prologue.py) runs on the calling thread first: the CPU inputs it updates are
+written on the host, and the values the device reads are staged in one copy per dtype.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch.utils.dlpack
 from .. import _C
 from .._warn import at_user_line
 from . import config, metrics, neuron_cc
+from .host_prologue import HostPrologue
 from .plan import GraphPlan
 
 
@@ -148,6 +151,8 @@ class CompiledGraph:
     ):
         self.name, self.exe, self.plan, self.out_specs = name, exe, plan, out_specs
         self._views = _ViewCache()
+        # plans indexed before the host prologue have none
+        self._host = HostPrologue(name, plan) if getattr(plan, "host", None) else None
         self._warned = False  # the narrowing warning of the first launch went to the user's line
         # outputs that alias each other (plan.out_aliases), kept for inference graphs
         # only: in training AOTAutograd regenerates the aliases that require grad from
@@ -243,12 +248,14 @@ class CompiledGraph:
         """Device copies of the CPU tensor inputs, made with one host-to-device copy per
         dtype (AdamW's 0-dim ``step`` tensors: one copy each cost ~30 us of launch and
         wait, 28 of them per GPT-2 step); {} when there are fewer than two or the copy
-        is turned off (the per-input path then copies or raises)."""
+        is turned off (the per-input path then copies or raises). ``non_blocking``: the
+        bytes of pageable memory are taken at the call, and the host does not wait for
+        the stream (a blocking copy does, as CUDA's)."""
         if config.cpu_autocopy_disabled():
             return {}
         by_dtype: dict[torch.dtype, list[int]] = {}
         for src in self.plan.inputs:
-            if src[0] == "rng_key":
+            if src[0] != "arg":
                 continue
             t = args[src[1]]
             if t.device.type == "cpu" and src[1] not in by_dtype.get(t.dtype, ()):
@@ -257,7 +264,7 @@ class CompiledGraph:
         for idx in by_dtype.values():
             if len(idx) < 2:
                 continue
-            flat = torch.cat([args[i].reshape(-1) for i in idx]).to(device)
+            flat = torch.cat([args[i].reshape(-1) for i in idx]).to(device, non_blocking=True)
             pos = 0
             for i in idx:
                 n = args[i].numel()
@@ -304,6 +311,7 @@ class CompiledGraph:
     def __call__(self, args):
         args = list(args)
         device = self._device(args)
+        host = self._host.run(args) if self._host is not None else None
         staged: dict[int, torch.Tensor] = {}  # arg index -> device tensor used
         staged.update(self._stage_cpu_inputs(args, device))
         ins = []
@@ -313,11 +321,15 @@ class CompiledGraph:
                 # stream: in order with eager draws, and it advances the generator
                 ins.append(torch.randint(0, 2**32, (2,), dtype=torch.int64, device=device))
                 continue
+            if src[0] == "host_pack":
+                ins.append(self._host.pack(host, src[1], device))
+                continue
             i = src[1]
             t = staged.get(i, args[i])
             if t.device != device:
                 if t.device.type == "cpu" and not config.cpu_autocopy_disabled():
-                    t = t.to(device)
+                    # pageable memory is staged: no wait for the stream
+                    t = t.to(device, non_blocking=not t.is_pinned())
                 else:
                     raise RuntimeError(
                         f"compiled graph {self.name}: input {i} is on {t.device}, expected "
@@ -384,11 +396,21 @@ class CompiledGraph:
                 self._warned = True
         # Mutated arguments that were staged (CPU copies, contiguous copies) get the result.
         self._write_back([(args[i], staged[i]) for i, _ in self.plan.mutations])
+        if host is not None:
+            self._host.write(args, host)  # on the host: no wait for the device
         cpu = getattr(self.plan, "cpu_outputs", ())
         if cpu:  # all inputs on the CPU: the outputs go back there, as eager's
             _warn_cpu_graph(self.name, device)
             outs = self._to_cpu(outs, bufs, cpu)
         result = []
         for kind, v in self.plan.outputs:
-            result.append(outs[v] if kind == "out" else args[v] if kind == "arg" else v)
+            result.append(
+                outs[v]
+                if kind == "out"
+                else args[v]
+                if kind == "arg"
+                else host[v]
+                if kind == "host"
+                else v
+            )
         return result

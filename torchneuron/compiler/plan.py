@@ -8,20 +8,31 @@ each records here what it changed, and executable.py follows the record at run t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
 
+class HostRef(NamedTuple):
+    """An operand of a host prologue step: the call's argument ``index`` ("arg") or the
+    value of step ``index`` ("host")."""
+
+    kind: str
+    index: int
+
+
 @dataclass
 class GraphPlan:
-    """``inputs``: per executable input, ("arg", i) = the call's i-th argument, or
+    """``inputs``: per executable input, ("arg", i) = the call's i-th argument,
     ("rng_key", None) = a Threefry key drawn from the device's generator at each launch
-    (passes/policy/random_ops_to_inputs.py). ``outputs``: per value the call returns, ("out", j) = the
-    executable's j-th output, ("arg", i) = the call's i-th argument itself (an input
-    returned unchanged: passes/performance/return_inputs_as_is.py), or ("const", v)
-    (None outputs). ``mutations``: (i, j):
-    after the run, the call's argument i takes the executable's output j (in place,
-    as the eager program mutated it)."""
+    (passes/policy/random_ops_to_inputs.py), or ("host_pack", (k, ...)) = the host
+    prologue's values k flattened into one tensor and copied to the device
+    (passes/performance/host_prologue.py). ``outputs``: per value the call returns,
+    ("out", j) = the executable's j-th output, ("arg", i) = the call's i-th argument
+    itself (an input returned unchanged: passes/performance/return_inputs_as_is.py),
+    ("const", v) (None outputs), or ("host", k) = the host prologue's value k.
+    ``mutations``: (i, j): after the run, the call's argument i takes the executable's
+    output j (in place, as the eager program mutated it)."""
 
     n_args: int
     inputs: list = field(default_factory=list)
@@ -39,6 +50,13 @@ class GraphPlan:
     # executable outputs whose eager value is on the CPU (every input was): returned
     # there, as eager (cpu_outputs)
     cpu_outputs: tuple = ()
+    # the host prologue (passes/performance/host_prologue.py): small computations on CPU
+    # inputs, run on the host with ATen's CPU kernels before the launch, in order; per
+    # step (op name "ns::op.overload", args, kwargs), operands as HostRef.
+    # host_mutations: (i, k): the call's argument i takes the value of step k, on the
+    # host (AdamW's step counts: no device-to-host copy)
+    host: list = field(default_factory=list)
+    host_mutations: list = field(default_factory=list)
 
     @classmethod
     def identity(cls, gm: torch.fx.GraphModule) -> GraphPlan:

@@ -10,7 +10,9 @@ import torch
 import torch.nn.functional as F
 from pass_graphs import assert_meta_matches, assert_same, nodes_of, run_pass, targets, trace
 
+from torchneuron.compiler.host_prologue import HostPrologue
 from torchneuron.compiler.passes.performance.channels_last_max_pool import channels_last_max_pool
+from torchneuron.compiler.passes.performance.host_prologue import host_prologue
 from torchneuron.compiler.passes.performance.pad_small_conv_inputs import pad_small_conv_inputs
 from torchneuron.compiler.passes.performance.return_inputs_as_is import return_inputs_as_is
 from torchneuron.compiler.plan import GraphPlan
@@ -89,3 +91,45 @@ def test_return_inputs_as_is_returns_the_arguments():
     assert len(got) == 3
     torch.testing.assert_close(got[0], (ins[0] @ ins[1]).sin())
     assert_same(got[1], ins[2])
+
+
+def _bias_correction(x, step):
+    # AdamW's capturable=False form: CPU 0-dim counts, the update on the device
+    new = step + 1
+    corr = (1 - 0.999**new).sqrt()
+    return x / corr, new, corr * 2
+
+
+def test_host_prologue_moves_cpu_scalar_work_to_the_host():
+    ins = (torch.randn(3, device="neuron"), torch.tensor(4.0))
+    gm = trace(_bias_correction, *ins)
+    plan = run_pass(host_prologue, gm, ins)
+    # the CPU count is read on the host only; the device reads the correction, packed
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert [p.meta["val"].device.type for p in phs] == ["neuron", "neuron"]
+    assert [name for name, *_ in plan.host] == [
+        "aten::add.Tensor",
+        "aten::pow.Scalar",
+        "aten::rsub.Scalar",
+        "aten::sqrt",
+        "aten::mul.Tensor",
+    ]
+    assert plan.inputs == [("arg", 0), ("host_pack", (3,))]  # sqrt's value
+    assert plan.outputs == [("out", 0), ("host", 0), ("host", 4)]
+    assert all(n.meta["val"].device.type == "neuron" for n in gm.graph.nodes if "val" in n.meta)
+    x, step = torch.randn(3), torch.tensor(4.0)
+    vals = HostPrologue("g", plan).run([x, step])
+    got = gm(x, vals[3].reshape(1))
+    expected = _bias_correction(x, step)
+    assert_same(got[0], expected[0])
+    assert_same(vals[0], expected[1])
+    assert_same(vals[-1], expected[2])
+
+
+def test_host_prologue_leaves_graphs_without_a_cpu_input_or_without_a_device_input():
+    for dev in ("neuron", "cpu"):
+        ins = (torch.randn(3, device=dev), torch.tensor(4.0, device=dev))
+        gm = trace(_bias_correction, *ins)
+        before = gm.print_readable(print_output=False)
+        plan = run_pass(host_prologue, gm, ins)
+        assert plan.host == [] and gm.print_readable(print_output=False) == before

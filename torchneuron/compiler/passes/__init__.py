@@ -16,6 +16,7 @@ from .legalize.remove_none_outputs import remove_none_outputs
 from .legalize.uint8_constants import uint8_constants
 from .legalize.zero_dim_reductions import zero_dim_reductions
 from .performance.channels_last_max_pool import channels_last_max_pool
+from .performance.host_prologue import host_prologue
 from .performance.pad_small_conv_inputs import pad_small_conv_inputs
 from .performance.return_inputs_as_is import return_inputs_as_is
 from .policy.narrow_64bit import narrow_64bit
@@ -32,6 +33,8 @@ from .semantics.wrap_negative_indices import wrap_negative_indices
 
 # zero_dim_reductions before the passes that look at reductions' shapes;
 # return_inputs_as_is after None outputs are gone, before passes that add placeholders;
+# host_prologue after the mutations are outputs, before the passes that rewrite nodes
+# for the device (narrow_64bit: host nodes run at full width, as eager's CPU ops);
 # empty_results after the mutations are outputs and before the passes that add nodes;
 # narrow_64bit re-runs ops on fake tensors: before device arguments are dropped;
 # cumprod is decomposed after it (narrowed as one op: its int64 accumulation kept);
@@ -47,6 +50,7 @@ PIPELINE = (
     functionalize_input_mutations,
     remove_none_outputs,
     return_inputs_as_is,
+    host_prologue,
     empty_results,
     zero_dim_reductions,
     narrow_64bit,
