@@ -178,16 +178,16 @@ def test_inputs_reach_xla_zero_copy():
     # The executable reads device memory itself (no staging copy): the XLA buffer of an
     # input starts at the tensor's address, and a later in-place change shows through it.
     from torchneuron import _C
-    from torchneuron.compiler import executable
+    from torchneuron.compiler import executable, neuron_cc
 
     t = torch.arange(64, dtype=torch.float32, device="neuron")
     assert t.data_ptr() % 64 == 0
     got = {}
 
     def run():
-        v = executable._jax_view(t)
-        got["ptr"] = v.unsafe_buffer_pointer()
-        got["shape"], got["dtype"] = tuple(v.shape), str(v.dtype)
+        v = executable._xla_view(t)
+        got["ptr"] = neuron_cc.buffer_pointer(v)
+        got["shape"], got["dtype"] = tuple(v.aval.shape), str(v.aval.dtype)
 
     _C._launch_compiled(t.device.index, "view_probe", run)
     torch.neuron.synchronize()
@@ -204,8 +204,9 @@ def test_input_views_kept_per_tensor_and_dropped_with_it():
     import gc
 
     from torchneuron import _C
-    from torchneuron.compiler import executable
+    from torchneuron.compiler import executable, neuron_cc
 
+    ptr = neuron_cc.buffer_pointer
     cache = executable._ViewCache()
     p = torch.nn.Parameter(torch.ones(1 << 18, device="neuron"))
     got = []
@@ -217,17 +218,17 @@ def test_input_views_kept_per_tensor_and_dropped_with_it():
 
     (v1,) = views([p])
     (v2,) = views([p])
-    assert v1 is v2 and v1.unsafe_buffer_pointer() == p.data_ptr()
+    assert v1 is v2 and ptr(v1) == p.data_ptr()
     old_ptr = p.data_ptr()
     p.data = torch.full((1 << 18,), 2.0, device="neuron")  # new memory: a new view
     (v3,) = views([p])
-    assert v3 is not v1 and v3.unsafe_buffer_pointer() == p.data_ptr() != old_ptr
+    assert v3 is not v1 and ptr(v3) == p.data_ptr() != old_ptr
     del p
     gc.collect()
     assert cache._d == {}  # dropped with the tensor
     q = torch.full((1 << 18,), 3.0, device="neuron")  # likely the same address
     (v4,) = views([q])
-    assert v4 is not v3 and v4.unsafe_buffer_pointer() == q.data_ptr()
+    assert v4 is not v3 and ptr(v4) == q.data_ptr()
 
 
 def test_compiled_model_sees_parameter_updates():

@@ -4,10 +4,10 @@ A call allocates the outputs in device memory (through the HBM allocator, so the
 count like any tensor), draws the random key (if the graph has random ops), then launches one kernel on the
 current stream: in order with eager kernels and asynchronous like them. Inside the
 kernel (device memory accessible, also under TORCHNEURON_PROTECT_MEMORY=1) the
-inputs reach XLA as zero-copy DLPack views of device memory (XLA copies a buffer
-that is not 64-byte aligned; the HBM allocator's blocks are), the executable runs,
-and its results are copied into the outputs (one host memcpy per output, through
-numpy: XLA allocates its own result buffers; a result that only updates a mutated
+inputs reach XLA as zero-copy views of device memory (XLA copies a buffer that is
+not 64-byte aligned; the HBM allocator's blocks are), the executable runs, and its
+results (numpy arrays over XLA's result buffers) are copied into the outputs (one
+host memcpy per output: XLA allocates its own result buffers; a result that only updates a mutated
 input is copied into that input, with no output tensor of its own). Outputs that alias each other in eager (y and
 y[0] of an intermediate y) are views of one buffer, as eager's. Mutated inputs are
 written back in place. A graph's host prologue (small computations on CPU inputs,
@@ -22,7 +22,6 @@ import weakref
 
 import numpy as np
 import torch
-import torch.utils.dlpack
 
 from .. import _C
 from .._warn import at_user_line
@@ -31,7 +30,7 @@ from .host_prologue import HostPrologue
 from .plan import GraphPlan
 
 
-def _jax_view(t: torch.Tensor):
+def _xla_view(t: torch.Tensor):
     return neuron_cc.buffer_importer()(t)
 
 
@@ -60,7 +59,7 @@ class _ViewCache:
                 out.append(e[2])
                 continue
             v = make(t)
-            if v.unsafe_buffer_pointer() == ptr:
+            if neuron_cc.buffer_pointer(v) == ptr:
                 d = self._d
 
                 def gone(r, k=k, d=d):  # only this tensor's entry, not a newer one
@@ -80,23 +79,27 @@ def _host_bytes(t: torch.Tensor):
     return _C._cpu_alias(t).reshape(-1).view(torch.uint8).numpy()
 
 
-def _copy_result(dst: torch.Tensor, src) -> None:
-    """Copies ``src`` (an XLA result, or a numpy array) into the device tensor ``dst``
-    of its shape and dtype. Through numpy: ``torch.from_dlpack`` + ``copy_``
-    cost ~10x as much on the launch thread (84 outputs of the GPT-2 optimizer step,
-    19 MB: 39 ms vs 3.7 ms, docs/design/compile-performance.md section 1)."""
+def _result_bytes(src: np.ndarray) -> np.ndarray:
+    return src.reshape(-1).view(np.uint8)
+
+
+def _result_tensor(src: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """A result (numpy, possibly read-only: a copy then, torch warns on those) as a
+    flat CPU tensor of ``dtype``, through its bytes (numpy lacks bfloat16 & co.)."""
+    b = _result_bytes(src)
+    return torch.from_numpy(b if b.flags.writeable else b.copy()).view(dtype)
+
+
+def _copy_result(dst: torch.Tensor, src: np.ndarray) -> None:
+    """Copies ``src`` (an XLA result: a numpy array over its buffer) into the device
+    tensor ``dst`` of its shape and dtype. Through numpy: ``torch.from_dlpack`` +
+    ``copy_`` cost ~10x as much on the launch thread (84 outputs of the GPT-2
+    optimizer step, 19 MB: 39 ms vs 3.7 ms, docs/design/compile-performance.md
+    section 1)."""
     if not dst.is_contiguous():  # a view of an alias group's buffer
-        _C._cpu_alias(dst).copy_(
-            torch.from_dlpack(src) if not isinstance(src, np.ndarray) else torch.from_numpy(src)
-        )
+        _C._cpu_alias(dst).copy_(_result_tensor(src, dst.dtype).view(dst.shape))
         return
-    try:
-        a = np.asarray(src)  # zero-copy for XLA:CPU results
-        np.copyto(_host_bytes(dst), a.reshape(-1).view(np.uint8))
-    except (TypeError, ValueError, RuntimeError):  # a dtype numpy cannot view
-        if isinstance(src, np.ndarray):
-            raise
-        _C._cpu_alias(dst).copy_(torch.from_dlpack(src))
+    np.copyto(_host_bytes(dst), _result_bytes(src))
 
 
 def _contiguous_strides(shape) -> tuple:
@@ -367,16 +370,15 @@ class CompiledGraph:
             res = exe.execute(cache.views(ins))
             direct = []
             for j, (r, dst) in enumerate(zip(res, dsts)):
-                r.block_until_ready()
                 if j in mut_only:  # written after the other outputs, which may read inputs
                     if dst.numel():
                         direct.append((dst, r))
                 elif j in scatter:  # aliased positions get the same value from each
                     flat, pos = scatter[j]
-                    _C._cpu_alias(flat)[pos] = torch.from_dlpack(r).reshape(-1)
+                    _C._cpu_alias(flat)[pos] = _result_tensor(r, flat.dtype)
                 elif dst.numel():
                     _copy_result(dst, r)
-            if any(r.unsafe_buffer_pointer() in in_ptrs for _, r in direct):
+            if any(r.ctypes.data in in_ptrs for _, r in direct):
                 # a result XLA left in an input's memory: read all before writing any
                 direct = [(dst, np.array(r, copy=True)) for dst, r in direct]
             for dst, r in direct:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import shlex
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
-import torch.utils.dlpack
 
 from .. import _C
 from .errors import NeuronCompileError
@@ -41,17 +42,32 @@ def _backend():
     global _client
     with _lock:
         if _client is None:
-            import jax
-            from jax._src import xla_bridge
+            # jaxlib alone, not jax: `import jax` took ~0.95 s of every process's first
+            # compiled call, jaxlib's client ~0.05 s (docs/design/compile-performance.md
+            # section 2). jax sets this before loading jaxlib (jax/__init__.py); without
+            # it XLA logs INFO lines (the device count) to stderr when the client starts.
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+            from jaxlib import xla_client
 
-            # Graphs may keep 64-bit values (TORCHNEURON_NARROW_64BIT=0): jax must not
-            # truncate 64-bit buffers it receives through DLPack.
-            jax.config.update("jax_enable_x64", True)
-            _client = xla_bridge.get_backend("cpu")
-            # jax tears its clients down at exit (atexit); queued compiled graphs must
-            # finish first. atexit runs last-registered first, so this runs before jax's.
+            # jax's CPU backend as jax._src.xla_bridge.make_cpu_client builds it outside
+            # jax.distributed: asynchronous dispatch (jax_cpu_enable_async_dispatch's
+            # default), no collectives, every CPU device XLA finds (we use the first).
+            _client = xla_client.make_cpu_client(asynchronous=True)
+            # Queued compiled graphs finish before the interpreter finalizes (the
+            # client goes with the module then); atexit runs last-registered first, so
+            # this runs before handlers registered earlier, e.g. the runtime's.
             atexit.register(_drain_devices)
         return _client
+
+
+@functools.lru_cache(maxsize=1)
+def _jaxlib():
+    """jaxlib's ``_jax`` and ``xla_client``, loaded by the client's start (which sets
+    the logging default first)."""
+    _backend()
+    from jaxlib import _jax, xla_client
+
+    return _jax, xla_client
 
 
 def client():
@@ -167,16 +183,30 @@ def parse_flags(
 class NeuronExecutable:
     """A compiled graph: runs on the host CPU's XLA runtime over buffers it is given.
 
-    ``execute(args)`` takes jax arrays (zero-copy DLPack views of device memory) in
-    the graph's input order and returns jax arrays in output order.
+    ``execute(args)`` takes ``buffer_importer()``'s views of device memory in the
+    graph's input order and returns the results in output order, each a read-only
+    numpy array over XLA's result buffer (zero-copy), once the computation finished.
     """
 
     def __init__(self, loaded, options: CompilerOptions):
         self._loaded = loaded
         self.options = options
+        # made with the executable (a warm start's on the prefetch thread), not at its run
+        self._handlers, self._by_dlpack = _result_handlers(loaded)
 
-    def execute(self, args):
-        return self._loaded.execute(args)
+    def execute(self, args) -> list[np.ndarray]:
+        res = self._loaded.execute_sharded(args).consume_with_handlers(self._handlers)
+        out = []
+        for r, dl in zip(res, self._by_dlpack):
+            r.block_until_ready()  # raises the computation's error, if any
+            if not dl:
+                try:
+                    out.append(np.asarray(memoryview(r)))  # jaxlib's buffer protocol
+                    continue
+                except BufferError:  # a layout other than row-major
+                    pass
+            out.append(_dlpack_view(r))
+        return out
 
     def serialize(self) -> bytes:
         """The executable's bytes (XLA's serialized executable): what the cache stores."""
@@ -189,9 +219,85 @@ class NeuronExecutable:
 
 
 def _devices(b):
-    from jax._src.lib import xla_client as xc
+    _, xla_client = _jaxlib()
+    return xla_client.DeviceList(tuple(b.local_devices()[:1]))
 
-    return xc.DeviceList(tuple(b.local_devices()[:1]))
+
+class _Aval:
+    """What jaxlib reads of jax's ShapedArray when it makes an array."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.weak_type = tuple(shape), np.dtype(dtype), False
+
+
+@functools.lru_cache(maxsize=1)
+def _sharding():
+    """The first CPU device's sharding, as jaxlib's array functions take it.
+
+    jaxlib's ``SingleDeviceSharding`` with the two methods jax adds to it in Python
+    (jax/_src/sharding_impls.py), which ``batched_device_put`` calls. Arrays jaxlib
+    makes itself (``execute``'s results, ``dlpack_managed_tensor_to_buffer``) import
+    ``jax.core`` for their ShapedArray; made here with ``_Aval`` they do not.
+    """
+    _jax, xla_client = _jaxlib()
+    replicated = xla_client.HloSharding.replicate()
+
+    class _OneDevice(_jax.SingleDeviceSharding):
+        def _to_xla_hlo_sharding(self, num_dimensions):
+            return replicated
+
+        @property
+        def memory_kind(self):
+            return self._memory_kind
+
+    return _OneDevice(client().local_devices()[0])
+
+
+def _result_handlers(loaded) -> tuple[list, list[bool]]:
+    """One jaxlib result handler per output (its shape and dtype from the executable's
+    program shape), and per output whether numpy gets it through DLPack: jaxlib's
+    buffer protocol has no format for bfloat16 and the float8 types."""
+    _jax, xla_client = _jaxlib()
+    hlo = loaded.hlo_modules()[0].as_serialized_hlo_module_proto()
+    shape = xla_client.XlaComputation(hlo).program_shape().result_shape()
+    shapes = shape.tuple_shapes() if shape.is_tuple() else [shape]
+    sharding = _sharding()
+    handlers, by_dlpack = [], []
+    for s in shapes:
+        dt = np.dtype(s.numpy_dtype())
+        handlers.append(_jax.array_result_handler(_Aval(s.dimensions(), dt), sharding, True, True))
+        by_dlpack.append(dt.kind not in "biufc")
+    return handlers, by_dlpack
+
+
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _dlpack_view(r) -> np.ndarray:
+    """numpy over an XLA array's buffer through DLPack (dtypes numpy has only through
+    ml_dtypes, e.g. bfloat16): torch reads the capsule, numpy views its bytes."""
+    _jax, _ = _jaxlib()
+    t = torch.from_dlpack(_jax.buffer_to_dlpack_managed_tensor(r))
+    dt = _numpy_of().get(t.dtype)
+    if dt is None:
+        return t.numpy()
+    return t.view(_INT_OF_SIZE[t.element_size()]).numpy().view(dt)
+
+
+@functools.lru_cache(maxsize=1)
+def _numpy_of() -> dict:
+    """torch dtype -> numpy dtype (ml_dtypes, jaxlib's dependency) where torch's
+    ``.numpy()`` has none."""
+    import ml_dtypes
+
+    names = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+    return {
+        getattr(torch, n): np.dtype(getattr(ml_dtypes, n))
+        for n in names
+        if hasattr(torch, n) and hasattr(ml_dtypes, n)
+    }
 
 
 # XLA:CPU options every graph is compiled with (part of the cache key through
@@ -208,9 +314,8 @@ _XLA_OPTIONS = (
 
 
 def _compile_options(o: CompilerOptions):
-    from jax._src.lib import xla_client as xc
-
-    opts = xc.CompileOptions()
+    _, xla_client = _jaxlib()
+    opts = xla_client.CompileOptions()
     # The optimization level and _XLA_OPTIONS (for NaN, not speed): the other XLA:CPU
     # options jaxlib 0.10.2 accepts (oneDNN, fast math, XNN fusion, opt presets, vector
     # width, ...) were measured on the benchmark models and none was faster beyond the
@@ -247,48 +352,52 @@ def compile(
     return NeuronExecutable(loaded, options)
 
 
-class _DeviceBytes:
-    """DLPack producer over a neuron tensor's bytes (CPU-addressable inside a kernel).
-    Its capsule holds no Python object: XLA releases imported buffers from its own
-    threads, possibly while the interpreter shuts down, when taking the GIL is fatal."""
-
-    def __init__(self, t: torch.Tensor):
-        self.t = t
-
-    def __dlpack__(self, stream=None, **kwargs):
-        return _C._cpu_alias_dlpack(self.t)
-
-    def __dlpack_device__(self):
-        return (1, 0)  # kDLCPU, device 0
+def host_view(a: np.ndarray):
+    """An executable input over a host numpy array's memory (zero-copy where XLA can:
+    C-contiguous, 64-byte aligned; else XLA copies it)."""
+    _jax, xla_client = _jaxlib()
+    return _jax.batched_device_put(
+        _Aval(a.shape, a.dtype),
+        _sharding(),
+        [a],
+        [client().local_devices()[0]],
+        True,  # committed
+        False,  # force_copy
+        xla_client.HostBufferSemantics.ZERO_COPY,
+        True,  # 64-bit values stay 64-bit (jax's default, x64 off, would narrow them)
+    )
 
 
 @functools.lru_cache(maxsize=1)
 def buffer_importer():
-    """The function ``neuron tensor -> jax array`` over the same bytes (zero-copy).
+    """The function ``neuron tensor -> executable input`` over the same bytes
+    (zero-copy where XLA can; ``buffer_pointer`` tells).
 
-    jaxlib's ``dlpack_managed_tensor_to_buffer`` straight from our capsule:
-    ``jax.dlpack.from_dlpack`` around it cost ~60 us a view in Python checks (device
-    and stream look-ups) against ~10 us, i.e. ~3 ms of a ResNet call with its 63
-    inputs (~5 ms of XLA time). Falls back to ``jax.dlpack.from_dlpack`` where that
-    entry point is missing or has another signature (it is private to jaxlib).
+    The tensor's bytes as a numpy array (``_C._cpu_alias``: a CPU tensor over device
+    memory that owns nothing; read inside a kernel) handed to jaxlib's
+    ``batched_device_put`` with zero-copy semantics: ~13 us a view, like the
+    ``dlpack_managed_tensor_to_buffer`` import it replaces, which imported jax (its
+    arrays' ShapedArray). XLA may drop its reference from its own threads: jaxlib
+    defers that decref to its next call under the GIL (its PythonRefManager), so no
+    thread of XLA's takes the GIL.
     """
-    import jax.dlpack
+    _jax, xla_client = _jaxlib()
+    put = _jax.batched_device_put
+    sharding, cpu = _sharding(), [client().local_devices()[0]]
+    zero_copy = xla_client.HostBufferSemantics.ZERO_COPY
+    alias, numpy_of, int_of = _C._cpu_alias, _numpy_of(), _INT_OF_SIZE
 
-    try:
-        from jax._src.lib import _jax
+    def to_buffer(t: torch.Tensor):
+        a = alias(t)
+        dt = numpy_of.get(t.dtype)
+        n = a.numpy() if dt is None else a.view(int_of[t.element_size()]).numpy().view(dt)
+        return put(_Aval(n.shape, n.dtype), sharding, [n], cpu, True, False, zero_copy, True)
 
-        cpu = client().local_devices()[0]
-        probe = torch.zeros(16, dtype=torch.float32)
-        arr = _jax.dlpack_managed_tensor_to_buffer(
-            torch.utils.dlpack.to_dlpack(probe), cpu, None, None, _KDLCPU
-        )
-        if arr.unsafe_buffer_pointer() != probe.data_ptr():
-            raise TypeError("not zero-copy")
-    except Exception:
-        return lambda t: jax.dlpack.from_dlpack(_DeviceBytes(t))
-    to_buffer = _jax.dlpack_managed_tensor_to_buffer
-    capsule = _C._cpu_alias_dlpack
-    return lambda t: to_buffer(capsule(t), cpu, None, None, _KDLCPU)
+    return to_buffer
 
 
-_KDLCPU = 1  # DLPack's kDLCPU
+def buffer_pointer(x) -> int:
+    """The address of the bytes an executable input (``buffer_importer``'s) lives in:
+    the tensor's own when XLA did not copy it."""
+    _jax, _ = _jaxlib()
+    return torch.from_dlpack(_jax.buffer_to_dlpack_managed_tensor(x)).data_ptr()
