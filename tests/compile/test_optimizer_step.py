@@ -18,6 +18,13 @@ _OPTIMIZERS = {
     ),
     "RMSprop": lambda p: torch.optim.RMSprop(p, lr=0.01, foreach=True),
     "Adagrad": lambda p: torch.optim.Adagrad(p, lr=0.1, foreach=True),
+    # single-tensor forms: Dynamo traces their addcmul_/addcdiv_ as prims.fma (failed to compile)
+    "AdamW single": lambda p: torch.optim.AdamW(p, lr=0.1, foreach=False),
+    "Adam single": lambda p: torch.optim.Adam(p, lr=0.1, weight_decay=0.01, foreach=False),
+    "NAdam single": lambda p: torch.optim.NAdam(p, lr=0.1, foreach=False),
+    "RAdam single": lambda p: torch.optim.RAdam(p, lr=0.1, foreach=False),
+    "Adagrad single": lambda p: torch.optim.Adagrad(p, lr=0.1, foreach=False),
+    "RMSprop single": lambda p: torch.optim.RMSprop(p, lr=0.01, foreach=False),
 }
 
 
@@ -43,6 +50,26 @@ def test_compiled_optimizer_step_matches_cpu(name):
         optn.zero_grad()
     for p, q in zip(m.parameters(), mn.parameters()):
         torch.testing.assert_close(q.cpu(), p, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_addcmul_and_addcdiv_with_a_value_match_cpu(dtype):
+    # Dynamo traces both as prims.fma(t1 * t2 (or t1 / t2), value, self)
+    def f(x, a, b):
+        x.addcmul_(a, b, value=0.3)
+        x.addcdiv_(a, b, value=-0.7)
+        return x * 2
+
+    torch.manual_seed(0)
+    x, a = torch.randn(6, 5, dtype=dtype), torch.randn(6, 5, dtype=dtype)
+    b = torch.rand(5, dtype=dtype) + 0.5  # broadcast
+    xn = x.to("neuron")
+    torch._dynamo.reset()
+    out = torch.compile(f, backend="neuron")(xn, a.to("neuron"), b.to("neuron"))
+    ref = f(x, a, b)
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {}
+    torch.testing.assert_close(out.cpu(), ref, **tol)
+    torch.testing.assert_close(xn.cpu(), x, **tol)
 
 
 def test_compiled_training_step_with_optimizer_matches_cpu():

@@ -26,11 +26,16 @@ table (decompositions.py).
 - ``prims.copy_strided`` (the core ``lerp`` decomposition's last step for a
   non-contiguous input: ``torch.lerp(x.t(), y, 0.3)`` failed to compile) is a copy:
   StableHLO tensors have no strides.
+- ``prims.fma`` (Inductor's prim: Dynamo traces ``addcmul_``/``addcdiv_`` with a ``value``
+  as ``fma(t1 * t2, value, self)``, so every non-foreach Adam, AdamW, NAdam, RAdam, Adagrad
+  and RMSprop step failed to compile): ``a * b + c`` as ATen's CPU ``addcmul`` computes it,
+  bfloat16/float16 in float32 and rounded once.
 """
 
 from __future__ import annotations
 
 import torch
+import torch._inductor.inductor_prims as inductor_prims  # registers prims.fma (15 ms)
 
 aten = torch.ops.aten
 _LOW = (torch.float16, torch.bfloat16)
@@ -188,8 +193,23 @@ def copy_strided(x, stride):
     return aten.clone.default(x)
 
 
+def fma(a, b, c):
+    dt = torch._prims_common.elementwise_dtypes(
+        a, b, c, type_promotion_kind=torch._prims_common.ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+    )[1]
+    if not dt.is_floating_point:
+        return aten.add.Tensor(aten.mul.Tensor(a, b), c)
+    wt = torch.float32 if dt in _LOW else dt
+    a, c = (aten._to_copy.default(t, dtype=wt) if t.dtype != wt else t for t in (a, c))
+    if isinstance(b, torch.Tensor) and b.dtype != wt:
+        b = aten._to_copy.default(b, dtype=wt)
+    r = aten.add.Tensor(aten.mul.Tensor(a, b), c)
+    return aten._to_copy.default(r, dtype=dt) if wt != dt else r
+
+
 TABLE = {
     torch.ops.prims.copy_strided.default: copy_strided,
+    inductor_prims.fma: fma,
     aten.trunc.default: trunc,
     aten.xlogy.Scalar_Other: _number_operand(aten.xlogy.Tensor),
     aten.xlogy.Scalar_Self: _number_operand(aten.xlogy.Tensor, number_first=True),
