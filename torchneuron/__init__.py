@@ -97,7 +97,10 @@ def _register_compile_backend() -> None:
 
 _register_compile_backend()
 
+from .compiler import aot_cache as _aot_cache  # noqa: E402
 from .compiler import cache_artifacts as _cache_artifacts  # noqa: E402,F401  (mega-cache types)
+
+_aot_cache.use_torch_cache_dir_at_import()  # TORCHNEURON_AOT_CACHE=1 only
 
 
 def _install_segment_runner() -> None:

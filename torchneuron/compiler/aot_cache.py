@@ -156,7 +156,14 @@ def use_torch_cache_dir_at_import() -> None:
     """With the flag on, PyTorch's cache folder is ours from torchneuron's import on:
     ``torch.compiler.load_cache_artifacts()`` writes the AOTAutograd entries it carries
     into the folder current then (before our first compile, torch's default one, which
-    our compiles never read). Left as it is where ours cannot be written."""
+    our compiles never read). Left as it is where ours cannot be written. Called by
+    torchneuron's ``__init__``."""
+    try:
+        on = config.aot_cache() and not config.neff_cache_disabled()
+    except ValueError:  # a bad value: the first compile raises it, naming it
+        return
+    if not on:
+        return
     from . import cache
 
     if not cache.cannot_write(torch_cache_dir()):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from torch.compiler._cache import CacheArtifact, CacheArtifactFactory, CacheArtifactManager
 
-from . import cache, config
+from . import cache
 
 NEFF, INDEX = "neuron_neff", "neuron_neff_index"
 
@@ -47,17 +47,3 @@ def record(key: str, payload: bytes, fx_key: str | None = None, rec: dict | None
     CacheArtifactManager.record_artifact(NEFF, key, payload)
     if fx_key is not None and rec is not None:
         CacheArtifactManager.record_artifact(INDEX, fx_key, cache.index_payload(rec))
-
-
-def _aot_entries_into_our_folder() -> None:
-    try:
-        on = config.aot_cache() and not config.neff_cache_disabled()
-    except ValueError:  # a bad value: the first compile raises it, naming it
-        return
-    if on:
-        from .aot_cache import use_torch_cache_dir_at_import
-
-        use_torch_cache_dir_at_import()
-
-
-_aot_entries_into_our_folder()
