@@ -10,6 +10,13 @@ compile or cache read). Prints cold, warm and the ratio cold/warm (target >= 10)
 of ``--repeats`` child pairs. Run: `.venv/bin/python bench/bench_warm_start.py`; with
 `TORCHNEURON_AOT_CACHE=1` in the environment the warm child skips AOTAutograd's trace
 (compiler/aot_cache.py). The children import this checkout's torchneuron.
+
+``--aot-compile``: the warm start through PyTorch's AOT compile instead (docs/compile.md):
+after the cold child, a child compiles ``_forward`` with
+``torch.compile(..., fullgraph=True).aot_compile()`` and saves it with
+``save_compiled_function``; the warm child loads it with
+``torch.compiler.load_compiled_function`` (no Dynamo or AOTAutograd trace) and times
+loading plus the first call.
 """
 
 from __future__ import annotations
@@ -42,7 +49,14 @@ def _model(name):
     return GPT2Model(cfg).eval(), {"input_ids": ids}
 
 
-def child(name: str) -> None:
+def _forward(model, **inputs):
+    """What ``--aot-compile`` compiles: the model's first output (a tensor; PyTorch 2.13
+    cannot save a function that returns GPT-2's ModelOutput)."""
+    out = model(**inputs)
+    return out if hasattr(out, "shape") else out[0]
+
+
+def child(name: str, mode: str = "plain", artifact: str = "") -> None:
     import warnings
 
     warnings.simplefilter("ignore")
@@ -54,10 +68,23 @@ def child(name: str) -> None:
     model.to("neuron")
     dev = {k: v.to("neuron") for k, v in inputs.items()}
     torch.neuron.synchronize()
-    comp = torch.compile(model, backend="neuron")
+    torch._dynamo.config.enable_aot_compile = True
     t0 = time.perf_counter()
     with torch.no_grad():
-        comp(**dev)
+        if mode == "aot_save":
+            comp = torch.compile(
+                _forward,
+                backend="neuron",
+                fullgraph=True,
+                options={"guard_filter_fn": torch.compiler.keep_portable_guards_unsafe},
+            ).aot_compile(((model,), dev))
+            comp.save_compiled_function(artifact)
+        elif mode == "aot_load":
+            with open(artifact, "rb") as f:
+                comp = torch.compiler.load_compiled_function(f)
+            comp(model, **dev)
+        else:
+            torch.compile(model, backend="neuron")(**dev)
     torch.neuron.synchronize()
     first = time.perf_counter() - t0
     times = torch._dynamo.utils.compile_times(repr="csv")
@@ -84,14 +111,23 @@ def child(name: str) -> None:
     )
 
 
-def _run(name: str, cache_dir: str) -> dict:
+def _run(name: str, cache_dir: str, mode: str = "plain") -> dict:
     # the child imports this checkout's torchneuron (its sys.path[0] is bench/; an editable
     # install may point at another one)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, TORCH_NEURONX_NEFF_CACHE_DIR=cache_dir, PYTHONPATH=path)
     out = subprocess.run(
-        [sys.executable, __file__, "--child", name],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            name,
+            "--mode",
+            mode,
+            "--artifact",
+            os.path.join(cache_dir, f"{name}.pt2"),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -105,9 +141,12 @@ def main():
     ap.add_argument("--child")
     ap.add_argument("--only", default="minilm,gpt2_4l")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--aot-compile", action="store_true", help="warm = a saved AOT compile")
+    ap.add_argument("--mode", default="plain", help=argparse.SUPPRESS)
+    ap.add_argument("--artifact", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.child)
+        child(a.child, a.mode, a.artifact)
         return
     print(f"load average {os.getloadavg()}")
     for name in a.only.split(","):
@@ -115,10 +154,15 @@ def main():
         for _ in range(a.repeats):
             d = tempfile.mkdtemp(prefix="bench_warm_")
             cold.append(_run(name, d))
-            warm.append(_run(name, d))
+            if a.aot_compile:
+                _run(name, d, "aot_save")
+            warm.append(_run(name, d, "aot_load" if a.aot_compile else "plain"))
         c = statistics.median(r["first"] for r in cold)
         w = statistics.median(r["first"] for r in warm)
-        print(f"\n== {name}: first call s, cold {c:.2f}, warm {w:.2f}: {c / w:.1f}x (target >= 10)")
+        how = "loaded AOT compile" if a.aot_compile else "warm"
+        print(
+            f"\n== {name}: first call s, cold {c:.2f}, {how} {w:.2f}: {c / w:.1f}x (target >= 10)"
+        )
         for label, rs in (("cold", cold), ("warm", warm)):
             r = rs[len(rs) // 2]
             print(

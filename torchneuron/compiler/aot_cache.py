@@ -30,10 +30,12 @@ torchneuron's import on (``torch.compiler.load_cache_artifacts()`` writes the en
 carries into the folder current then); a folder that cannot be written warns once and
 turns the flag off for it.
 
-Dynamo's own output (guards, bytecode) is not kept: torch 2.13's caching precompile
-(``torch._dynamo.config.caching_precompile``) was tried and fails on GPT-2 and after a
-guard failure (docs/design/compile-performance.md section 2), so a new process runs
-Dynamo's trace again.
+Dynamo's own output (guards, bytecode) is not kept by this flag: torch 2.13's caching
+precompile (``torch._dynamo.config.caching_precompile``) was tried and fails on GPT-2 and
+after a guard failure (docs/design/compile-performance.md section 2), so a new process runs
+Dynamo's trace again. PyTorch's AOT compile (``torch.compile(fn, fullgraph=True)
+.aot_compile(...)``, ``save_compiled_function``) keeps both traces; ``aot_compiling()`` makes
+the backend return NeuronOutputCodes for it whatever the flag says.
 """
 
 from __future__ import annotations
@@ -57,6 +59,15 @@ def enabled() -> bool:
     """The flag is on, the NEFF cache too, and PyTorch's cache folder for us can be
     written (else one warning, and AOTAutograd traces as without the flag)."""
     return config.aot_cache() and not config.neff_cache_disabled() and _writable()
+
+
+def aot_compiling() -> bool:
+    """PyTorch's AOT compile (``torch.compile(fn, fullgraph=True).aot_compile(...)``, whose
+    result is saved with ``save_compiled_function``) is calling the backend: it patches
+    these two settings around it, and it needs our graphs serializable whatever
+    TORCHNEURON_AOT_CACHE says (else AOTAutograd fails: "expected OutputCode")."""
+    fc = torch._functorch.config
+    return bool(fc.force_autograd_cache and fc.bypass_autograd_cache_key)
 
 
 _checked: dict = {}  # folder -> whether it could be written

@@ -177,7 +177,7 @@ def _aot(opts: dict, reason: str | None, hint=None):
     from . import aot_cache
 
     box = [reason]
-    cached = aot_cache.enabled()
+    cached = aot_cache.enabled() or aot_cache.aot_compiling()
     if cached:  # a hit does not trace: the table is built if AOTAutograd traces
         decompositions = aot_cache.LazyDecompositions()
     else:
