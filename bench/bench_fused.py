@@ -176,6 +176,11 @@ def main() -> None:
     if args.child:
         child(args.child, args.iters, args.warmup)
         return
+    unknown = [n for n in args.only.split(",") if n not in WORKLOADS]
+    if unknown:  # a child would run some default model under the wrong name
+        ap.error(
+            f"--only: unknown workload {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}"
+        )
     print(f"load average {os.getloadavg()[0]:.1f}; medians of {args.iters} pairs")
     targets = {"minilm_b32": 0.6, "gpt2_block": 0.5}
     for name in args.only.split(","):

@@ -51,9 +51,13 @@ PinnedTensor PinnedTensor::of(const at::Tensor& t, bool operand) {
 
 at::Tensor PinnedTensor::view() const {
   if (!neuron) return other;
-  // A new StorageImpl over the data pointer of the call, keeping the storage.
-  auto* keep = new c10::Storage(storage);
-  c10::DataPtr ptr(data, keep, [](void* k) { delete static_cast<c10::Storage*>(k); }, device);
+  // A new StorageImpl over the data pointer of the call, keeping the storage
+  // by a reference count of its own (no heap block per view).
+  c10::StorageImpl* keep = storage.unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(keep);
+  c10::DataPtr ptr(
+      data, keep,
+      [](void* k) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(k)); }, device);
   c10::Storage pinned(c10::Storage::use_byte_size_t(), nbytes, std::move(ptr),
                       /*allocator=*/nullptr, /*resizable=*/false);
   auto v = c10::make_intrusive<c10::TensorImpl>(std::move(pinned), keys, dtype);

@@ -79,6 +79,44 @@ CachingAllocator::~CachingAllocator() {
   for (FreeBlocks* p : {&small_free_, &large_free_})
     for (Block* b : *p) delete b;
   for (auto& [ptr, b] : allocated_) delete b;
+  for (Block* b : spare_blocks_) delete b;
+}
+
+CachingAllocator::Block* CachingAllocator::new_block(char* ptr, size_t size, bool small) {
+  if (spare_blocks_.empty()) return new Block{ptr, size, small};
+  Block* b = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  *b = Block{ptr, size, small};
+  return b;
+}
+
+void CachingAllocator::drop_block(Block* b) {
+  if (spare_blocks_.size() < kSpares) {
+    b->context.reset();
+    spare_blocks_.push_back(b);
+  } else {
+    delete b;
+  }
+}
+
+void CachingAllocator::insert_free(Block* b) {
+  FreeBlocks& free = pool(b->small);
+  if (spare_free_nodes_.empty()) {
+    free.insert(b);
+    return;
+  }
+  FreeBlocks::node_type node = std::move(spare_free_nodes_.back());
+  spare_free_nodes_.pop_back();
+  node.value() = b;
+  free.insert(std::move(node));
+}
+
+void CachingAllocator::erase_free(FreeBlocks::iterator it) {
+  FreeBlocks& free = pool((*it)->small);
+  if (spare_free_nodes_.size() < kSpares)
+    spare_free_nodes_.push_back(free.extract(it));
+  else
+    free.erase(it);
 }
 
 // A stat of the aggregate and of the block's pool move together.
@@ -133,7 +171,7 @@ CachingAllocator::Block* CachingAllocator::take_cached(bool small, size_t size) 
   auto it = free.lower_bound(&key);
   if (it == free.end()) return nullptr;
   Block* b = *it;
-  free.erase(it);
+  erase_free(it);
   return b;
 }
 
@@ -153,7 +191,7 @@ CachingAllocator::Block* CachingAllocator::map_new_segment(bool small, size_t se
   ++stats_.num_device_alloc;
   update(stats_.segment, small, 1);
   update(stats_.reserved_bytes, small, int64_t(segment_bytes));
-  return new Block{static_cast<char*>(base), segment_bytes, small};
+  return new_block(static_cast<char*>(base), segment_bytes, small);
 }
 
 // Marks `b` allocated for `requested` bytes (rounded: `size`), splitting off
@@ -164,13 +202,13 @@ void* CachingAllocator::hand_out(Block* b, size_t size, size_t requested) {
   const size_t rest = b->size - size;
   const bool split = small ? rest >= kMinBlock : rest > kSmallRequest;
   if (split) {
-    Block* tail = new Block{b->ptr + size, rest, small};
+    Block* tail = new_block(b->ptr + size, rest, small);
     tail->prev = b;
     tail->next = b->next;
     if (b->next) b->next->prev = tail;
     b->next = tail;
     b->size = size;
-    pool(small).insert(tail);
+    insert_free(tail);
     if (was_split) {
       // An inactive split block shrank by `size` and stays inactive.
       update(stats_.inactive_split_bytes, small, -int64_t(size));
@@ -185,7 +223,15 @@ void* CachingAllocator::hand_out(Block* b, size_t size, size_t requested) {
   }
   b->allocated = true;
   b->requested = requested;
-  allocated_.emplace(b->ptr, b);
+  if (spare_allocated_nodes_.empty()) {
+    allocated_.emplace(b->ptr, b);
+  } else {
+    Allocated::node_type node = std::move(spare_allocated_nodes_.back());
+    spare_allocated_nodes_.pop_back();
+    node.key() = b->ptr;
+    node.mapped() = b;
+    allocated_.insert(std::move(node));
+  }
   trace(MemoryEvent::kAlloc, b->ptr, requested, b->context);
   update(stats_.allocation, small, 1);
   update(stats_.allocated_bytes, small, int64_t(b->size));
@@ -204,7 +250,10 @@ void CachingAllocator::free(void* ptr) {
     throw Error("free of " + hex(ptr) + " on NeuronCore " + std::to_string(device_) +
                 ": not the start of an allocated block (double free?)");
   Block* b = it->second;
-  allocated_.erase(it);
+  if (spare_allocated_nodes_.size() < kSpares)
+    spare_allocated_nodes_.push_back(allocated_.extract(it));
+  else
+    allocated_.erase(it);
   const bool small = b->small;
   const size_t size = b->size, requested = b->requested;
   // The block is free once its last kernel has run: both moments at once.
@@ -225,7 +274,7 @@ void CachingAllocator::free(void* ptr) {
   int64_t split_blocks = 0, split_bytes = 0;
   for (Block* n : {b->prev, b->next}) {
     if (!n || n->allocated) continue;
-    free.erase(n);
+    erase_free(free.find(n));
     if (n == b->prev) {
       b->ptr = n->ptr;
       b->prev = n->prev;
@@ -237,11 +286,11 @@ void CachingAllocator::free(void* ptr) {
     b->size += n->size;
     split_blocks -= 1;
     split_bytes -= int64_t(n->size);
-    delete n;
+    drop_block(n);
   }
   b->allocated = false;
   b->requested = 0;
-  free.insert(b);
+  insert_free(b);
   if (b->is_split()) {
     split_blocks += 1;
     split_bytes += int64_t(b->size);
@@ -260,7 +309,7 @@ void CachingAllocator::release_cached_segments() {
         ++it;
         continue;
       }
-      it = free.erase(it);
+      it = free.erase(it);  // the rare path: no recycling
       trace(MemoryEvent::kSegmentFree, b->ptr, b->size, nullptr);
       segments_.erase(b->ptr);
       table_.erase(b->ptr);
@@ -339,6 +388,7 @@ void CachingAllocator::record_history(const MemoryHistoryOptions& o) {
   max_entries_ = o.max_entries;
   recorder_ = o.enabled ? o.recorder : nullptr;
   context_level_ = o.enabled && o.recorder ? o.context : MemoryContextLevel::kNever;
+  context_wanted_.store(context_level_);
   skip_actions_ = o.skip_actions;
   if (!o.enabled || o.clear) events_.clear();
   if (!o.enabled)
@@ -347,6 +397,8 @@ void CachingAllocator::record_history(const MemoryHistoryOptions& o) {
 }
 
 MemoryContext CachingAllocator::gather_context(MemoryContextLevel needed) const {
+  // Most calls record nothing: no lock for them (allocate and free take mu_ anyway).
+  if (context_wanted_.load(std::memory_order_relaxed) < needed) return nullptr;
   MemoryContextRecorder recorder;
   {
     std::lock_guard<std::mutex> lock(mu_);

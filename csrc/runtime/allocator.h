@@ -9,13 +9,16 @@
 // once after all unused cached segments are released, then OutOfMemoryError.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "adaptive_mutex.h"
 #include "runtime.h"
 #include "segment_table.h"
 
@@ -71,6 +74,7 @@ class CachingAllocator {
     }
   };
   using FreeBlocks = std::set<Block*, BySizeThenAddress>;
+  using Allocated = std::unordered_map<void*, Block*>;
 
   // All private helpers run with mu_ held.
   FreeBlocks& pool(bool small) { return small ? small_free_ : large_free_; }
@@ -78,6 +82,14 @@ class CachingAllocator {
   Block* map_new_segment(bool small, size_t segment_bytes, std::string* why);
   void* hand_out(Block* b, size_t size, size_t requested);
   void release_cached_segments();
+  // Blocks and container nodes are recycled, so an allocation and a free
+  // (made on different threads: the launching one and a stream worker) do not
+  // go through malloc (docs/design/eager-per-op-cost.md).
+  Block* new_block(char* ptr, size_t size, bool small);
+  void drop_block(Block* b);
+  void insert_free(Block* b);
+  void erase_free(FreeBlocks::iterator it);
+  static constexpr size_t kSpares = 64;  // of each kind
   void update(StatArray& stat, bool small, int64_t delta);
   [[noreturn]] void out_of_memory(size_t requested, const std::string& why, bool last_try);
   void trace(MemoryEvent::Action action, const void* addr, size_t size,
@@ -91,16 +103,20 @@ class CachingAllocator {
   const bool protect_;
   SegmentTable& table_;
 
-  mutable std::mutex mu_;
+  mutable AdaptiveMutex mu_;
   FreeBlocks small_free_, large_free_;
-  std::unordered_map<void*, Block*> allocated_;  // by block start
-  std::unordered_map<char*, size_t> segments_;   // base -> bytes
+  Allocated allocated_;  // by block start
+  std::vector<Block*> spare_blocks_;
+  std::vector<FreeBlocks::node_type> spare_free_nodes_;
+  std::vector<Allocated::node_type> spare_allocated_nodes_;
+  std::unordered_map<char*, size_t> segments_;  // base -> bytes
   MemoryStats stats_;
   // History: a ring of the newest max_entries_ events (when recording).
   bool recording_ = false;
   size_t max_entries_ = 0;
   MemoryContextRecorder recorder_;
   MemoryContextLevel context_level_ = MemoryContextLevel::kNever;
+  std::atomic<MemoryContextLevel> context_wanted_{MemoryContextLevel::kNever};  // read without mu_
   uint32_t skip_actions_ = 0;
   std::deque<MemoryEvent> events_;
 };

@@ -42,12 +42,11 @@ uint64_t Stream::enqueue(const char* name, std::function<void()> fn, Kind kind,
   std::unique_lock<std::mutex> lock(mu_);
   // A full queue makes the host wait, as a device's launch queue does; this
   // bounds the memory a host far ahead of the device can pin.
-  if (enqueued_ - completed_ >= kMaxPendingTasks &&
-      std::this_thread::get_id() != worker_.get_id()) {
-    ++waiters_;
-    done_cv_.wait(lock, [&] { return enqueued_ - completed_ < kMaxPendingTasks; });
-    --waiters_;
-  }
+  // It waits until half the queue has run, so that it sleeps and is woken
+  // once per half queue, not once per task.
+  if (enqueued_ - completed_.load() >= kMaxPendingTasks &&
+      std::this_thread::get_id() != worker_.get_id())
+    sleep_until_reached(lock, enqueued_ - kMaxPendingTasks / 2);
   const uint64_t point = ++enqueued_;
   Task task{std::move(fn), name, kind, error_out, false, ActivityKind::kKernel, 0, 0, 0};
   if (kind == Kind::kKernel && activity::enabled()) {
@@ -69,20 +68,31 @@ uint64_t Stream::enqueued() const {
   return enqueued_;
 }
 
-bool Stream::reached(uint64_t point) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_ >= point;
-}
+bool Stream::reached(uint64_t point) const { return completed_.load() >= point; }
 
 void Stream::wait(uint64_t point) {
+  if (completed_.load() >= point) return;
   std::unique_lock<std::mutex> lock(mu_);
-  if (completed_ >= point) return;
+  if (completed_.load() >= point) return;
   if (std::this_thread::get_id() == worker_.get_id())
     throw Error("a kernel on neuron stream " + std::to_string(id_) + " of device " +
                 std::to_string(device_) + " waited for its own stream, which would never finish");
-  ++waiters_;
-  done_cv_.wait(lock, [&] { return completed_ >= point; });
-  --waiters_;
+  sleep_until_reached(lock, point);
+}
+
+// With mu_ held. Each sleeper lowers wake_at_ to its point before it checks
+// completed_ (both sequentially consistent; complete() does the two the
+// other way round), so the worker either sees the point or this thread sees
+// the progress; complete() resets wake_at_ when it wakes everyone, and a
+// thread that wakes early sets its point again.
+void Stream::sleep_until_reached(std::unique_lock<std::mutex>& lock, uint64_t point) {
+  for (;;) {
+    uint64_t at = wake_at_.load();
+    while (point < at && !wake_at_.compare_exchange_weak(at, point)) {
+    }
+    if (completed_.load() >= point) return;
+    done_cv_.wait(lock);
+  }
 }
 
 std::optional<std::string> Stream::take_error() {
@@ -111,21 +121,28 @@ void Stream::work() {
     if (pending_.empty()) return;  // stopping, and everything has run
     batch.swap(pending_);
     lock.unlock();
-    for (Task& t : batch) {
-      std::string error = run(t);
-      lock.lock();
-      if (!error.empty()) {
-        if (t.error_out)
-          *t.error_out = std::move(error);
-        else if (!error_)
-          error_ = std::move(error);
-      }
-      ++completed_;
-      if (waiters_ > 0) done_cv_.notify_all();
-      lock.unlock();
-    }
+    for (Task& t : batch) complete(t, run(t));
     batch.clear();
     lock.lock();
+  }
+}
+
+// Reaches the task's point. No lock unless there is an error to record or a
+// sleeper whose point this is (sleep_until_reached); taking mu_ before
+// notifying makes sure a sleeper that saw no progress is asleep.
+void Stream::complete(Task& t, std::string error) {
+  if (!error.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (t.error_out)
+      *t.error_out = std::move(error);
+    else if (!error_)
+      error_ = std::move(error);
+  }
+  const uint64_t reached = completed_.fetch_add(1) + 1;
+  if (reached >= wake_at_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_at_.store(UINT64_MAX);
+    done_cv_.notify_all();
   }
 }
 

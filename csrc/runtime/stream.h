@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "activity.h"
+#include "adaptive_mutex.h"
 #include "runtime.h"
 
 namespace torchneuron::runtime {
@@ -33,7 +34,7 @@ bool set_count_kernel_cpu(bool on);
 class Stream {
  public:
   // Launches beyond this many unfinished tasks wait for the worker (a
-  // device's launch queue is finite too).
+  // device's launch queue is finite too), until half of them have run.
   static constexpr uint64_t kMaxPendingTasks = 1024;
 
   enum class Kind : uint8_t {
@@ -75,18 +76,24 @@ class Stream {
   };
   void work();
   std::string run(Task& t);  // the error message, empty on success
+  void complete(Task& t, std::string error);
 
   const int device_;
   const StreamId id_;
   const bool protect_;
   DeviceCounters& counters_;
 
-  mutable std::mutex mu_;
+  mutable AdaptiveMutex mu_;
   std::condition_variable work_cv_;  // worker waits for tasks
   std::condition_variable done_cv_;  // waiters wait for points
   std::vector<Task> pending_;        // swapped whole into the worker's batch
-  uint64_t enqueued_ = 0, completed_ = 0;
-  int waiters_ = 0;
+  uint64_t enqueued_ = 0;            // under mu_
+  // Written by the worker without mu_ (one lock per batch, not per task);
+  // wake_at_, the smallest point a sleeping thread waits for (none: the
+  // largest value), is read then: see Stream::complete.
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<uint64_t> wake_at_{UINT64_MAX};
+  void sleep_until_reached(std::unique_lock<std::mutex>& lock, uint64_t point);
   bool worker_idle_ = false, stop_ = false;
   std::optional<std::string> error_;
   std::thread worker_;  // last: starts after the members it uses exist

@@ -352,6 +352,16 @@ TEST(Allocator, ConcurrentAllocateAndFree) {
   EXPECT_EQ(s.inactive_split[kAggregate].current, 0);
   EXPECT_EQ(s.inactive_split_bytes[kAggregate].current, 0);
   EXPECT_LE(s.reserved_bytes[kAggregate].peak, int64_t(256 * kMiB));
+  // Blocks and nodes are recycled (allocator.h): after the churn every
+  // segment is still one free block covering it, merged from its pieces.
+  MemorySnapshot snap = rt->memory_snapshot(0);
+  ASSERT_FALSE(snap.segments.empty());
+  for (const MemorySegment& seg : snap.segments) {
+    ASSERT_EQ(seg.blocks.size(), 1u) << "segment at " << seg.addr;
+    EXPECT_EQ(seg.blocks[0].addr, seg.addr);
+    EXPECT_EQ(seg.blocks[0].size, seg.size);
+    EXPECT_FALSE(seg.blocks[0].allocated);
+  }
   rt->empty_cache(0);
   EXPECT_EQ(rt->memory_stats(0).reserved_bytes[kAggregate].current, 0);
 }

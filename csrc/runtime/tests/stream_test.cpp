@@ -83,6 +83,85 @@ TEST(Stream, FullQueueMakesTheHostWait) {
   EXPECT_EQ(queued.load(), int(Stream::kMaxPendingTasks) + 8);
 }
 
+// A counter of permits each task takes one of before it finishes.
+class Permits {
+ public:
+  void grant(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    n_ += n;
+    cv_.notify_all();
+  }
+  void take() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, 20s, [&] { return n_ > 0; });
+    --n_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_ = 0;
+};
+
+TEST(Stream, FullQueueWaitsForHalfOfIt) {
+  // A host that found the queue full goes on when half of it has run, not at
+  // the first free slot: it sleeps and wakes once per half queue.
+  auto rt = small_emulator();
+  Permits permits;
+  constexpr int kMax = int(Stream::kMaxPendingTasks);
+  for (int i = 0; i < kMax; ++i) rt->launch(0, 0, "permit", [&] { permits.take(); });
+  std::atomic<bool> past{false};
+  std::thread host([&] {
+    rt->launch(0, 0, "noop", [] {});
+    past = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(past.load()) << "before any";
+  permits.grant(kMax / 2 - 1);  // one task short of half
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(past.load());
+  permits.grant(1);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(past.load());
+  permits.grant(kMax);
+  host.join();
+  rt->synchronize_stream(0, 0);
+}
+
+TEST(Stream, WaitersForDifferentPointsAllWake) {
+  // Threads sleeping for different points each wake when theirs is reached
+  // (the worker wakes sleepers only at the smallest point one waits for).
+  auto rt = small_emulator();
+  Permits permits;
+  std::atomic<int> ran{0};
+  std::vector<EventId> events;
+  for (int w = 0; w < 4; ++w) {
+    for (int i = 0; i < 10; ++i)
+      rt->launch(0, 0, "permit", [&] {
+        permits.take();
+        ++ran;
+      });
+    events.push_back(rt->create_event(0, false));
+    rt->record_event(events.back(), 0, 0);
+  }
+  std::vector<int> seen(4, -1);
+  std::vector<std::thread> waiters;
+  for (int w = 3; w >= 0; --w)  // the latest point first
+    waiters.emplace_back([&, w] {
+      rt->synchronize_event(events[size_t(w)]);
+      seen[size_t(w)] = ran.load();
+    });
+  std::this_thread::sleep_for(50ms);  // all asleep
+  for (int i = 0; i < 40; ++i) {
+    permits.grant(1);
+    if (i % 7 == 0) std::this_thread::yield();
+  }
+  for (auto& t : waiters) t.join();
+  for (int w = 0; w < 4; ++w) EXPECT_GE(seen[size_t(w)], 10 * (w + 1)) << "waiter " << w;
+  rt->synchronize_stream(0, 0);
+  for (EventId e : events) rt->destroy_event(e);
+}
+
 TEST(Stream, UnusedStreamsAreIdle) {
   auto rt = small_emulator();
   EXPECT_TRUE(rt->query_stream(0, 0));
