@@ -32,24 +32,30 @@ struct FuseRecord;
 void buffer_or_enqueue(c10::DeviceIndex device, const char* name, std::shared_ptr<FuseRecord> rec,
                        std::function<void()> kernel);
 
-// `f` wrapped once: one closure allocation per launch, not two. The runtime
-// reports a failed kernel by its what(); c10::Error's carries a C++
-// backtrace, which is noise in an asynchronous error message.
+// What every kernel does around its body on the worker, with the launching
+// thread's intra-op thread count. The runtime reports a failed kernel by its
+// what(); c10::Error's carries a C++ backtrace, which is noise in an
+// asynchronous error message.
+template <class F>
+void run_wrapped(int threads, F& f) {
+  kernel_prologue(threads);
+  // A kernel computes; autograd and version counters were handled at the call. Below them,
+  // a write into a tensor made under torch.inference_mode is allowed on the worker, which
+  // is not in inference mode (x.cpu() inside it had failed: "Inplace update to inference
+  // tensor outside InferenceMode").
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  try {
+    f();
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(e.what_without_backtrace());
+  }
+}
+
+// `f` wrapped once: one closure allocation per launch, not two.
 template <class F>
 std::function<void()> wrap_kernel(F&& f) {
-  const int threads = launch_thread_count();
-  return [f = std::forward<F>(f), threads]() mutable {
-    kernel_prologue(threads);
-    // A kernel computes; autograd and version counters were handled at the call. Below them,
-    // a write into a tensor made under torch.inference_mode is allowed on the worker, which
-    // is not in inference mode (x.cpu() inside it had failed: "Inplace update to inference
-    // tensor outside InferenceMode").
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    try {
-      f();
-    } catch (const c10::Error& e) {
-      throw std::runtime_error(e.what_without_backtrace());
-    }
+  return [f = std::forward<F>(f), threads = launch_thread_count()]() mutable {
+    run_wrapped(threads, f);
   };
 }
 

@@ -19,7 +19,7 @@ at::Tensor HostViews::view(const at::Tensor& t) {
   if (t.numel() == 0 || !t.has_storage() || !t.storage().data())
     return probe_ ? zero_host_like(t) : cpu_alias(t);
   const c10::Storage& src = t.storage();
-  c10::Storage& host = storages_[src.data()];
+  c10::Storage& host = slot(src.data());
   if (!host || host.nbytes() < src.nbytes()) host = make(src);
   auto r = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(host), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
@@ -29,21 +29,26 @@ at::Tensor HostViews::view(const at::Tensor& t) {
   return r;
 }
 
+c10::Storage& HostViews::slot(const void* data) {
+  for (auto& [d, storage] : few_)
+    if (d == data) return storage;
+  if (few_.size() < kInline) return few_.emplace_back(data, c10::Storage()).second;
+  return many_[data];
+}
+
 c10::Storage HostViews::make(const c10::Storage& src) const {
   const size_t n = src.nbytes();
   void* p = const_cast<void*>(src.data());
-  if (probe_) {
-    p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-             0);
-    TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "neuron: no host memory for a ", n,
-                     "-byte shape probe");
-    return at::from_blob(
-               p, {int64_t(n)}, [n](void* q) { munmap(q, n); },
-               at::TensorOptions().dtype(c10::kByte))
-        .storage();
-  }
+  if (!probe_)  // the device memory itself, not owned: a plain DataPtr, no deleter context
+    return c10::Storage(c10::Storage::use_byte_size_t(), n,
+                        c10::DataPtr(
+                            p, p, [](void*) {}, c10::Device(c10::kCPU)),
+                        /*allocator=*/nullptr, /*resizable=*/false);
+  p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "neuron: no host memory for a ", n,
+                   "-byte shape probe");
   return at::from_blob(
-             p, {int64_t(n)}, [](void*) {}, at::TensorOptions().dtype(c10::kByte))
+             p, {int64_t(n)}, [n](void* q) { munmap(q, n); }, at::TensorOptions().dtype(c10::kByte))
       .storage();
 }
 

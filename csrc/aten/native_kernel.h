@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/SmallVector.h>
 
 #include <atomic>
 #include <memory>
@@ -64,8 +65,13 @@ class HostViews {
 
  private:
   c10::Storage make(const c10::Storage& src) const;
+  c10::Storage& slot(const void* data);
   bool probe_;
-  std::unordered_map<const void*, c10::Storage> storages_;
+  // By device data pointer: a few per call, searched in order (no heap for
+  // the common op); past kInline, the map.
+  static constexpr size_t kInline = 8;
+  c10::SmallVector<std::pair<const void*, c10::Storage>, 4> few_;
+  std::unordered_map<const void*, c10::Storage> many_;
 };
 
 // Build the CPU argument list over device memory. Runs where memory is
