@@ -20,6 +20,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 # fresh processes compiling cold then loading: their device work is covered elsewhere
 pytestmark = pytest.mark.unprotected_only
@@ -54,6 +55,10 @@ sys.path.insert(0, os.environ["T_MODEL_DIR"])
 import model_src
 
 mode, path, batch, train = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+if os.environ.get("T_UPGRADE"):  # another torchneuron: its passes' fingerprint differs
+    import torchneuron.compiler.graph_key as graph_key
+
+    graph_key.passes_fingerprint = lambda: "0" * 64
 torch._dynamo.config.enable_aot_compile = True
 torch.manual_seed(0)
 m = model_src.Net()
@@ -91,7 +96,7 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _run(tmp_path, mode, batch=3, train=False, cache="neff"):
+def _run(tmp_path, mode, batch=3, train=False, cache="neff", upgrade=False):
     (tmp_path / "model_src.py").write_text(textwrap.dedent(MODEL))
     script = tmp_path / "child.py"
     script.write_text(CHILD)
@@ -102,6 +107,8 @@ def _run(tmp_path, mode, batch=3, train=False, cache="neff"):
         TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path / cache),
         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
     )
+    if upgrade:
+        env["T_UPGRADE"] = "1"
     art = str(tmp_path / "fn.pt2")
     proc = subprocess.run(
         [sys.executable, str(script), mode, art, str(batch), "1" if train else "0"],
@@ -140,6 +147,19 @@ def test_loaded_function_without_the_executables_compiles_them(tmp_path):
     assert "compiled" in loaded["cache"]
 
 
+def test_loaded_by_another_torchneuron_compiles_with_its_passes(tmp_path):
+    """A function saved by one torchneuron and loaded by another (its passes changed)
+    with an empty NEFF cache: the stored graph is compiled with the loader's passes, no
+    trace (it failed: 'does not rebuild identically; tracing it again', with no trace to
+    fall back on)."""
+    _run(tmp_path, "save")
+    loaded = _run(tmp_path, "load", cache="other", upgrade=True)
+    assert loaded["error"] is None, loaded["error"]
+    assert loaded["err"] < 1e-5
+    assert not loaded["dynamo_traced"] and loaded["aot_traces"] == 0
+    assert "compiled" in loaded["cache"]
+
+
 def test_input_outside_the_guards_raises(tmp_path):
     """A batch the saved function was not compiled for fails PyTorch's guard check
     (RuntimeError naming it), never a silent wrong result."""
@@ -147,3 +167,36 @@ def test_input_outside_the_guards_raises(tmp_path):
     loaded = _run(tmp_path, "load", batch=5)
     assert loaded["error"] and loaded["error"].startswith("RuntimeError")
     assert "Guard" in loaded["error"] or "guard" in loaded["error"]
+
+
+def _aot_compile(fn, args, **options):
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(enable_aot_compile=True):
+        c = torch.compile(fn, backend="neuron", fullgraph=True, options=options or None)
+        return c.aot_compile((args, {}))
+
+
+def _inv(x):
+    return torch.linalg.inv(x)
+
+
+def _linear(m, x):
+    return m(x)
+
+
+def test_graph_running_op_by_op_cannot_be_saved_and_says_why():
+    """fallback_execution runs a graph that did not lower op by op: aot_compile refuses it
+    naming the graph and the reason (it said only 'this graph has no cache key')."""
+    x = (torch.randn(33, 33) + 33 * torch.eye(33)).to("neuron")  # 33 x 33 inv: not lowered
+    with pytest.raises(Exception, match="cannot be saved: it is not one compiled executable"):
+        _aot_compile(_inv, (x,), fallback_execution=True)
+
+
+def test_dynamic_dimension_cannot_be_saved_and_says_why():
+    """mark_dynamic with aot_compile: a clear RuntimeError (it named an internal class
+    that 'does not implement SerializableCallable')."""
+    lin = torch.nn.Linear(8, 4).to("neuron")
+    x = torch.randn(3, 8, device="neuron")
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(RuntimeError, match="dynamic dimensions .* cannot be saved by aot_compile"):
+        _aot_compile(_linear, (lin, x))

@@ -385,6 +385,15 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, *, options=None, mo
             prev = None
         _frame_shapes[cid.frame_id] = sig
     if _is_symbolic(example_inputs):
+        from . import aot_cache
+
+        if aot_cache.aot_compiling():  # its per-shape graphs are made at run time
+            raise RuntimeError(
+                "neuron backend: a graph with dynamic dimensions (torch._dynamo.mark_dynamic, "
+                "or automatic dynamic shapes) cannot be saved by aot_compile: the Neuron "
+                "compiler needs static shapes. Remove mark_dynamic and AOT-compile one "
+                "function per input shape."
+            )
         return _ShapeSpecializer(gm, opts, prev)
     from . import prefetch
 
