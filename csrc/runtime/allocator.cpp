@@ -274,7 +274,8 @@ void CachingAllocator::free(void* ptr) {
   int64_t split_blocks = 0, split_bytes = 0;
   for (Block* n : {b->prev, b->next}) {
     if (!n || n->allocated) continue;
-    erase_free(free.find(n));
+    auto it = free.find(n);  // a free neighbour is always cached; erase(key) did not insist
+    if (it != free.end()) erase_free(it);
     if (n == b->prev) {
       b->ptr = n->ptr;
       b->prev = n->prev;
