@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/util/SmallVector.h>
 
 #include <mutex>
 #include <sstream>
@@ -108,6 +109,13 @@ std::shared_ptr<const Geometry> insert_geometry(const std::string& key, Geometry
 
 std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t base, size_t n) {
   std::string k;
+  geometry_key_into(k, op, st, base, n);
+  return k;
+}
+
+void geometry_key_into(std::string& k, const c10::OperatorHandle& op, const Stack& st, size_t base,
+                       size_t n) {
+  k.clear();
   k.reserve(256);
   put(k, static_cast<const void*>(&op.schema()));
   // Global state that changes a result's dtype, shape or strides (or which
@@ -121,7 +129,7 @@ std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t 
   for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i]);
   // Which tensors share device memory, and where (out= aliasing an input is
   // an error for some ops, in-place computation for others).
-  std::vector<std::pair<const void*, int64_t>> seen;  // (storage, byte offset)
+  c10::SmallVector<std::pair<const void*, int64_t>, 8> seen;  // (storage, byte offset)
   for (size_t i = 0; i < n; ++i)
     map_tensors(st[base + i], [&](const at::Tensor& t) {
       if (!t.defined() || t.device().type() != kNeuron || t.numel() == 0) return t;
@@ -138,7 +146,6 @@ std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t 
       seen.emplace_back(storage, offset);
       return t;
     });
-  return k;
 }
 
 ResultGeometry geometry_of(const at::Tensor& t) {

@@ -181,9 +181,11 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
 
   // Result geometry: from the cache, or from the CPU kernel on zero-filled
   // copies (probe_geometry; errors surface at the call, inputs intact).
-  std::string key = geometry_key(op, *stack, base, plan.num_args);
-  std::shared_ptr<const Geometry> geo = find_geometry(key);
+  thread_local std::string key_buffer;  // a hit (the common call) allocates no key
+  geometry_key_into(key_buffer, op, *stack, base, plan.num_args);
+  std::shared_ptr<const Geometry> geo = find_geometry(key_buffer);
   if (!geo) {
+    const std::string key = key_buffer;  // the probe below may run ops that build keys
     // A new signature implies a new geometry key (the key is finer): counted here only.
     note_kernel_signature(plan.name, *stack, base, plan.num_args);
     auto g = probe_geometry(op, plan, *stack, base, narrow, device);

@@ -114,6 +114,9 @@ struct Geometry {
 };
 
 std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t base, size_t n);
+// The same into `k` (cleared; its capacity kept: no allocation per call).
+void geometry_key_into(std::string& k, const c10::OperatorHandle& op, const Stack& st, size_t base,
+                       size_t n);
 std::shared_ptr<const Geometry> find_geometry(const std::string& key);
 std::shared_ptr<const Geometry> insert_geometry(const std::string& key, Geometry g);
 ResultGeometry geometry_of(const at::Tensor& t);
