@@ -107,12 +107,6 @@ std::shared_ptr<const Geometry> insert_geometry(const std::string& key, Geometry
   return geometry_cache().insert(key, std::move(g));
 }
 
-std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t base, size_t n) {
-  std::string k;
-  geometry_key_into(k, op, st, base, n);
-  return k;
-}
-
 void geometry_key_into(std::string& k, const c10::OperatorHandle& op, const Stack& st, size_t base,
                        size_t n) {
   k.clear();

@@ -113,8 +113,8 @@ struct Geometry {
   std::vector<c10::Warning> warnings;
 };
 
-std::string geometry_key(const c10::OperatorHandle& op, const Stack& st, size_t base, size_t n);
-// The same into `k` (cleared; its capacity kept: no allocation per call).
+// The geometry cache's key of an op call, into `k` (cleared; its capacity kept: no
+// allocation per call).
 void geometry_key_into(std::string& k, const c10::OperatorHandle& op, const Stack& st, size_t base,
                        size_t n);
 std::shared_ptr<const Geometry> find_geometry(const std::string& key);
