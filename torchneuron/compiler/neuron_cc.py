@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import re
 import shlex
 import threading
 from dataclasses import dataclass, field
@@ -95,7 +96,10 @@ def compiler_version() -> str:
     import importlib.metadata as md
 
     opts = ",".join(f"{k}={v}" for k, v in _XLA_OPTIONS)
-    return f"xla-cpu/jaxlib-{md.version('jaxlib')}/torch-mlir-{md.version('torch-mlir')}/{opts}"
+    return (
+        f"xla-cpu/jaxlib-{md.version('jaxlib')}/torch-mlir-{md.version('torch-mlir')}/{opts}"
+        f"/{','.join(_MODULE_REWRITES)}"
+    )
 
 
 @dataclass
@@ -313,6 +317,69 @@ _XLA_OPTIONS = (
 )
 
 
+# Rewrites of the StableHLO module before XLA:CPU compiles it (part of the cache key
+# through compiler_version(): the executable changes with them, the module text does not).
+_MODULE_REWRITES = ("column-sums-2d",)
+
+_COLUMN_SUM = re.compile(
+    r"^(?P<ind>[ \t]*)(?P<res>%[-\w.$]+) = stablehlo\.reduce\((?P<x>%[-\w.$]+) "
+    r"init: (?P<init>%[-\w.$]+)\) applies stablehlo\.add across dimensions = "
+    r"\[(?P<dims>[\d, ]+)\] : \(tensor<(?P<shape>[\dx]+)xf32>, tensor<f32>\) -> "
+    r"tensor<(?P<out>[\dx]*?)x?f32>$",
+    re.M,
+)
+
+
+def column_sums_2d(stablehlo: str) -> str:
+    """Sums of float32 over leading dimensions (``x.sum((0, 1))`` of a [B, T, C]
+    tensor: the bias and layer-norm weight gradients of a backward graph) rewritten as
+    the same sum over dimension 0 of a [rows, columns] reshape of ``x`` behind an
+    ``optimization_barrier``.
+
+    XLA:CPU folds such a reshape into the reduce and splits a reduction over more than
+    32 elements into a reduce-window and a reduce (its tree reduction); over two leading
+    dimensions the reduce-window is a slow strided loop: x.sum((0, 1)) of an [8, 64, 512]
+    tensor took ~680 us, the same sum over the 2-d [512, 512] view ~90 us (with XLA's
+    pairwise tree over 32-row windows: closer to the float64 sum than before, 1.2e-5 vs
+    3.5e-5 there). The barrier (no computation: the reshape is a bitcast of the
+    operand's buffer) keeps XLA from folding the reshape back. Same elements summed,
+    with the same init and ``add``; NaN and infinities propagate as before. Applied
+    where the leading dimensions hold more than 32 elements and the kept ones at least
+    2; reduces of other forms are left as they are.
+    """
+    if "stablehlo.reduce" not in stablehlo:
+        return stablehlo
+    prefix = "%ncs"
+    while re.search(re.escape(prefix) + r"\d", stablehlo):
+        prefix += "_"
+    count = 0
+
+    def rewrite(m: re.Match) -> str:
+        nonlocal count
+        dims = [int(d) for d in m["dims"].split(",")]
+        shape = [int(d) for d in m["shape"].split("x")]
+        k = len(dims)
+        if dims != list(range(k)) or k >= len(shape):
+            return m[0]
+        rows = int(np.prod(shape[:k]))
+        cols = int(np.prod(shape[k:]))
+        if rows <= 32 or cols < 2:
+            return m[0]
+        count += 1
+        v, ind = f"{prefix}{count}", m["ind"]
+        two = f"tensor<{rows}x{cols}xf32>"
+        out = f"tensor<{m['out']}xf32>" if m["out"] else "tensor<f32>"
+        return (
+            f"{ind}{v}_x = stablehlo.reshape {m['x']} : (tensor<{m['shape']}xf32>) -> {two}\n"
+            f"{ind}{v}_b = stablehlo.optimization_barrier {v}_x : {two}\n"
+            f"{ind}{v}_s = stablehlo.reduce({v}_b init: {m['init']}) applies stablehlo.add "
+            f"across dimensions = [0] : ({two}, tensor<f32>) -> tensor<{cols}xf32>\n"
+            f"{ind}{m['res']} = stablehlo.reshape {v}_s : (tensor<{cols}xf32>) -> {out}"
+        )
+
+    return _COLUMN_SUM.sub(rewrite, stablehlo)
+
+
 def _compile_options(o: CompilerOptions):
     _, xla_client = _jaxlib()
     opts = xla_client.CompileOptions()
@@ -344,7 +411,9 @@ def compile(
     options = parse_flags(flags, target, lnc, opt_level, graph_name)
     b = _backend()
     try:
-        loaded = b.compile_and_load(stablehlo, _devices(b), _compile_options(options))
+        loaded = b.compile_and_load(
+            column_sums_2d(stablehlo), _devices(b), _compile_options(options)
+        )
     except Exception as e:
         raise NeuronCompileError(
             "compiler", graph_name, str(e).strip().splitlines()[0][:500]
