@@ -198,11 +198,10 @@ def test_inputs_reach_xla_zero_copy():
     assert torch.equal(f(t).cpu(), (torch.arange(64, dtype=torch.float32) + 1) * 2)
 
 
-def test_input_views_kept_per_tensor_and_dropped_with_it():
-    # Parameters come back as the same tensors: their XLA views are made once. A view
-    # is reused only for the same live tensor at the same address; it goes with it.
-    import gc
-
+def test_input_views_kept_per_address_shape_and_dtype():
+    # Parameters come back as the same tensors, and a graph's new inputs of every call
+    # (saved activations, gradients) at the same addresses: their XLA views are made
+    # once. A view is reused for the input at the same address, shape and dtype.
     from torchneuron import _C
     from torchneuron.compiler import executable, neuron_cc
 
@@ -220,15 +219,38 @@ def test_input_views_kept_per_tensor_and_dropped_with_it():
     (v2,) = views([p])
     assert v1 is v2 and ptr(v1) == p.data_ptr()
     old_ptr = p.data_ptr()
-    p.data = torch.full((1 << 18,), 2.0, device="neuron")  # new memory: a new view
+    keep = p.data
+    p.data = torch.full((1 << 18,), 2.0, device="neuron")  # other memory: a new view
     (v3,) = views([p])
     assert v3 is not v1 and ptr(v3) == p.data_ptr() != old_ptr
+    new_ptr = p.data_ptr()
     del p
-    gc.collect()
-    assert cache._d == {}  # dropped with the tensor
-    q = torch.full((1 << 18,), 3.0, device="neuron")  # likely the same address
+    q = torch.full((1 << 18,), 3.0, device="neuron")  # likely p's memory again
     (v4,) = views([q])
-    assert v4 is not v3 and ptr(v4) == q.data_ptr()
+    assert ptr(v4) == q.data_ptr()
+    assert (v4 is v3) == (q.data_ptr() == new_ptr)
+    (v5,) = views([keep])
+    (v6,) = views([keep.detach()])
+    assert v6 is v5 and ptr(v5) == old_ptr  # another tensor object, same memory
+    (v7,) = views([keep.view(1 << 9, 1 << 9)])  # same address, other shape
+    assert v7 is not v6 and ptr(v7) == old_ptr
+    (v8,) = views([keep.view(1 << 9, 1 << 9).view(torch.int32)])  # other dtype
+    assert v8 is not v7 and ptr(v8) == old_ptr
+
+
+def test_new_input_tensors_at_reused_addresses_read_their_own_values():
+    # A graph called with new tensors each time, the old ones freed: the allocator
+    # hands out the same memory, the kept view reads the new tensor's values.
+    f = torch.compile(lambda x, y: x * 2 + y, backend="neuron")
+    ptrs = set()
+    for k in range(6):
+        x = torch.full((1 << 16,), float(k), device="neuron")
+        y = torch.arange(1 << 16, dtype=torch.float32, device="neuron") * k
+        ptrs.add(x.data_ptr())
+        out = f(x, y).cpu()
+        assert torch.equal(out, torch.arange(1 << 16, dtype=torch.float32) * k + 2 * k)
+        del x, y
+    assert len(ptrs) < 6  # addresses were reused (the case under test)
 
 
 def test_compiled_model_sees_parameter_updates():
