@@ -319,7 +319,7 @@ _XLA_OPTIONS = (
 
 # Rewrites of the StableHLO module before XLA:CPU compiles it (part of the cache key
 # through compiler_version(): the executable changes with them, the module text does not).
-_MODULE_REWRITES = ("column-sums-2d",)
+_MODULE_REWRITES = ("column-sums-2d", "transposed-lhs-dots")
 
 _COLUMN_SUM = re.compile(
     r"^(?P<ind>[ \t]*)(?P<res>%[-\w.$]+) = stablehlo\.reduce\((?P<x>%[-\w.$]+) "
@@ -380,6 +380,80 @@ def column_sums_2d(stablehlo: str) -> str:
     return _COLUMN_SUM.sub(rewrite, stablehlo)
 
 
+_TRANSPOSE_2D = re.compile(
+    r"^[ \t]*(?P<res>%[-\w.$]+) = stablehlo\.transpose (?P<x>%[-\w.$]+), dims = \[1, 0\] : "
+    r"\(tensor<(?P<r>\d+)x(?P<m>\d+)xf32>\) -> tensor<\d+x\d+xf32>$",
+    re.M,
+)
+_DOT_2D = re.compile(
+    r"^(?P<ind>[ \t]*)(?P<res>%[-\w.$]+) = stablehlo\.dot_general (?P<a>%[-\w.$]+), "
+    r"(?P<b>%[-\w.$]+), contracting_dims = \[1\] x \[0\] : \(tensor<(?P<m>\d+)x(?P<r>\d+)xf32>, "
+    r"tensor<\d+x(?P<n>\d+)xf32>\) -> tensor<\d+x\d+xf32>$",
+    re.M,
+)
+
+
+def transposed_lhs_dots(stablehlo: str) -> str:
+    """A float32 matrix product ``transpose(a) @ b`` (a [R, M], b [R, N]: the weight
+    gradient of a linear layer, ``x.T @ grad``) given to XLA:CPU in a form its YNNPACK
+    dot takes: ``transpose(a)`` materialized behind an ``optimization_barrier``, or,
+    where that moves more data (R*M > R*N + M*N), ``transpose(transpose(b) @ a)``
+    with both transposes materialized.
+
+    XLA folds the transpose into the dot (contracting the lhs's dimension 0), and
+    jaxlib 0.10.2's YNNPACK takes no such dot (``IsDotSupportedByYnn``: lhs not
+    canonical): it ran on Eigen at ~70 GFLOP/s against YNNPACK's ~95 on the shared
+    2-core host, the 9 weight-gradient products of the GPT-2 training step's backward
+    graph ~8 ms of its ~17 (Eigen's worker threads run past the op's profiler event).
+    The barriers keep XLA from folding the transposes back. The same products of the
+    same values (YNNPACK's order of accumulation: results differ from Eigen's by
+    rounding, ~1e-6 relative there). Dots below 2^18 multiply-adds are left as they are.
+    """
+    if "stablehlo.dot_general" not in stablehlo:
+        return stablehlo
+    transposed = {
+        m["res"]: (m["x"], int(m["r"]), int(m["m"])) for m in _TRANSPOSE_2D.finditer(stablehlo)
+    }
+    if not transposed:
+        return stablehlo
+    prefix = "%ntd"
+    while re.search(re.escape(prefix) + r"\d", stablehlo):
+        prefix += "_"
+    count = 0
+
+    def rewrite(m: re.Match) -> str:
+        nonlocal count
+        t = transposed.get(m["a"])
+        rows, mm, nn = int(m["r"]), int(m["m"]), int(m["n"])
+        if t is None or t[1:] != (rows, mm) or mm < 2 or nn < 2 or rows * mm * nn < 1 << 18:
+            return m[0]
+        count += 1
+        v, ind, a, b = f"{prefix}{count}", m["ind"], t[0], m["b"]
+        at, bt = f"tensor<{mm}x{rows}xf32>", f"tensor<{nn}x{rows}xf32>"
+        out, out_t = f"tensor<{mm}x{nn}xf32>", f"tensor<{nn}x{mm}xf32>"
+        if rows * mm <= rows * nn + mm * nn:
+            return (
+                f"{ind}{v}_a = stablehlo.optimization_barrier {m['a']} : {at}\n"
+                f"{ind}{m['res']} = stablehlo.dot_general {v}_a, {b}, contracting_dims = [1] x "
+                f"[0] : ({at}, tensor<{rows}x{nn}xf32>) -> {out}"
+            )
+        return (
+            f"{ind}{v}_t = stablehlo.transpose {b}, dims = [1, 0] : (tensor<{rows}x{nn}xf32>) -> {bt}\n"
+            f"{ind}{v}_b = stablehlo.optimization_barrier {v}_t : {bt}\n"
+            f"{ind}{v}_d = stablehlo.dot_general {v}_b, {a}, contracting_dims = [1] x [0] : "
+            f"({bt}, tensor<{rows}x{mm}xf32>) -> {out_t}\n"
+            f"{ind}{v}_e = stablehlo.optimization_barrier {v}_d : {out_t}\n"
+            f"{ind}{m['res']} = stablehlo.transpose {v}_e, dims = [1, 0] : ({out_t}) -> {out}"
+        )
+
+    return _DOT_2D.sub(rewrite, stablehlo)
+
+
+def prepare_module(stablehlo: str) -> str:
+    """The module as XLA:CPU compiles it: ``_MODULE_REWRITES`` applied."""
+    return transposed_lhs_dots(column_sums_2d(stablehlo))
+
+
 def _compile_options(o: CompilerOptions):
     _, xla_client = _jaxlib()
     opts = xla_client.CompileOptions()
@@ -412,7 +486,7 @@ def compile(
     b = _backend()
     try:
         loaded = b.compile_and_load(
-            column_sums_2d(stablehlo), _devices(b), _compile_options(options)
+            prepare_module(stablehlo), _devices(b), _compile_options(options)
         )
     except Exception as e:
         raise NeuronCompileError(
