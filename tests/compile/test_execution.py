@@ -2,6 +2,7 @@
 CPU inputs, in-place updates of inputs, random ops and the neuron generator, the
 compile-time HBM check, protected device memory."""
 
+import numpy as np
 import pytest
 import torch
 from compile_support import fresh_compile_state  # noqa: F401
@@ -198,10 +199,10 @@ def test_inputs_reach_xla_zero_copy():
     assert torch.equal(f(t).cpu(), (torch.arange(64, dtype=torch.float32) + 1) * 2)
 
 
-def test_input_views_kept_per_address_shape_and_dtype():
+def test_input_views_kept_per_address_shape_strides_and_dtype():
     # Parameters come back as the same tensors, and a graph's new inputs of every call
     # (saved activations, gradients) at the same addresses: their XLA views are made
-    # once. A view is reused for the input at the same address, shape and dtype.
+    # once. A view is reused for the input at the same address, shape, strides and dtype.
     from torchneuron import _C
     from torchneuron.compiler import executable, neuron_cc
 
@@ -236,6 +237,12 @@ def test_input_views_kept_per_address_shape_and_dtype():
     assert v7 is not v6 and ptr(v7) == old_ptr
     (v8,) = views([keep.view(1 << 9, 1 << 9).view(torch.int32)])  # other dtype
     assert v8 is not v7 and ptr(v8) == old_ptr
+    # same address, shape and dtype, other strides: never the row-major view
+    sq = keep.view(1 << 9, 1 << 9)
+    (v9,) = views([sq])
+    (v10,) = views([sq.t()])
+    assert v10 is not v9
+    assert np.array_equal(np.asarray(v10), sq.t().cpu().numpy())
 
 
 def test_new_input_tensors_at_reused_addresses_read_their_own_values():

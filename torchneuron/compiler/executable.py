@@ -41,7 +41,8 @@ class _ViewCache:
     order. A view is ~10-15 us to make (~0.6 ms of a ResNet call; ~1.1 ms of a GPT-2
     training step's 5 graphs, 2026-12-07, when only the same tensor objects reused
     theirs). An entry of input position k is used for the input at the same address,
-    shape and dtype, and only if XLA did not copy it on import (a view over the memory
+    shape, strides and dtype (a transposed square tensor at the same address is another
+    view), and only if XLA did not copy it on import (a view over the memory
     itself, so in-place updates show through). A view does not own the memory (the
     DLPack alias is non-owning and holds no reference to the tensor or its storage):
     it is only an address, shape and dtype, so it reads whatever tensor occupies that
@@ -59,7 +60,7 @@ class _ViewCache:
         out = []
         for k, t in enumerate(ins):
             e = d.get(k)
-            key = (t.data_ptr(), t.shape, t.dtype)
+            key = (t.data_ptr(), t.shape, t.stride(), t.dtype)
             if e is not None and e[0] == key:
                 out.append(e[1])
                 continue
