@@ -48,9 +48,9 @@ rt::Runtime& device_runtime() {
   return *rt_;
 }
 
-void translate_errors(const std::function<void()>& fn) {
+void rethrow_runtime_error() {
   try {
-    fn();
+    throw;
   } catch (const rt::OutOfMemoryError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
   } catch (const rt::AsyncError& e) {

@@ -19,10 +19,22 @@ constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 // The runtime; runtime errors become PyTorch errors (see translate_errors).
 rt::Runtime& device_runtime();
 
-// Runs `fn`, turning runtime exceptions into PyTorch's error types:
+// Inside a catch of rt::Error: throws it again as PyTorch's error type,
 // OutOfMemoryError -> c10::OutOfMemoryError (torch.OutOfMemoryError),
 // others -> c10::Error (RuntimeError).
-void translate_errors(const std::function<void()>& fn);
+[[noreturn]] void rethrow_runtime_error();
+
+// Runs `fn`, turning runtime exceptions into PyTorch's error types (above).
+// A template, not a std::function: the launch path calls it per op, and a
+// std::function of a lambda capturing more than two pointers is a heap block.
+template <class F>
+void translate_errors(F&& fn) {
+  try {
+    fn();
+  } catch (const rt::Error&) {
+    rethrow_runtime_error();
+  }
+}
 
 c10::DeviceIndex device_count() noexcept;
 // Why the runtime could not start ("" if it started or was not tried).

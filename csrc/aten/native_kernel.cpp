@@ -12,6 +12,7 @@
 #include <set>
 
 #include "aten/alias.h"
+#include "aten/block_pool.h"
 #include "aten/concatenation.h"
 #include "aten/concatenation_fuse.h"
 #include "aten/device.h"
@@ -52,6 +53,10 @@ struct NativeLaunch {
   int threads = launch_thread_count();
   Slots slots;
   Pins pins;
+  // std::function holds it in a heap block made here and freed on the worker:
+  // recycled (block_pool.h).
+  static void* operator new(size_t n) { return pooled_new<NativeLaunch>(n); }
+  static void operator delete(void* p, size_t n) { pooled_delete<NativeLaunch>(p, n); }
   void operator()() {
     auto body = [this] { run_kernel(compute, out_op, *plan, slots, pins, narrow, device, *geo); };
     run_wrapped(threads, body);
@@ -213,7 +218,7 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
 
   // Results: written arguments come back as themselves (resized as the CPU
   // kernel resized them, for out= of the wrong size); others are new.
-  std::vector<at::Tensor> results;
+  c10::SmallVector<at::Tensor, 4> results;  // no heap block for the common 1-4
   for (size_t r = 0; r < geo->results.size(); ++r) {
     const auto& m = geo->results[r];
     int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;

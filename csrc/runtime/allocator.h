@@ -89,7 +89,9 @@ class CachingAllocator {
   void drop_block(Block* b);
   void insert_free(Block* b);
   void erase_free(FreeBlocks::iterator it);
-  static constexpr size_t kSpares = 64;  // of each kind
+  // Of each kind: a host ahead of the device allocates up to a queue's worth
+  // (Stream::kMaxPendingTasks) before the worker frees them in a burst.
+  static constexpr size_t kSpares = 2048;
   void update(StatArray& stat, bool small, int64_t delta);
   [[noreturn]] void out_of_memory(size_t requested, const std::string& why, bool last_try);
   void trace(MemoryEvent::Action action, const void* addr, size_t size,
