@@ -92,6 +92,7 @@ names = torch._dynamo.utils.compile_times(repr="csv")[0]
 out["dynamo_traced"] = any(n in names for n in ("fullgraph_capture", "_compile.compile_inner"))
 out["aot_traces"] = int(counters["aot_autograd"]["total"])
 out["cache"] = sorted({r["cache"] for r in torch.neuron.get_dynamo_metrics()})
+out["background"] = [r["background_load_us"] > 0 for r in torch.neuron.get_dynamo_metrics()]
 print("RESULT " + json.dumps(out))
 """
 
@@ -134,6 +135,9 @@ def test_loaded_function_runs_without_tracing_or_compiling(tmp_path, train):
     # nothing traced, every executable read from the NEFF cache folder
     assert not loaded["dynamo_traced"] and loaded["aot_traces"] == 0
     assert loaded["cache"] == ["disk"]
+    # each executable started loading when the function was loaded (a background read,
+    # overlapping the rest of PyTorch's load), and the first call took it
+    assert loaded["background"] and all(loaded["background"])
 
 
 def test_loaded_function_without_the_executables_compiles_them(tmp_path):

@@ -356,9 +356,9 @@ def _pickle_options():
 
 
 class _LoadedVariants:
-    """A loaded graph's run: the executable for the 64-bit narrowing switch now, from the
-    index, or compiled from the stored graph; the other switch's on first use, as
-    narrowing_variants.py does."""
+    """A loaded graph's run: the executable for the 64-bit narrowing switch at the first
+    call, from the index (loading since the graph was loaded), or compiled from the stored
+    graph; the other switch's on first use, as narrowing_variants.py does."""
 
     def __init__(self, state: dict):
         from .. import _C
@@ -367,7 +367,21 @@ class _LoadedVariants:
         self._lock = threading.Lock()
         self._follows = state["follows"]
         self._first = bool(_C._narrow_64bit()) if self._follows else state["narrow"]
-        self._runs = {self._first: self._build(self._first, None)}
+        # Built at the first call; its executable starts loading now on a background
+        # thread, while PyTorch finishes loading (guards): a warm start's load overlaps.
+        self._runs = {}
+        self._prefetch(self._first)
+
+    def _prefetch(self, narrow: bool) -> None:
+        from . import graph_compiler, graph_key
+
+        st = self.state
+        try:
+            graph_compiler.prefetch_indexed(
+                graph_key.with_narrow(st["key_text"], narrow), st["name"]
+            )
+        except Exception:  # the build at the first call finds (and reports) the problem
+            pass
 
     def _build(self, narrow: bool, reason):
         from . import graph_compiler, graph_key
@@ -415,12 +429,14 @@ class _LoadedVariants:
             with self._lock:
                 run = self._runs.get(key)
                 if run is None:
-                    run = self._build(
-                        key,
-                        "64-bit narrowing switched "
+                    reason = (
+                        None
+                        if key == self._first
+                        else "64-bit narrowing switched "
                         + ("on" if key else "off")
-                        + " since the last compile",
+                        + " since the last compile"
                     )
+                    run = self._build(key, reason)
                     self._runs[key] = run
         if any(a is None for a in args):  # effect tokens, as backend.py's run
             args = [torch.empty(0) if a is None else a for a in args]

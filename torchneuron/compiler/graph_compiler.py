@@ -113,6 +113,21 @@ def compile_indexed(key_text: str, n_nodes: int, graph_name: str, model_name: st
     return _compile_graph(None, None, graph_name, model_name, reason, None, key_text, n_nodes)
 
 
+def prefetch_indexed(key_text: str, graph_name: str) -> None:
+    """Starts loading the executable of a graph known by its key text (compile_indexed's)
+    on the cache's background thread, when the index has it; compile_indexed then takes
+    it, waiting only for what is left. Does nothing otherwise (compile_indexed decides)."""
+    neuron_cc.start()
+    opts = compiler_options(graph_name)
+    version = neuron_cc.compiler_version()
+    fx_key = cache.cache_key(
+        key_text, [], opts.target, opts.lnc, opts.opt_level, opts.flags, version + "/graph"
+    )
+    rec = cache.index_lookup(fx_key)
+    if rec is not None:
+        cache.prefetch(rec["key"], lambda b: neuron_cc.NeuronExecutable.deserialize(b, opts))
+
+
 def _compile_graph(
     gm, example_inputs, graph_name, model_name, recompile_reason, hint, key_text=None, n_nodes=0
 ):

@@ -91,8 +91,10 @@ def _drain_devices() -> None:
             pass  # errors of abandoned work have nobody left to report to
 
 
+@functools.lru_cache(maxsize=1)
 def compiler_version() -> str:
-    """Versions that decide the executable's bytes (part of the cache key)."""
+    """Versions that decide the executable's bytes (part of the cache key); read once per
+    process (importlib.metadata's lookups are ~1 ms each, on every graph's compile)."""
     import importlib.metadata as md
 
     opts = ",".join(f"{k}={v}" for k, v in _XLA_OPTIONS)
