@@ -45,7 +45,7 @@ class _ViewCache:
     view), and only if XLA did not copy it on import (a view over the memory
     itself, so in-place updates show through). A view does not own the memory (the
     DLPack alias is non-owning and holds no reference to the tensor or its storage):
-    it is only an address, shape and dtype, so it reads whatever tensor occupies that
+    it is only an address, shape, strides and dtype, so it reads whatever tensor occupies that
     memory when it is used, and it is used only for a live input occupying exactly
     that memory (an entry whose tensor died is replaced by the next input of another
     address). Used on the device's worker threads (the launch runs there); dict
