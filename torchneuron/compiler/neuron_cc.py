@@ -351,9 +351,7 @@ def column_sums_2d(stablehlo: str) -> str:
     """
     if "stablehlo.reduce" not in stablehlo:
         return stablehlo
-    prefix = "%ncs"
-    while re.search(re.escape(prefix) + r"\d", stablehlo):
-        prefix += "_"
+    prefix = _fresh_prefix(stablehlo, "%ncs")
     count = 0
 
     def rewrite(m: re.Match) -> str:
@@ -380,6 +378,15 @@ def column_sums_2d(stablehlo: str) -> str:
         )
 
     return _COLUMN_SUM.sub(rewrite, stablehlo)
+
+
+def _fresh_prefix(stablehlo: str, base: str) -> str:
+    """An SSA name prefix (``base``, then ``base_``, ...) that no value of the module's
+    text starts with followed by a digit: names a rewrite adds cannot clash."""
+    prefix = base
+    while re.search(re.escape(prefix) + r"\d", stablehlo):
+        prefix += "_"
+    return prefix
 
 
 _TRANSPOSE_2D = re.compile(
@@ -419,9 +426,7 @@ def transposed_lhs_dots(stablehlo: str) -> str:
     }
     if not transposed:
         return stablehlo
-    prefix = "%ntd"
-    while re.search(re.escape(prefix) + r"\d", stablehlo):
-        prefix += "_"
+    prefix = _fresh_prefix(stablehlo, "%ntd")
     count = 0
 
     def rewrite(m: re.Match) -> str:
