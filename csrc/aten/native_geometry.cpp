@@ -5,8 +5,11 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
+#include <cmath>
 #include <mutex>
 #include <sstream>
+#include <unordered_set>
 
 #include "aten/device.h"
 #include "aten/ivalue_tensors.h"
@@ -43,6 +46,8 @@ class GeometryCache {
   std::unordered_map<std::string, std::shared_ptr<const Geometry>> map_;
 };
 
+std::atomic<int64_t> g_probes{0};
+
 GeometryCache& geometry_cache() {
   static GeometryCache* c = new GeometryCache();
   return *c;
@@ -72,10 +77,59 @@ void put_tensor(std::string& k, const at::Tensor& t) {
   }
 }
 
-void put_ivalue(std::string& k, const IValue& v) {
+// Elementwise arithmetic whose float arguments are operands only (an optimizer's
+// step size, a scheduler's learning rate): their value changes no result's
+// dtype, shape or strides. It can change one outcome of the probe, an error:
+// a value the computation's type cannot hold (c10::checked_convert's
+// overflow, e.g. a float16 fill_ with 1e5), so the key keeps that class of
+// the value. Keyed by value, AdamW (capturable=False) probed its addcdiv_ and
+// div_ anew every step, on host copies of every parameter: 16 ms of a 50 ms
+// GPT-2 training step (docs/design/eager-per-op-cost.md).
+bool float_args_are_operands(const c10::FunctionSchema& s) {
+  static const std::unordered_set<std::string> ops = {
+      "aten::add",     "aten::add_",     "aten::sub",      "aten::sub_",     "aten::rsub",
+      "aten::mul",     "aten::mul_",     "aten::div",      "aten::div_",     "aten::addcdiv",
+      "aten::addcdiv_", "aten::addcmul", "aten::addcmul_", "aten::lerp",     "aten::lerp_",
+      "aten::fill",    "aten::fill_",    "aten::clamp",    "aten::clamp_",   "aten::clamp_min",
+      "aten::clamp_min_", "aten::clamp_max", "aten::clamp_max_"};
+  return ops.count(s.name()) != 0;
+}
+
+// A float operand's class: what a conversion to each dtype makes of it (overflow,
+// c10::overflows as checked_convert tests it), its sign, zero, inf and nan.
+void put_float_class(std::string& k, double v) {
+  uint32_t c = 0;
+  int bit = 0;
+  auto flag = [&](bool b) { c |= uint32_t(b) << bit++; };
+  flag(std::isnan(v));
+  flag(std::isinf(v));
+  flag(std::signbit(v));
+  flag(v == 0);
+  flag(c10::overflows<c10::Half, double>(v));
+  flag(c10::overflows<c10::BFloat16, double>(v));
+  flag(c10::overflows<float, double>(v));
+  flag(c10::overflows<uint8_t, double>(v));
+  flag(c10::overflows<int8_t, double>(v));
+  flag(c10::overflows<int16_t, double>(v));
+  flag(c10::overflows<int32_t, double>(v));
+  flag(c10::overflows<int64_t, double>(v));
+  flag(c10::overflows<uint16_t, double>(v));
+  flag(c10::overflows<uint32_t, double>(v));
+  flag(c10::overflows<uint64_t, double>(v));
+  flag(c10::overflows<c10::Float8_e5m2, double>(v));
+  flag(c10::overflows<c10::Float8_e4m3fn, double>(v));
+  flag(c10::overflows<c10::Float8_e5m2fnuz, double>(v));
+  flag(c10::overflows<c10::Float8_e4m3fnuz, double>(v));
+  flag(v != std::trunc(v));
+  k.push_back('f');
+  put(k, c);
+}
+
+void put_ivalue(std::string& k, const IValue& v, bool float_operands = false) {
   if (v.isTensor()) return put_tensor(k, v.toTensor());
   if (v.isNone()) return k.push_back('n');
   if (v.isInt()) return k.push_back('i'), put(k, v.toInt());
+  if (v.isDouble() && float_operands) return put_float_class(k, v.toDouble());
   if (v.isDouble()) return k.push_back('d'), put(k, v.toDouble());
   if (v.isBool()) return k.push_back('b'), put(k, v.toBool());
   if (v.isString()) return k.push_back('s'), k.append(v.toStringRef()), k.push_back('\0');
@@ -100,6 +154,8 @@ void put_ivalue(std::string& k, const IValue& v) {
 
 }  // namespace
 
+int64_t geometry_probes() { return g_probes.load(std::memory_order_relaxed); }
+
 std::shared_ptr<const Geometry> find_geometry(const std::string& key) {
   return geometry_cache().find(key);
 }
@@ -120,7 +176,8 @@ void geometry_key_into(std::string& k, const c10::OperatorHandle& op, const Stac
   put(k, c10::InferenceMode::is_enabled());
   put(k, at::globalContext().deterministicAlgorithms());
   put(k, narrow_64bit_enabled());
-  for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i]);
+  const bool float_operands = float_args_are_operands(op.schema());
+  for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i], float_operands);
   // Which tensors share device memory, and where (out= aliasing an input is
   // an error for some ops, in-place computation for others).
   c10::SmallVector<std::pair<const void*, int64_t>, 8> seen;  // (storage, byte offset)
@@ -165,6 +222,7 @@ ResultGeometry geometry_of(const at::Tensor& t) {
 std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan& plan,
                                        const Stack& stack, size_t base, bool narrow,
                                        c10::DeviceIndex device) {
+  g_probes.fetch_add(1, std::memory_order_relaxed);
   const auto& s = op.schema();
   const c10::OperatorHandle compute = plan.compute_op ? *plan.compute_op : op;
   std::vector<IValue> args(stack.begin() + base, stack.begin() + base + plan.num_args);

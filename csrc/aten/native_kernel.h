@@ -118,6 +118,8 @@ struct Geometry {
 void geometry_key_into(std::string& k, const c10::OperatorHandle& op, const Stack& st, size_t base,
                        size_t n);
 std::shared_ptr<const Geometry> find_geometry(const std::string& key);
+// Probes run so far in this process (each one a first sight of a geometry key).
+int64_t geometry_probes();
 std::shared_ptr<const Geometry> insert_geometry(const std::string& key, Geometry g);
 ResultGeometry geometry_of(const at::Tensor& t);
 std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan& plan,

@@ -12,6 +12,7 @@
 #include "aten/device.h"
 #include "aten/generator.h"
 #include "aten/kernel_signatures.h"
+#include "aten/native_kernel.h"
 #include "aten/native_ops.h"
 #include "aten/pinned_memory.h"
 #include "aten/stats.h"
@@ -171,6 +172,8 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_reset_kernel_signature_stats", &reset_kernel_signature_stats);
+  // Result-geometry probes run so far (tests: a signature is probed once).
+  m.def("_geometry_probes", &native::geometry_probes);
   m.def("_concatenation_enabled", &concatenation_enabled);
   m.def("_concatenation_stats", [] {
     const auto s = concatenation_stats();
