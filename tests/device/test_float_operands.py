@@ -132,3 +132,44 @@ def test_nan_inf_and_zero_operands_match_the_cpu():
     i = torch.arange(4)
     for v in (2.0, 0.0):
         torch.testing.assert_close(i.to(DEV).div(v).cpu(), i.div(v), equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=False),
+        lambda p: torch.optim.Adam(p, lr=1e-2, foreach=False),
+        lambda p: torch.optim.Adagrad(p, lr=1e-2, foreach=True),
+        lambda p: torch.optim.AdamW(p, lr=1e-2, fused=True),
+    ],
+    ids=["sgd", "adam_for_loop", "adagrad_foreach", "adamw_fused"],
+)
+def test_scheduled_learning_rate_probes_once(make):
+    # a schedule changes the float learning rate every step
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(24, 8)
+    dev = torch.nn.Linear(24, 8)
+    dev.load_state_dict(cpu.state_dict())
+    dev.to(DEV)
+    x = torch.randn(5, 24)
+    runs = []
+    for model, inp in ((cpu, x), (dev, x.to(DEV))):
+        opt = make(model.parameters())
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))
+        runs.append((model, inp, opt, sched))
+
+    def step(model, inp, opt, sched):
+        model(inp).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+
+    for _ in range(2):
+        for r in runs:
+            step(*r)
+    probes = _probes_during(lambda: [step(*runs[1]) for _ in range(4)])
+    for _ in range(4):
+        step(*runs[0])
+    assert probes == 0, f"{probes} probes in 4 warmed-up steps"
+    for pc, pd in zip(cpu.parameters(), dev.parameters()):
+        torch.testing.assert_close(pd.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)
