@@ -120,6 +120,7 @@ void put_float_class(std::string& k, double v) {
   flag(c10::overflows<c10::Float8_e4m3fn, double>(v));
   flag(c10::overflows<c10::Float8_e5m2fnuz, double>(v));
   flag(c10::overflows<c10::Float8_e4m3fnuz, double>(v));
+  flag(c10::overflows<c10::Float8_e8m0fnu, double>(v));  // also below 2^-127
   flag(v != std::trunc(v));
   k.push_back('f');
   put(k, c);

@@ -96,6 +96,8 @@ def test_adamw_steps_match_the_cpu_and_probe_once():
         (torch.uint32, 3e9, 5e9),
         (torch.int64, 1e18, 1e19),
         (torch.float8_e4m3fn, 400.0, 500.0),
+        (torch.float8_e8m0fnu, 1e20, 2e38),
+        (torch.float8_e8m0fnu, 0.5, 1e-40),  # e8m0 has no zero: below 2^-127 overflows
     ],
 )
 def test_overflowing_fill_value_raises_at_the_call(dtype, fits, overflows):
