@@ -87,10 +87,10 @@ void put_tensor(std::string& k, const at::Tensor& t) {
 // GPT-2 training step (docs/design/eager-per-op-cost.md).
 bool float_args_are_operands(const c10::FunctionSchema& s) {
   static const std::unordered_set<std::string> ops = {
-      "aten::add",     "aten::add_",     "aten::sub",      "aten::sub_",     "aten::rsub",
-      "aten::mul",     "aten::mul_",     "aten::div",      "aten::div_",     "aten::addcdiv",
-      "aten::addcdiv_", "aten::addcmul", "aten::addcmul_", "aten::lerp",     "aten::lerp_",
-      "aten::fill",    "aten::fill_",    "aten::clamp",    "aten::clamp_",   "aten::clamp_min",
+      "aten::add",        "aten::add_",      "aten::sub",       "aten::sub_",   "aten::rsub",
+      "aten::mul",        "aten::mul_",      "aten::div",       "aten::div_",   "aten::addcdiv",
+      "aten::addcdiv_",   "aten::addcmul",   "aten::addcmul_",  "aten::lerp",   "aten::lerp_",
+      "aten::fill",       "aten::fill_",     "aten::clamp",     "aten::clamp_", "aten::clamp_min",
       "aten::clamp_min_", "aten::clamp_max", "aten::clamp_max_"};
   return ops.count(s.name()) != 0;
 }
