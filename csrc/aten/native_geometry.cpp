@@ -246,8 +246,11 @@ std::optional<Geometry> probe_geometry(const c10::OperatorHandle& op, const Plan
       rg = geometry_of(t);
       if (is_out_arg(s, alias) && got[r].isTensor() && got[r].toTensor().defined() &&
           got[r].toTensor().sizes() != t.sizes()) {
-        rg.sizes = got[r].toTensor().sizes().vec();  // resize_ makes it contiguous
-        rg.strides = dense_strides(rg.sizes);
+        // the CPU's layout for a resized out= (TensorIterator restrides it as its
+        // inputs: a transposed input gives a transposed out), else contiguous
+        const at::Tensor& h = got[r].toTensor();
+        rg.sizes = h.sizes().vec();
+        rg.strides = h.is_non_overlapping_and_dense() ? h.strides().vec() : dense_strides(rg.sizes);
       }
     } else if (got[r].isTensor() && got[r].toTensor().defined()) {
       const at::Tensor& h = got[r].toTensor();

@@ -224,7 +224,11 @@ void native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
     int alias = r < plan.ret_alias.size() ? plan.ret_alias[r] : -1;
     if (alias >= 0) {
       at::Tensor t = args[alias].toTensor();
-      if (t.sizes() != c10::IntArrayRef(m.sizes)) t.resize_(m.sizes);
+      if (t.sizes() != c10::IntArrayRef(m.sizes)) {
+        t.resize_(m.sizes);
+        if (t.strides() != c10::IntArrayRef(m.strides))  // the CPU's layout (dense)
+          t.as_strided_(m.sizes, m.strides, t.storage_offset());
+      }
       results.push_back(t);
     } else if (!m.defined) {
       results.emplace_back();

@@ -64,6 +64,8 @@ void run_sync(const c10::OperatorHandle& op, const Plan& plan, Stack* stack,
         const at::Tensor& h = got[r].toTensor();
         if (t.sizes() != h.sizes()) {
           t.resize_(h.sizes());  // as the CPU kernel resized its out= tensor
+          if (t.strides() != h.strides() && h.is_non_overlapping_and_dense())
+            t.as_strided_(h.sizes(), h.strides(), t.storage_offset());
           resized = true;
         }
         copies.emplace_back(t, h);
