@@ -177,7 +177,9 @@ void geometry_key_into(std::string& k, const c10::OperatorHandle& op, const Stac
   put(k, c10::InferenceMode::is_enabled());
   put(k, at::globalContext().deterministicAlgorithms());
   put(k, narrow_64bit_enabled());
-  const bool float_operands = float_args_are_operands(op.schema());
+  bool has_float = false;  // the name lookup only for calls with a float argument
+  for (size_t i = 0; i < n && !has_float; ++i) has_float = st[base + i].isDouble();
+  const bool float_operands = has_float && float_args_are_operands(op.schema());
   for (size_t i = 0; i < n; ++i) put_ivalue(k, st[base + i], float_operands);
   // Which tensors share device memory, and where (out= aliasing an input is
   // an error for some ops, in-place computation for others).
