@@ -17,6 +17,7 @@ metrics with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import torch
@@ -26,6 +27,22 @@ from .errors import NeuronCompileError
 
 KNOWN_OPTIONS = ("model_name", "fallback_execution")
 _lock = threading.Lock()
+_captured = threading.local()  # capture_graphs()'s list on this thread
+
+
+@contextlib.contextmanager
+def capture_graphs():
+    """Yields a list that gets ``(gm, variants)`` for each graph compiled on this thread
+    meanwhile: AOTAutograd's graph and its ``NarrowingVariants`` (the fused segments'
+    runner calls the executable itself, ``segment.py``)."""
+    prev = getattr(_captured, "graphs", None)
+    _captured.graphs = []
+    try:
+        yield _captured.graphs
+    finally:
+        _captured.graphs = prev
+
+
 _warned: set = set()
 _frame_shapes: dict = {}  # Dynamo frame id -> input signature of its last compile
 
@@ -137,6 +154,9 @@ def _make_compiler(opts: dict, reason_box: list, hint=None, serializable: bool =
         from .narrowing_variants import NarrowingVariants
 
         variants = NarrowingVariants(gm, build)  # follows the 64-bit switch per call
+        graphs = getattr(_captured, "graphs", None)
+        if graphs is not None:
+            graphs.append((gm, variants))
 
         def run(args):
             if any(a is None for a in args):

@@ -195,9 +195,10 @@ class CompiledGraph:
             and j not in getattr(plan, "cpu_outputs", ())
         }
 
-    def _outputs(self, device) -> tuple[list, dict, list]:
-        """The output tensors; for self-overlapping views (j -> (flat buffer of their
-        dtype, positions)) where a plain copy cannot write them; the groups' buffers."""
+    def _outputs(self, device, into: dict | None = None) -> tuple[list, dict, list]:
+        """The output tensors (``into``'s tensor for the outputs it names, j -> tensor);
+        for self-overlapping views (j -> (flat buffer of their dtype, positions)) where a
+        plain copy cannot write them; the groups' buffers."""
         bufs = []
         for g, (nbytes, _) in enumerate(self._groups):
             root = self._roots.get(g)
@@ -216,7 +217,8 @@ class CompiledGraph:
                 continue
             a = self._aliased.get(j)
             if a is None:
-                outs.append(torch.empty(shape, dtype=dtype, device=device))
+                t = into.get(j) if into else None
+                outs.append(torch.empty(shape, dtype=dtype, device=device) if t is None else t)
                 continue
             if self._roots.get(a[0]) == j:
                 outs.append(bufs[a[0]])
@@ -311,7 +313,38 @@ class CompiledGraph:
         if self.plan.full_width:
             _C._note_compiled_narrowing(self.plan.full_width, True)
 
-    def __call__(self, args):
+    def _into(self, into: list, device, args: list) -> dict:
+        """j -> the tensor of ``into`` (one per returned value, None: none) that output j
+        is written into instead of a new tensor: a contiguous device tensor of its shape
+        and dtype, sharing no storage with an argument (the launch reads every argument
+        before it writes an output, but a mutated input is written in place)."""
+        if len(into) != len(self.plan.outputs) or getattr(self.plan, "cpu_outputs", ()):
+            return {}
+        taken = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        out = {}
+        for (kind, j), t in zip(self.plan.outputs, into):
+            if (
+                kind != "out"
+                or t is None
+                or j in out
+                or j in self._mut_only
+                or j in self._aliased
+                or t.device != device
+                or t.dtype != self.out_specs[j][1]
+                or tuple(t.shape) != tuple(self.out_specs[j][0])
+                or not t.is_contiguous()
+                or t.untyped_storage().data_ptr() in taken
+            ):
+                continue
+            taken.add(t.untyped_storage().data_ptr())
+            out[j] = t
+        return out
+
+    def __call__(self, args, into: list | None = None):
+        """Launches the graph on ``args`` (its flat arguments) and returns its outputs.
+        ``into``: per returned value, a tensor to write it into, or None (the fused
+        segments' result tensors, ``segment.py``); a returned value is that tensor where
+        it qualifies (``_into``), a new one otherwise."""
         args = list(args)
         device = self._device(args)
         host = self._host.run(args) if self._host is not None else None
@@ -348,7 +381,9 @@ class CompiledGraph:
                 t = t.contiguous()
             staged[i] = t
             ins.append(t)
-        outs, scatter, bufs = self._outputs(device)
+        outs, scatter, bufs = self._outputs(
+            device, self._into(into, device, args) if into else None
+        )
         # The launch may run after this call returns: it holds detached tensors (the same
         # memory, other TensorImpls), so the outputs' use counts are the caller's alone.
         # AccumulateGrad steals a gradient whose use count is 1 and copies it otherwise:

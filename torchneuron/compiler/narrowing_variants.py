@@ -43,6 +43,10 @@ class NarrowingVariants:
         with compiling_with(first):
             self._runs = {first: build(None)}
 
+    def current(self):
+        """The run built for the switch's current value, or None (not built yet)."""
+        return self._runs.get(bool(_C._narrow_64bit()) if self._follows else next(iter(self._runs)))
+
     def __call__(self, args):
         key = bool(_C._narrow_64bit()) if self._follows else next(iter(self._runs))
         run = self._runs.get(key)

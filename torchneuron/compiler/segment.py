@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from .executable import CompiledGraph
+
 
 @dataclass(frozen=True)
 class Ref:
@@ -114,25 +116,57 @@ class CompiledSegment:
     written into them, in stream order, and ``dsts`` is returned."""
 
     def __init__(self, seg: Segment, inputs: list[torch.Tensor], model_name: str = "segment"):
-        from .backend import neuron_backend
+        from .backend import capture_graphs, neuron_backend
 
         self.segment = seg
         gm = to_graph(seg)
         # a refused op raises (no eager fallback: the engine runs such a segment unfused)
         options = {"fallback_execution": False, "model_name": model_name}
-        with torch.no_grad():
+        with torch.no_grad(), capture_graphs() as graphs:
             self._fn = neuron_backend(gm, [t.detach() for t in inputs], options=options)
+        self._direct = _direct_graph(graphs, seg)
 
     def __call__(self, inputs: list[torch.Tensor], dsts: list | None = None) -> list:
         with torch.no_grad():
-            out = list(self._fn(*[t.detach() for t in inputs]))
+            inputs = [t.detach() for t in inputs]
+            graph = self._direct.current() if self._direct is not None else None
+            if (
+                isinstance(graph, CompiledGraph)
+                and dsts is not None
+                and len({t.untyped_storage().data_ptr() for t in inputs}) == len(inputs)
+            ):
+                # outputs written straight into ``dsts`` (no new tensors, no copies)
+                into = [d.detach() for d in dsts]
+                out = graph(inputs, into=into)
+            else:
+                into, out = None, list(self._fn(*inputs))
             if dsts is None:
                 return out
             if len(dsts) != len(out):
                 raise ValueError(f"segment: {len(dsts)} destinations for {len(out)} outputs")
-            for d, o in zip(dsts, out):
-                d.detach().copy_(o)
+            for k, (d, o) in enumerate(zip(dsts, out)):
+                if into is None or o is not into[k]:
+                    d.detach().copy_(o)
         return dsts
+
+
+def _direct_graph(graphs: list, seg: Segment):
+    """The ``NarrowingVariants`` of the one graph compiled for ``seg`` when AOTAutograd's
+    runtime wrapper only passes its inputs and outputs through, or None. It does when the
+    graph takes the segment's inputs as they are (no effect tokens, no synthetic base of
+    aliased inputs) and returns its outputs as they are (every input mutation written in
+    the graph, no output a view to regenerate: each of those adds a graph output). Called
+    directly, the launch skips the wrapper and writes its outputs into the result tensors
+    the engine already handed out."""
+    if len(graphs) != 1:
+        return None
+    gm, variants = graphs[0]
+    nodes = list(gm.graph.nodes)
+    n_in = sum(n.op == "placeholder" for n in nodes)
+    outs = nodes[-1].args[0] if nodes and nodes[-1].op == "output" else None
+    if n_in != seg.n_inputs or not isinstance(outs, (list, tuple)):
+        return None
+    return variants if len(outs) == len(seg.outputs) else None
 
 
 def compile_segment(seg: Segment, inputs: list[torch.Tensor]) -> CompiledSegment:
