@@ -51,6 +51,7 @@ inline constexpr const char* kNativeOps[] = {
     "sub.out",
     "mul.Tensor",
     "mul_.Tensor",
+    "mul_.Scalar",  // else ATen's composite calls mul.out (_foreach_mul_'s path)
     "mul.out",
     "div.Tensor",
     "div_.Tensor",
@@ -137,8 +138,10 @@ inline constexpr const char* kNativeOps[] = {
     "addcdiv_",
     "addcdiv.out",
     "lerp.Scalar",
+    "lerp_.Scalar",  // else the out= form runs (_foreach_lerp_'s path)
     "lerp.Scalar_out",
     "lerp.Tensor",
+    "lerp_.Tensor",
     "erf",
     "erf.out",
     "erfinv",
