@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "aten/concatenation.h"
 #include "aten/env.h"
@@ -95,6 +96,30 @@ void put(std::ostream& o, const c10::IValue& v) {
   } else {
     o << v.tagKind() << ':' << v;
   }
+}
+
+// Ops whose Python floats, with float32 tensors, are inputs of the fused
+// executable rather than constants of its signature: an optimizer's step size
+// and bias corrections change every step (AdamW's default `capturable=False`
+// passes Python floats: `_foreach_div_` with a list of them reaches the device
+// as `div_.Tensor` with a wrapped number, `_foreach_addcdiv_` as `addcdiv_`
+// with `value`), and a value in the signature made every step miss. A wrapped
+// number becomes a 0-dim float32 tensor in its place; a float argument
+// (`value`, `alpha`, a Scalar overload's `other`) has its op rewritten to take
+// one (fused.py's _FLOAT_INPUT_OPS). The CPU kernels cast the double to
+// float32, their opmath type for float32, as that input is.
+bool float_inputs_op(const FuseRecord& r) {
+  static const std::unordered_set<std::string> ops = {
+      "aten::div.Scalar",  "aten::div_.Scalar", "aten::mul.Scalar", "aten::mul_.Scalar",
+      "aten::div.Tensor",  "aten::div_.Tensor", "aten::mul.Tensor", "aten::mul_.Tensor",
+      "aten::add.Tensor",  "aten::add_.Tensor", "aten::sub.Tensor", "aten::sub_.Tensor",
+      "aten::addcdiv.",    "aten::addcdiv_.",   "aten::addcmul.",   "aten::addcmul_.",
+      "aten::lerp.Scalar", "aten::lerp_.Scalar"};
+  const auto& s = r.op.schema();
+  if (!ops.count(s.name() + "." + s.overload_name())) return false;
+  for (const auto& p : r.pins)
+    if (p.neuron && p.dtype != caffe2::TypeMeta::Make<float>()) return false;
+  return true;
 }
 
 void put_geometry(std::ostream& o, c10::ArrayRef<int64_t> sizes, c10::ArrayRef<int64_t> strides,
@@ -193,12 +218,18 @@ bool describe(const std::vector<const FuseRecord*>& run, SegmentCall& call,
   call.steps.reserve(run.size());
   for (size_t i = 0; i < run.size(); ++i) {
     const FuseRecord& r = *run[i];
-    SegmentStep step{&r, {}};
+    SegmentStep step{&r, {}, {}};
     key << r.op.schema().name() << '.' << r.op.schema().overload_name() << '(';
-    for (const auto& v : r.slots) {
+    const bool float_inputs = float_inputs_op(r);
+    for (size_t k = 0; k < r.slots.size(); ++k) {
+      const auto& v = r.slots[k];
       if (v.isTensor() || v.isTensorList() ||
           (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType)) {
         key << 't';
+      } else if (float_inputs && v.isDouble()) {
+        key << 'f';  // its value is an input
+        step.float_slots.emplace_back(int(k), int(call.scalars.size()));
+        call.scalars.push_back(v.toDouble());
       } else {
         put(key, v);
       }
@@ -214,7 +245,12 @@ bool describe(const std::vector<const FuseRecord*>& run, SegmentCall& call,
     for (size_t k = 0; k < r.n_operands; ++k) {
       const PinnedTensor& p = r.pins[k];
       SegmentOperand op;
-      if (!p.neuron) {
+      if (!p.neuron && float_inputs && p.other.scalar_type() == at::kDouble) {
+        op.kind = SegmentOperand::kScalarInput;
+        op.index = int(call.scalars.size());
+        call.scalars.push_back(at::native::_local_scalar_dense_cpu(p.other).toDouble());
+        key << "sf";  // its value is an input
+      } else if (!p.neuron) {
         op.kind = SegmentOperand::kScalar;
         // the CPU kernel itself: no dispatch (a Python mode of the caller's
         // would see the read, and fail on it)

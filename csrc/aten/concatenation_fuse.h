@@ -31,8 +31,10 @@ bool fusable_tensors(const FuseRecord& r);
 
 // One operand of a fused step.
 struct SegmentOperand {
-  enum Kind { kInput, kResult, kScalar } kind = kInput;
-  int step = -1, index = 0;  // kInput: input `index`; kResult: result `index` of `step`
+  enum Kind { kInput, kResult, kScalar, kScalarInput } kind = kInput;
+  // kInput: input `index`; kResult: result `index` of `step`; kScalarInput:
+  // the call's scalar `index` (a wrapped Python float, float_inputs_op)
+  int step = -1, index = 0;
   bool view = false;  // read through other sizes/strides/offset (of a result, or of a flat input)
   std::vector<int64_t> sizes, strides;  // the view's
   int64_t offset = 0;
@@ -43,6 +45,9 @@ struct SegmentOperand {
 struct SegmentStep {
   const FuseRecord* rec;
   std::vector<SegmentOperand> operands;  // the record's operand pins, in order
+  // (slot, k): the float argument in that slot is the call's scalar k, an input
+  // of the executable (float_inputs_op), not a constant of its signature
+  std::vector<std::pair<int, int>> float_slots;
 };
 // A fused segment as handed to the runner: steps only when `compile`.
 struct SegmentCall {
@@ -51,6 +56,7 @@ struct SegmentCall {
   std::vector<SegmentStep> steps;
   std::vector<std::pair<int, int>> outputs;  // (step, result) read after the segment
   std::vector<at::Tensor> inputs, dsts;      // dsts: the outputs' result tensors
+  std::vector<double> scalars;               // the float arguments made inputs, in order
 };
 // Launches the segment's executable on the current stream (compiling it first
 // when `compile`): true; false when nothing was enqueued (refused or absent).

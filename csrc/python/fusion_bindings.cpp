@@ -25,10 +25,12 @@ bool interpreter_usable() {
   return Py_IsInitialized() && !finalizing;
 }
 
-py::object operand(const SegmentOperand& o, py::handle ref, py::handle view) {
+py::object operand(const SegmentOperand& o, py::handle ref, py::handle view, py::handle scalar) {
   switch (o.kind) {
     case SegmentOperand::kScalar:
       return torch::jit::toPyObject(o.scalar);
+    case SegmentOperand::kScalarInput:
+      return scalar(o.index);
     default: {
       py::object r = o.kind == SegmentOperand::kInput ? ref(-1, o.index) : ref(o.step, o.index);
       if (!o.view) return r;
@@ -39,22 +41,26 @@ py::object operand(const SegmentOperand& o, py::handle ref, py::handle view) {
 
 // One step as (op name, overload, args, results): the arguments as called,
 // each tensor replaced by its operand (the same walk as map_tensors).
-py::tuple step_of(const SegmentStep& s, py::handle ref, py::handle view) {
+py::tuple step_of(const SegmentStep& s, py::handle ref, py::handle view, py::handle scalar) {
   const FuseRecord& r = *s.rec;
   size_t k = 0;
+  auto f = s.float_slots.begin();
   py::list args;
-  for (const auto& v : r.slots) {
-    if (v.isTensor()) {
-      args.append(operand(s.operands[k++], ref, view));
+  for (int slot = 0; slot < int(r.slots.size()); ++slot) {
+    const auto& v = r.slots[slot];
+    if (f != s.float_slots.end() && f->first == slot) {
+      args.append(scalar((f++)->second));
+    } else if (v.isTensor()) {
+      args.append(operand(s.operands[k++], ref, view, scalar));
     } else if (v.isTensorList()) {
       py::list l;
       for (size_t n = v.toTensorList().size(); n > 0; --n)
-        l.append(operand(s.operands[k++], ref, view));
+        l.append(operand(s.operands[k++], ref, view, scalar));
       args.append(l);
     } else if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
       py::list l;
       for (const auto& e : v.toListRef())
-        l.append(e.isTensor() ? operand(s.operands[k++], ref, view) : py::none());
+        l.append(e.isTensor() ? operand(s.operands[k++], ref, view, scalar) : py::none());
       args.append(l);
     } else {
       args.append(torch::jit::toPyObject(v));
@@ -82,13 +88,16 @@ bool run_segment(const SegmentCall& call) {
     if (call.compile) {
       auto fused = py::module::import("torchneuron.compiler.fused");
       py::object ref = fused.attr("Ref"), view = fused.attr("ViewOf");
+      py::object scalar = fused.attr("ScalarIn");
       py::list l;
-      for (const auto& s : call.steps) l.append(step_of(s, ref, view));
+      for (const auto& s : call.steps) l.append(step_of(s, ref, view, scalar));
       steps = l;
     }
     py::list outputs;
     for (const auto& [step, index] : call.outputs) outputs.append(py::make_tuple(step, index));
-    return (*g_callback)(call.key, call.compile, steps, outputs, call.inputs, call.dsts)
+    py::list scalars;
+    for (double v : call.scalars) scalars.append(v);
+    return (*g_callback)(call.key, call.compile, steps, outputs, call.inputs, call.dsts, scalars)
         .cast<bool>();
   } catch (py::error_already_set& e) {
     // The runner returns False for what it refuses; an error escaping it is a

@@ -290,6 +290,8 @@ print(json.dumps({"names": sorted({e.name for e in dev}), "copies": copies,
     assert len(fused) == 1, r
     assert re.fullmatch(r"fused_mul_exp_add__softmax_[0-9a-f]{8}_0_inference_0", fused[0]), r
     assert r["stats"]["cache_hits"] >= 1 and len(r["copies"]) == 4, r
+    # the executable writes the result tensors eager handed out: no copy after it
+    assert not any(n.startswith("Memcpy DtoD") for n in r["names"]), r
 
 
 def test_only_read_only_inputs_dense_in_another_order_are_permuted():
@@ -303,3 +305,82 @@ def test_only_read_only_inputs_dense_in_another_order_are_permuted():
     assert fused.memory_orders(ins, written={3}) == {0: [1, 0], 1: [1, 2, 0]}
     for i, perm in fused.memory_orders(ins, set()).items():
         assert ins[i].permute(perm).is_contiguous()
+
+
+_FLOATS_MAIN = """
+cpu = prog("cpu")
+torch.neuron.reset_concatenation_stats()
+got = prog("neuron")
+from torchneuron.compiler import fused
+diffs = [max(float((g.double() - c.double()).abs().max()) for g, c in zip(gs, cs))
+         for gs, cs in zip(got, cpu)]
+print(json.dumps({"diffs": diffs, "stats": torch.neuron.concatenation_stats()["fused"],
+                  "refusals": fused.refusals()}))
+"""
+
+# Python floats that change every step (an optimizer's step size and bias corrections,
+# AdamW's default capturable=False): inputs of the fused executable, not constants of its
+# signature, so the steps replay one executable with each step's values. Six steps: each
+# signature is seen first at step 0 (run unfused), compiled at step 1, replayed after.
+_CHANGING_FLOATS = """
+def step(xs, gs, i):
+    s = 1.0 + 0.37 * i
+    torch._foreach_div_(xs, [s, 2 * s])                # div_.Tensor, a wrapped number
+    torch._foreach_mul_(xs, 0.9)                       # mul_.Scalar
+    torch._foreach_lerp_(xs, gs, 0.1 + 0.05 * i)       # lerp_.Scalar
+    torch._foreach_addcdiv_(xs, gs, [g.abs() + 1 for g in gs], [-0.01 * s, 0.02 * s])
+    torch._foreach_addcmul_(xs, gs, gs, 0.5 / s)
+    xs[0].add_(gs[0], alpha=0.3 * s)
+    xs[1].sub_(gs[1], alpha=-0.2 / s)
+    return [x * (1.5 + i) for x in xs]                 # mul.Tensor, a wrapped number
+
+def prog(dev):
+    xs = [data(6, 5).to(dev), data(7, seed=1).to(dev)]
+    gs = [data(6, 5, seed=2).to(dev), data(7, seed=3).to(dev)]
+    return [[t.cpu() for t in step(xs, gs, i)] + [x.cpu().clone() for x in xs] for i in range(6)]
+"""
+
+
+def test_changing_python_floats_replay_one_executable():
+    r = _run(_CHANGING_FLOATS, {}, _FLOATS_MAIN)
+    assert max(r["diffs"]) <= 1e-5, r
+    st = r["stats"]
+    # keyed by value, every step's run was a first sight: no hit, all unfused
+    assert st["cache_misses"] == st["compiles"] and st["cache_hits"] >= 4 * st["compiles"] > 0, r
+    # one segment a step: every op joins it (_foreach_mul_/_foreach_lerp_ reach the device
+    # as mul_.Scalar/lerp_.Scalar, native; through ATen's out= forms they did not join)
+    assert st["compiles"] == 1 and st["unfusable"] == 0, r
+
+
+def test_adamw_default_replays_its_segments():
+    body = """
+def prog(dev):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    m = m.to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2, foreach=True)  # capturable=False
+    x, t = data(8, 16).to(dev), data(8, 4, seed=1).to(dev)
+    out = []
+    for _ in range(6):
+        loss = ((m(x) - t) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        out.append([loss.detach().cpu()] + [p.detach().cpu().clone() for p in m.parameters()])
+    return out
+"""
+    r = _run(body, {}, _FLOATS_MAIN)
+    assert max(r["diffs"]) <= 1e-5, r
+    st = r["stats"]
+    # step 0 also makes the optimizer's state (a signature of its own); steps 1 to 5 share
+    # theirs: first sight at step 1, compiled at step 2, replayed at steps 3 to 5
+    assert st["cache_hits"] >= 3 * st["compiles"] > 0 and st["unfusable"] == 0, r
+    assert st["cache_misses"] <= 2 * st["compiles"], r
+
+
+def test_16_bit_tensors_keep_their_floats_in_the_signature():
+    # bfloat16 with a Python float computes in float32 in ATen's CPU kernels: such a value
+    # stays a constant of the signature (each step's is new: run unfused, the CPU's bits)
+    r = _run(_CHANGING_FLOATS.replace(".to(dev)", ".to(dev, torch.bfloat16)"), {}, _FLOATS_MAIN)
+    assert max(r["diffs"]) == 0.0, r
+    assert r["stats"]["cache_hits"] == 0 and r["stats"]["cache_misses"] >= 6, r

@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .segment import CompiledSegment, Ref, Segment, Step
 
-__all__ = ["Ref", "ViewOf", "run", "compile_seconds", "segment_ops"]
+__all__ = ["Ref", "ScalarIn", "ViewOf", "run", "compile_seconds", "segment_ops"]
 
 _executables: dict[str, tuple[CompiledSegment, dict]] = {}  # key -> (exe, memory_orders)
 _ops: dict[str, list | None] = {}  # model name -> the segment's kernels (``segment_ops``)
@@ -42,6 +42,77 @@ class ViewOf:
     base_sizes: list
     base_strides: list
     base_offset: int
+
+
+def _op(name: str, overload: str):
+    ns, op_name = name.split("::")
+    return getattr(getattr(getattr(torch.ops, ns), op_name), overload or "default")
+
+
+@dataclass(frozen=True)
+class ScalarIn:
+    """A float argument the engine passes as an input, not a constant: the call's scalar
+    ``index`` (``float_inputs_op`` in ``concatenation_fuse.cpp``: an optimizer's per-step
+    step size, its bias corrections). The segment reads it from a float32 input vector,
+    one element per scalar, and its op is rewritten to take a tensor there
+    (``_FLOAT_INPUT_OPS``)."""
+
+    index: int
+
+
+def _scalar_tensor_op(name: str):
+    """``div_.Scalar(self, s)`` -> ``div_.Tensor(self, s)`` (a 0-dim tensor ``s``)."""
+    op = _op(name, "Tensor")
+    return lambda args, kw, add: (op, args, kw)
+
+
+def _alpha_op(name: str):
+    """``add.Tensor(self, other, alpha=s)`` -> ``add.Tensor(self, other * s)``: the CPU
+    kernel's ``self + alpha * other``."""
+    op = _op(name, "Tensor")
+
+    def rewrite(args, kw, add):
+        kw = dict(kw)
+        s = kw.pop("alpha")
+        return op, (args[0], add(torch.ops.aten.mul.Tensor, (args[1], s))), kw
+
+    return rewrite
+
+
+def _addc_op(name: str, div: bool):
+    """``addcdiv(self, t1, t2, value=s)`` -> ``self + s * (t1 / t2)`` and ``addcmul`` ->
+    ``self + s * t1 * t2``, in the order of the CPU kernels (and of ``torch._refs``)."""
+    op = _op(name, "Tensor")
+    aten = torch.ops.aten
+
+    def rewrite(args, kw, add):
+        self, t1, t2 = args[:3]
+        s = kw.get("value", args[3] if len(args) > 3 else None)
+        if div:
+            term = add(aten.mul.Tensor, (add(aten.div.Tensor, (t1, t2)), s))
+        else:
+            term = add(aten.mul.Tensor, (add(aten.mul.Tensor, (s, t1)), t2))
+        return op, (self, term), {}
+
+    return rewrite
+
+
+# (op name, overload) -> rewrite(args, kwargs, add) -> (op, args, kwargs): the op with its
+# ScalarIn argument taken as a 0-dim float32 tensor. The C++ list (float_inputs_op) names
+# the same ops; one missing here refuses its segment (it then runs unfused).
+_FLOAT_INPUT_OPS = {
+    **{
+        ("aten::" + n, "Scalar"): _scalar_tensor_op("aten::" + n)
+        for n in ("div", "div_", "mul", "mul_")
+    },
+    **{("aten::" + n, "Tensor"): _alpha_op("aten::" + n) for n in ("add", "add_", "sub", "sub_")},
+    ("aten::addcdiv", ""): _addc_op("aten::add", div=True),
+    ("aten::addcdiv_", ""): _addc_op("aten::add_", div=True),
+    ("aten::addcmul", ""): _addc_op("aten::add", div=False),
+    ("aten::addcmul_", ""): _addc_op("aten::add_", div=False),
+    ("aten::lerp", "Scalar"): _scalar_tensor_op("aten::lerp"),
+    ("aten::lerp_", "Scalar"): _scalar_tensor_op("aten::lerp_"),
+}
 
 
 def _contiguous(sizes, strides) -> bool:
@@ -182,11 +253,6 @@ def refusals() -> list[str]:
     return list(_refusals)
 
 
-def _op(name: str, overload: str):
-    ns, op_name = name.split("::")
-    return getattr(getattr(getattr(torch.ops, ns), op_name), overload or "default")
-
-
 def _written_inputs(steps) -> set[int]:
     """The inputs some step writes (an operand of an argument its schema marks written)."""
     out: set[int] = set()
@@ -216,12 +282,18 @@ def memory_orders(inputs: list, written: set[int]) -> dict[int, list[int]]:
     return out
 
 
-def to_segment(steps, outputs, n_inputs: int, perms: dict | None = None) -> Segment:
+def to_segment(
+    steps, outputs, n_inputs: int, perms: dict | None = None, scalars: int | None = None
+) -> Segment:
     """The engine's steps ``(op name, overload, args, n_results)`` (operands as ``Ref``,
-    ``ViewOf`` or Python numbers) as a ``Segment``: a view operand becomes an
+    ``ViewOf``, ``ScalarIn`` or Python numbers) as a ``Segment``: a view operand becomes an
     ``as_strided`` step before its reader; kwarg-only arguments become keywords. An input
-    in ``perms`` (``memory_orders``) arrives permuted and is permuted back before use."""
+    in ``perms`` (``memory_orders``) arrives permuted and is permuted back before use.
+    ``scalars``: the input holding the ``ScalarIn`` values (a float32 vector); a step with
+    one is rewritten by ``_FLOAT_INPUT_OPS``. Raises ``ValueError`` for a step it cannot
+    express."""
     out_steps: list[Step] = []
+    scalar_refs: dict[int, Ref] = {}
     where: list[int] = []  # engine step -> segment step
     logical: dict[int, Ref] = {}  # a permuted input, permuted back
 
@@ -239,6 +311,14 @@ def to_segment(steps, outputs, n_inputs: int, perms: dict | None = None) -> Segm
         return logical[r.index]
 
     def operand(a, written=False):
+        if isinstance(a, ScalarIn):
+            if scalars is None:
+                raise ValueError("fused segment: a float input without the scalars input")
+            if a.index not in scalar_refs:
+                scalar_refs[a.index] = add(
+                    torch.ops.aten.select.int, (Ref(-1, scalars), 0, a.index)
+                )
+            return scalar_refs[a.index]
         if isinstance(a, ViewOf):
             src = input_ref(a.ref) if a.ref.op == -1 else Ref(where[a.ref.op], a.ref.index)
             return _view_steps(src, a, add, written)
@@ -261,23 +341,42 @@ def to_segment(steps, outputs, n_inputs: int, perms: dict | None = None) -> Segm
                 kw[spec.name] = v
             else:
                 pos.append(v)
-        out_steps.append(Step(op, tuple(pos), kw, n_out))
+        pos = tuple(pos)
+        if any(
+            isinstance(a, ScalarIn) and not isinstance(spec.type, torch.TensorType)
+            for spec, a in zip(specs, args)
+        ):  # a float argument (a wrapped number in a Tensor argument is a tensor already)
+            rewrite = _FLOAT_INPUT_OPS.get((name, overload))
+            if rewrite is None:
+                raise ValueError(f"fused segment: no float input form of {name}.{overload}")
+            op, pos, kw = rewrite(pos, kw, add)
+        out_steps.append(Step(op, pos, kw, n_out))
         where.append(len(out_steps) - 1)
     return Segment(out_steps, n_inputs, [Ref(where[s], i) for s, i in outputs])
 
 
-def run(key: str, compile: bool, steps, outputs, inputs: list, dsts: list) -> bool:
-    """Launch the executable of ``key`` on the current stream, reading ``inputs`` and
-    writing the outputs into ``dsts``; with ``compile``, compile it from ``steps`` first.
-    Returns False, having launched nothing, when the segment cannot be compiled (the
-    engine then runs its ops one by one and never tries this signature again)."""
+def run(key: str, compile: bool, steps, outputs, inputs: list, dsts: list, scalars=()) -> bool:
+    """Launch the executable of ``key`` on the current stream, reading ``inputs`` (and
+    ``scalars``, the values of the steps' ``ScalarIn`` arguments) and writing the outputs
+    into ``dsts``; with ``compile``, compile it from ``steps`` first. Returns False, having
+    launched nothing, when the segment cannot be compiled (the engine then runs its ops
+    one by one and never tries this signature again)."""
     global _compile_s
     with _disable_current_modes(), torch.no_grad():
+        n_tensors = len(inputs)
+        if scalars:
+            # one float32 vector, copied with the segment's launch (the CPU kernels cast
+            # each double to float32 too); not waited for
+            vec = torch.tensor(scalars, dtype=torch.float32)
+            inputs = [
+                *inputs,
+                vec.to(torch.device("neuron", torch.neuron.current_device()), non_blocking=True),
+            ]
         if compile:
             t0 = time.perf_counter()
             try:
                 perms = memory_orders(inputs, _written_inputs(steps))
-                seg = to_segment(steps, outputs, len(inputs), perms)
+                seg = to_segment(steps, outputs, len(inputs), perms, n_tensors if scalars else None)
                 name = _name(seg, key)
                 ins = _permuted(inputs, perms)
                 exe = CompiledSegment(seg, ins, model_name=name)
