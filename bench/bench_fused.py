@@ -7,7 +7,10 @@ Three workloads, each run in two child processes, one per mode:
   with ``TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD=0`` (buffer every native op: the
   segments are then cut at the same ops every iteration, so their executables are
   replayed) and ``TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT`` (``--limit``, default
-  64: a segment launches while the host issues the next one).
+  1024 as TorchNeuron's: each segment runs to a host read or the step's end; 64 launches a
+  segment while the host issues the next, and measured slower: more launches and more
+  results copied out of XLA, docs/design/concatenation-engine.md); ``--threshold`` sets
+  the queue threshold (default 0).
 
 Workloads: BERT with all-MiniLM-L6-v2's weights, batch 32 (inference; targets: fused <=
 0.6x CPU eager, unfused <= 0.95x); a GPT-2 block, 256 wide, batch 8 x 128 (inference;
@@ -153,7 +156,7 @@ def _run_child(name: str, mode: str, args) -> dict:
         env.update(
             TORCH_NEURONX_ENABLE_CONCATENATION="1",
             TORCHNEURON_CONCATENATION_FUSE="1",
-            TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD="0",
+            TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD=str(args.threshold),
             TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT=str(args.limit),
         )
     cmd = [sys.executable, __file__, "--child", name, "--iters", str(args.iters)]
@@ -169,7 +172,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=4, help="untimed iterations (compiles)")
-    ap.add_argument("--limit", type=int, default=64, help="ops per fused segment at most")
+    ap.add_argument("--limit", type=int, default=1024, help="ops per fused segment at most")
+    ap.add_argument(
+        "--threshold", type=int, default=0, help="queued kernels below which a segment leaves"
+    )
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
