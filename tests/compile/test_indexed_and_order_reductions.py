@@ -170,3 +170,34 @@ def test_as_strided_scatter_and_copy_match_cpu(f):
     torch._dynamo.reset()
     got = torch.compile(f, backend="neuron")(x.to("neuron"), s.to("neuron"))
     torch.testing.assert_close(got.cpu(), f(x, s))
+
+
+def _offset_input(dev):
+    return torch.arange(12.0).to(dev)[2:11]
+
+
+def _transposed_input(dev):
+    return torch.arange(12.0).reshape(3, 4).to(dev).t()
+
+
+def _write_at(x):
+    x.as_strided([2], [1], 3).mul_(2)  # as_strided_scatter: offsets address the storage
+    return x + 0
+
+
+@pytest.mark.parametrize("make", [_offset_input, _transposed_input], ids=["offset", "transposed"])
+def test_as_strided_writes_into_an_input_view_are_refused(make):
+    """The graph's buffer of a view with a storage offset (or another layout) is not its
+    storage, which as_strided's offset and strides address: the write landed elsewhere
+    (silently wrong). Refused, naming the op, and the input is left as it was."""
+    from torchneuron.compiler.errors import NeuronCompileError
+
+    torch._dynamo.reset()
+    x = make("neuron")
+    before = x.cpu().clone()
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="as_strided_scatter") as e:
+        torch.compile(_write_at, backend="neuron")(x)
+    assert isinstance(e.value.inner_exception, NeuronCompileError)
+    assert torch.equal(x.cpu(), before)
+    torch._dynamo.reset()
+    assert torch.equal(_write_at(make("neuron")).cpu(), _write_at(make("cpu")))  # eager

@@ -205,10 +205,21 @@ def _strided_positions(size, stride, offset, device):
     return aten.reshape.default(aten.expand.default(pos, list(size)), [-1])
 
 
+def _own_storage(x) -> bool:
+    """Whether ``x``'s elements are its storage from position 0, in order: what the
+    graph's buffer of ``x`` holds. ``as_strided`` offsets and strides address the storage
+    (a ``*_scatter`` result keeps its input's storage offset, ATen's
+    clone_preserve_strides); over a tensor with an offset or another layout the flat
+    buffer is not that storage (wrong values, found by the fused engine's inputs merged
+    from several views). Such a graph is refused instead (NeuronCompileError naming the
+    op)."""
+    return x.storage_offset() == 0 and x.is_contiguous()
+
+
 def as_strided_copy(x, size, stride, storage_offset=None):
     """The view's elements gathered from ``x``'s (contiguous) storage: TorchNeuron's
     table does the same; torch-mlir had no lowering."""
-    if x.numel() == 0 or 0 in size:
+    if x.numel() == 0 or 0 in size or not _own_storage(x):
         return NotImplemented
     pos = _strided_positions(size, stride, storage_offset or 0, x.device)
     flat = aten.reshape.default(x, [-1])
@@ -217,7 +228,7 @@ def as_strided_copy(x, size, stride, storage_offset=None):
 
 def as_strided_scatter(x, src, size, stride, storage_offset=None):
     """``src`` written into ``x``'s (contiguous) storage at the view's positions."""
-    if x.numel() == 0 or 0 in size:
+    if x.numel() == 0 or 0 in size or not _own_storage(x):
         return NotImplemented
     pos = _strided_positions(size, stride, storage_offset or 0, x.device)
     flat = aten.reshape.default(x, [-1])
