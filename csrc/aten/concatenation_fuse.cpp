@@ -199,7 +199,7 @@ bool merge_aliased_inputs(SegmentCall& call, std::vector<const PinnedTensor*>& i
       op.view = true;
       op.sizes.assign(p.sizes.begin(), p.sizes.end());
       op.strides.assign(p.strides.begin(), p.strides.end());
-      op.offset = p.offset - flat->offset;
+      op.offset = p.offset;  // as_strided addresses the storage: absolute
       op.base_sizes = {flat->sizes[0]};
       op.base_strides = {1};
       op.base_offset = 0;

@@ -37,6 +37,25 @@ print(json.dumps({"stats": torch.neuron.concatenation_stats()["fused"], "diffs":
 """
 
 CASES = {
+    # views of one input merged into a flat input with a storage offset: a write through a
+    # row then a read of a column (the write landed 2 elements off), and a read-only
+    # strided view after a dropped one (read 2 elements off): as_strided addresses the
+    # storage, so the engine gives it absolute offsets; a write through it is refused
+    "row_write_column_read": """
+def prog(dev):
+    a = torch.arange(12.).reshape(3, 4).to(dev)
+    a[1].mul_(2)
+    r = a[:, 2].neg()
+    return [a.cpu(), r.cpu()]
+""",
+    "strided_reads_of_one_input": """
+def prog(dev):
+    p0, p1 = data(6, 6).to(dev), data(6, 6, seed=1).to(dev)
+    a = (p0 * 2).clamp(-50, 50)
+    z = p1[:, 2].abs()
+    del z
+    return (a[1:3, ::2] + p1[1:3, ::2]).cpu()
+""",
     # layers of a model: views of results between matmuls (reshapes of addmm's output)
     "layers": """
 def prog(dev):
@@ -242,7 +261,9 @@ def test_fused_segments_give_the_cpu_result(case):
         assert st["cache_hits"] >= 1 and st["ops_fused"] >= 2, r
     if case == "refused_op":
         assert st["unfusable"] >= 1 and any("_masked_softmax" in e for e in r["refusals"]), r
-    if case != "refused_op":
+    if case == "row_write_column_read":  # a write through as_strided of a merged input
+        assert st["unfusable"] >= 1 and any("as_strided" in e for e in r["refusals"]), r
+    elif case != "refused_op":
         assert st["unfusable"] == 0, r
 
 
@@ -350,6 +371,21 @@ def test_changing_python_floats_replay_one_executable():
     # one segment a step: every op joins it (_foreach_mul_/_foreach_lerp_ reach the device
     # as mul_.Scalar/lerp_.Scalar, native; through ATen's out= forms they did not join)
     assert st["compiles"] == 1 and st["unfusable"] == 0, r
+
+
+def test_addcdiv_with_a_float_input_keeps_the_cpu_order():
+    # ATen computes self + (value * t1) / t2: value * t1 overflows where t1 / t2 does not
+    body = """
+def prog(dev):
+    x = torch.zeros(4).to(dev)
+    t1 = torch.tensor([1e10, 3.0, 1e20, 1e-20]).to(dev)
+    return [[torch.addcdiv(x, t1, t1, value=1e30 * (1 + i)).neg().cpu()] for i in range(6)]
+"""
+    main = _FLOATS_MAIN.replace(
+        "max(float((g.double() - c.double()).abs().max())", "max(float(not torch.equal(g, c))"
+    )
+    r = _run(body, {}, main)
+    assert r["diffs"] == [0.0] * 6 and r["stats"]["cache_hits"] >= 4, r
 
 
 def test_adamw_default_replays_its_segments():
