@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "aten/device.h"
 #include "aten/ivalue_tensors.h"
@@ -73,6 +74,21 @@ bool wants_narrowing(const Plan& plan, const c10::FunctionSchema& s, const Stack
       if (is_out_arg(s, i) && args[i].isTensor() && args[i].toTensor().defined() &&
           overlaps_another(args, i))
         return false;
+  }
+  // lerp requires its tensors in one dtype; narrowed, float64 `end`/`weight` beside
+  // float32 passed ATen's check: full width raises it, as on the CPU.
+  if (s.name() == "aten::lerp" || s.name() == "aten::lerp_") {
+    std::optional<c10::ScalarType> dt;
+    bool mixed = false;
+    for (size_t i = 0; i < plan.num_args; ++i)
+      map_tensors(st[base + i], [&](const at::Tensor& t) {
+        if (t.defined() && t.device().type() == kNeuron) {
+          mixed = mixed || (dt && *dt != t.scalar_type());
+          dt = t.scalar_type();
+        }
+        return t;
+      });
+    if (mixed) return false;
   }
   for (size_t i = 0; i < plan.num_args; ++i) {
     if (plan.is_index[i]) continue;

@@ -32,6 +32,30 @@ def test_float64_add_loses_what_float32_cannot_hold():
     assert (x + y).tolist() != [1.0, 3.0]  # the CPU in full width keeps them
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, y, w: x.clone().lerp_(y, w),
+        lambda x, y, w: x.clone().lerp_(y.double(), 0.3),
+        lambda x, y, w: torch.lerp(x, y, w),
+        lambda x, y, w: torch._foreach_lerp_([x.clone()], [y], [w]),
+    ],
+    ids=["lerp_ weight", "lerp_ end", "lerp", "_foreach_lerp_"],
+)
+def test_lerp_of_float32_with_float64_raises_as_on_the_cpu(call):
+    # narrowed, the float64 operand passed ATen's same-dtype check; now full width
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 5, generator=g), torch.randn(4, 5, generator=g)
+    w = torch.rand(4, 5, dtype=torch.float64, generator=g)
+    with pytest.raises(RuntimeError, match="expected dtype float for") as cpu:
+        call(x, y, w)
+    with pytest.raises(RuntimeError, match="expected dtype float for") as dev:
+        call(x.neuron(), y.neuron(), w.neuron())
+    assert str(dev.value).split("(")[0] == str(cpu.value).split("(")[0]
+    got = _quiet(lambda: torch.lerp(x.double().neuron(), y.double().neuron(), w.neuron()))
+    assert got.dtype == torch.float64  # one dtype: narrowed as before
+
+
 def test_int64_beyond_int32_wraps():
     x = torch.tensor([2**31, 2**31 + 7, 5], dtype=torch.int64)
     got = _quiet(lambda: x.neuron() + 5)

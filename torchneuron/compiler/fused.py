@@ -80,16 +80,16 @@ def _alpha_op(name: str):
 
 
 def _addc_op(name: str, div: bool):
-    """``addcdiv(self, t1, t2, value=s)`` -> ``self + s * (t1 / t2)`` and ``addcmul`` ->
-    ``self + s * t1 * t2``, in the order of the CPU kernels (and of ``torch._refs``)."""
+    """``addcdiv(self, t1, t2, value=s)`` -> ``self + (s * t1) / t2`` and ``addcmul`` ->
+    ``self + (s * t1) * t2``, in the order of the CPU kernels (and of ``torch._refs``)."""
     op = _op(name, "Tensor")
     aten = torch.ops.aten
 
     def rewrite(args, kw, add):
         self, t1, t2 = args[:3]
         s = kw.get("value", args[3] if len(args) > 3 else None)
-        if div:
-            term = add(aten.mul.Tensor, (add(aten.div.Tensor, (t1, t2)), s))
+        if div:  # ATen: self + value * t1 / t2, i.e. (value * t1) / t2
+            term = add(aten.div.Tensor, (add(aten.mul.Tensor, (s, t1)), t2))
         else:
             term = add(aten.mul.Tensor, (add(aten.mul.Tensor, (s, t1)), t2))
         return op, (self, term), {}
